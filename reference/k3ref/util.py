@@ -1,0 +1,31 @@
+"""Deterministic random helpers for fixture/checkpoint generation."""
+import torch
+
+
+def gen(seed):
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return g
+
+
+def randn32(g, *shape, std=1.0, mean=0.0):
+    """float32 N(mean, std^2) from generator g (bit-reproducible for a given torch build)."""
+    x = torch.randn(*shape, generator=g, dtype=torch.float32)
+    if std != 1.0:
+        x = x * torch.tensor(std, dtype=torch.float32)
+    if mean != 0.0:
+        x = x + torch.tensor(mean, dtype=torch.float32)
+    return x
+
+
+def rand32(g, *shape, lo=0.0, hi=1.0):
+    x = torch.rand(*shape, generator=g, dtype=torch.float32)
+    return x * torch.tensor(hi - lo, dtype=torch.float32) + torch.tensor(lo, dtype=torch.float32)
+
+
+def f32(x):
+    return x.to(torch.float32)
+
+
+def f64(x):
+    return x.to(torch.float64)
