@@ -133,7 +133,8 @@ def new_state(H, dk, dv, Pk, Pv, K=4):
 def kda_layer(x, W, form, num_heads, head_dim, eps, state=None, lower_bound=-5.0, core="recurrent"):
     """Full KDA mixer on x [T, D] (already input-normed). W: dict of float64 tensors with keys
     q_proj k_proj v_proj q_conv1d k_conv1d v_conv1d f_a_proj f_b_proj dt_bias A_log b_proj o_norm o_proj
-    and g_proj (form 'k3') or g_a_proj/g_b_proj (form '48b'). Returns (out [T, D], new state dict)."""
+    and g_proj (full-rank gate) or g_a_proj/g_b_proj. form 'k3' = bounded sigmoid decay gate,
+    '48b' = -exp(A)*softplus decay gate. Returns (out [T, D], new state dict)."""
     T = x.shape[0]
     H, dk = num_heads, head_dim
     if state is None:
@@ -154,9 +155,9 @@ def kda_layer(x, W, form, num_heads, head_dim, eps, state=None, lower_bound=-5.0
         o, S = recurrent(q, k, v, g, beta, state["S"])
     else:
         o, S = chunked(q, k, v, g, beta, state["S"], chunk=core)
-    if form == "k3":
+    if "g_proj" in W:      # full-rank output gate (K3 use_full_rank_gate)
         gam = linear(x, W["g_proj"])
-    else:
+    else:                  # low-rank g_a/g_b (48B), no bias
         gam = linear(linear(x, W["g_a_proj"]), W["g_b_proj"])
     y = rmsnorm(o, W["o_norm"], eps) * sigmoid(gam.reshape(T, H, dk))
     out = linear(y.reshape(T, H * dk), W["o_proj"])
