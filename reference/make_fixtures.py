@@ -36,9 +36,9 @@ def write_components(root):
     return [e["file"] for e in manifest]
 
 
-def write_models(root):
+def write_models(root, verbose=False):
     import models_fixtures
-    return models_fixtures.write_all(root)
+    return models_fixtures.write_all(root, verbose)
 
 
 def main():
@@ -52,7 +52,7 @@ def main():
         print(f"components written in {time.time() - t:.1f}s")
     if a.only != "components":
         t = time.time()
-        write_models(a.out)
+        write_models(a.out, verbose=True)
         print(f"model fixtures written in {time.time() - t:.1f}s")
 
 

@@ -92,7 +92,7 @@ def model_fixture(model_dir, name):
     return items, meta
 
 
-def write_all(root):
+def write_all(root, verbose=False):
     out = []
     for name in ("tiny-k3", "tiny-kimi-linear"):
         d = os.path.join(root, "fixtures", "models", name)
@@ -102,7 +102,7 @@ def write_all(root):
             json.dump(meta, f, indent=1, ensure_ascii=False)
             f.write("\n")
         out.append(d)
-        h = meta["health"]
-        print(f"{name}: greedy {meta['greedy_ids']}")
-        print(f"  health: {json.dumps(h)}")
+        if verbose:
+            print(f"{name}: greedy {meta['greedy_ids']}")
+            print(f"  health: {json.dumps(meta['health'])}")
     return out
