@@ -45,6 +45,7 @@ def model_fixture(model_dir, name):
     prompt = tok.encode(TEXTS[name]["prompt"])
     stats = []
     logits, dumps, _ = m.forward(tf_ids, stats=stats)
+    final_hidden = m.last_final_hidden
     route = torch.stack([idx for _, idx, _ in stats])          # [n_moe_layers, T, k]
     gen_ids, gen_logits = m.greedy(prompt, N_GREEDY, incremental=True)
     gstats = []
@@ -67,7 +68,8 @@ def model_fixture(model_dir, name):
             torch.sort(logits, -1, descending=True).values),
     }
     items = [("tf.ids", torch.tensor(tf_ids, dtype=torch.int64)), ("tf.logits", logits),
-             ("tf.argmax", torch.argmax(logits, -1)), ("tf.hidden", dumps), ("tf.route_idx", route),
+             ("tf.argmax", torch.argmax(logits, -1)), ("tf.hidden", dumps), ("tf.final_hidden", final_hidden),
+             ("tf.route_idx", route),
              ("greedy.prompt_ids", torch.tensor(prompt, dtype=torch.int64)),
              ("greedy.ids", torch.tensor(gen_ids, dtype=torch.int64)), ("greedy.logits", gen_logits)]
     meta = {
@@ -82,7 +84,10 @@ def model_fixture(model_dir, name):
             "tf.ids I64[24]": "teacher-forcing input (BOS + encoded tf_text, truncated to 24)",
             "tf.logits F64[24,1024]": "logits at every position", "tf.argmax I64[24]": "argmax per position",
             "tf.hidden F64[n_layers+1,24,128]": "0 = embedding, l+1 = hidden after layer l (K3: the running "
-            "stream p returned by the layer; final output-mix not included)",
+            "stream p returned by the layer). K3 AttnRes snapshots: the block list after layer l is "
+            "[tf.hidden[b] for b in 0, B, 2B, ... if b <= l] (B = attn_res_block_size), so any single layer can be "
+            "replayed from tf.hidden alone",
+            "tf.final_hidden F64[24,128]": "input of the final RMSNorm (K3: after the output AttnRes mix; 48B: = tf.hidden[-1])",
             "tf.route_idx I64[n_moe_layers,24,k]": "router choice per MoE layer (descending biased score)",
             "greedy.prompt_ids I64[P]": "chat-formatted prompt", "greedy.ids I64[20]": "greedy continuation",
             "greedy.logits F64[20,1024]": "logits each greedy token was chosen from"},

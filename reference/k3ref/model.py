@@ -66,6 +66,7 @@ class Config:
         if tc.get("num_expert_group", 1) != 1 or tc.get("topk_group", 1) != 1:
             raise ValueError("grouped routing with >1 group is not implemented")
         self.latent = tc.get("routed_expert_hidden_size")
+        self.latent_norm = bool(tc.get("latent_moe_use_norm", True))
         act = tc.get("hidden_act", "silu")
         if act == "situ":
             b1, b2 = tc.get("activation_situ_beta", 4.0), tc.get("activation_situ_linear_beta", 25.0)
@@ -126,7 +127,7 @@ class Model:
                     W["shared"] = tuple(T(m + f"shared_experts.{x}_proj.weight") for x in ("gate", "up", "down"))
                 if c.latent:
                     W["latent_down"] = T(m + "routed_expert_down_proj.weight")
-                    W["latent_norm"] = T(m + "routed_expert_norm.weight")
+                    W["latent_norm"] = T(m + "routed_expert_norm.weight") if c.latent_norm else None
                     W["latent_up"] = T(m + "routed_expert_up_proj.weight")
                 L["moe"] = W
             else:
@@ -175,6 +176,24 @@ class Model:
         return (srt[:, self.cfg.top_k - 1] - srt[:, self.cfg.top_k]).min().item()
 
     # ------------------------------------------------------------------ forward
+    def layer(self, l, h, blocks, layer_state, stats=None):
+        """One decoder layer on h [T, D]. blocks: AttnRes snapshot list (mutated: layer l pushes its input
+        when l % block_size == 0). Returns (output h, new layer state)."""
+        c, L = self.cfg, self.layers[l]
+        if c.attn_res:
+            p = h
+            a_in = attnres.mix(p, blocks, *L["attn_res"], c.eps)[0] if blocks else h
+            if l % c.attn_res == 0:
+                blocks.append(p)
+                p = None
+            A, ns = self.mixer(l, rmsnorm(a_in, L["in_norm"], c.eps), layer_state)
+            p = A if p is None else p + A
+            m_in = attnres.mix(p, blocks, *L["mlp_res"], c.eps)[0]
+            return p + self.ffn(l, rmsnorm(m_in, L["post_norm"], c.eps), stats), ns
+        A, ns = self.mixer(l, rmsnorm(h, L["in_norm"], c.eps), layer_state)
+        h = h + A
+        return h + self.ffn(l, rmsnorm(h, L["post_norm"], c.eps), stats), ns
+
     def forward(self, ids, state=None, stats=None):
         """ids: list of token ids (the next len(ids) positions). Returns (logits [T,V], hidden
         dumps [n_layers+1, T, D] (0 = embedding, l+1 = output of layer l), new state)."""
@@ -187,25 +206,12 @@ class Model:
         new_layers = []
         blocks = []
         for l in range(c.n_layers):
-            L = self.layers[l]
-            if c.attn_res:
-                p = h
-                a_in = attnres.mix(p, blocks, *L["attn_res"], c.eps)[0] if blocks else h
-                if l % c.attn_res == 0:
-                    blocks.append(p)
-                    p = None
-                A, ns = self.mixer(l, rmsnorm(a_in, L["in_norm"], c.eps), state["layers"][l])
-                p = A if p is None else p + A
-                m_in = attnres.mix(p, blocks, *L["mlp_res"], c.eps)[0]
-                h = p + self.ffn(l, rmsnorm(m_in, L["post_norm"], c.eps), stats)
-            else:
-                A, ns = self.mixer(l, rmsnorm(h, L["in_norm"], c.eps), state["layers"][l])
-                h = h + A
-                h = h + self.ffn(l, rmsnorm(h, L["post_norm"], c.eps), stats)
+            h, ns = self.layer(l, h, blocks, state["layers"][l], stats)
             new_layers.append(ns)
             dumps.append(h)
         if c.attn_res:
             h = attnres.mix(h, blocks, *self.out_res, c.eps)[0]
+        self.last_final_hidden = h          # input of the final RMSNorm (debug/fixtures)
         logits = linear(rmsnorm(h, self.final_norm, c.eps), self.lm_head)
         return logits, torch.stack(dumps), {"layers": new_layers, "pos": state["pos"] + len(ids)}
 

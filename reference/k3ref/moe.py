@@ -58,7 +58,8 @@ def moe_k3_latent(x, W, cfg, act, eps):
         for j in range(idx.shape[1]):
             w1, w2, w3 = W["experts"][int(idx[t, j])]
             r[t] += w[t, j] * mlp(u[t:t + 1], w1, w3, w2, act)[0]
-    r = rmsnorm(r, W["latent_norm"], eps)
+    if W.get("latent_norm") is not None:   # latent_moe_use_norm
+        r = rmsnorm(r, W["latent_norm"], eps)
     y = linear(r, W["latent_up"])
     if W.get("shared") is not None:
         y = y + mlp(x, *W["shared"], act)

@@ -216,3 +216,17 @@ def test_model_wrong_variants_move_logits():
         restore()
     finally:
         restore()
+
+
+def test_single_layer_replay_from_dumps():
+    """Any layer can be checked alone: input tf.hidden[l], AttnRes blocks = tf.hidden[b] for boundaries b < l."""
+    for name in NAMES:
+        d = model_dir(common.ROOT[0], name)
+        m = Model(d)
+        e = _expected(d)
+        hid = e["tf.hidden"]
+        B = m.cfg.attn_res
+        for l in range(m.cfg.n_layers):
+            blocks = [hid[b] for b in range(0, l, B)] if B else []
+            out, _ = m.layer(l, hid[l], blocks, m.new_state()["layers"][l])
+            assert_close(out, hid[l + 1], 1e-12, f"{name} layer {l} replay")
