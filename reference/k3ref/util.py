@@ -9,8 +9,14 @@ def gen(seed):
 
 
 def randn32(g, *shape, std=1.0, mean=0.0):
-    """float32 N(mean, std^2) from generator g (bit-reproducible for a given torch build)."""
-    x = torch.randn(*shape, generator=g, dtype=torch.float32)
+    """float32 ~N(mean, std^2) from generator g, bit-reproducible across CPUs.
+
+    torch.randn's CPU kernel has an AVX2 path with its own log/cos, so its bits can depend on the
+    machine. Instead: Irwin-Hall, the sum of 12 float32 uniforms (each a multiple of 2^-24, drawn
+    serially from the Mersenne twister) minus 6. The sum is exact in float64 whatever the summation
+    order; the cast to float32 and the scaling are single IEEE roundings. Mean 0, variance 1, |x| < 6."""
+    u = torch.rand(*shape, 12, generator=g, dtype=torch.float32).double()
+    x = (u.sum(-1) - 6.0).to(torch.float32)
     if std != 1.0:
         x = x * torch.tensor(std, dtype=torch.float32)
     if mean != 0.0:

@@ -1,0 +1,26 @@
+{
+  "targets": [
+    {
+      "target_name": "k3_dense",
+      "sources": [
+        "src/addon.cc",
+        "src/api.c",
+        "src/cpu.c",
+        "src/pool.c",
+        "src/gemv_bf16.c",
+        "src/gemv_bf16_scalar.c",
+        "src/gemv_bf16_avx2.c",
+        "src/gemv_bf16_avx512.c"
+      ],
+      "include_dirs": [
+        "include",
+        "<!(node -p \"require('node-addon-api').include_dir\")",
+        "<!(node -p \"require('path').join(require('path').dirname(require.resolve('@k3/native/package.json')), 'include')\")"
+      ],
+      "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS"],
+      "cflags_c": ["-std=gnu11", "-O3", "-ffp-contract=off", "-fno-math-errno", "-Wall", "-Wextra"],
+      "cflags_cc": ["-std=c++17", "-O3", "-ffp-contract=off"],
+      "libraries": ["-lpthread", "-lm"]
+    }
+  ]
+}

@@ -1,0 +1,60 @@
+/*
+ * k3_dense.h: the C interface of @k3/dense, the base kernels every k3 addon shares.
+ *
+ * One process has ONE thread pool and ONE SIMD level. Other addons (@k3/mxfp4, @k3/kda, ...)
+ * do not link a copy of these kernels: @k3/dense hands them a pointer to its `k3_dense_api`
+ * table (a N-API external, see `nativeApi()` in the TS API) and they call through it.
+ *
+ * Determinism contract (all kernels, all ISA levels, any thread count):
+ *   - threads split OUTPUTS, never a reduction;
+ *   - every reduction has one fixed order, written down next to its scalar reference, and the
+ *     SIMD variants reproduce that order exactly (same lanes, same tree, FMA where the scalar
+ *     reference uses fmaf);
+ *   - compiled with -ffp-contract=off so the compiler never fuses what the source does not.
+ */
+#ifndef K3_DENSE_H
+#define K3_DENSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- SIMD levels */
+
+typedef enum {
+    K3_SIMD_SCALAR = 0,
+    K3_SIMD_AVX2 = 1,   /* x86-64-v3: AVX2 + FMA + F16C */
+    K3_SIMD_AVX512 = 2  /* x86-64-v4: AVX-512 F/BW/DQ/VL */
+} k3_simd_level;
+
+/* ---------------------------------------------------------------- thread pool */
+
+/* Runs task(ctx, i) for every i in [0, n_tasks) on the pool; returns when all are done. */
+typedef void (*k3_task_fn)(void *ctx, int task_index);
+
+/* ---------------------------------------------------------------- the shared table */
+
+#define K3_DENSE_ABI_VERSION 1u
+
+typedef struct k3_dense_api {
+    uint32_t abi_version; /* K3_DENSE_ABI_VERSION */
+    uint32_t struct_size; /* sizeof(k3_dense_api) of the provider */
+
+    k3_simd_level (*simd_level)(void);
+    int (*thread_count)(void);
+    void (*parallel_for)(int n_tasks, k3_task_fn task, void *ctx);
+
+    /* y[rows] = W[rows, cols] (bf16 bits, row-major, row stride `ld` elements) * x[cols] (f32). */
+    void (*gemv_bf16)(const uint16_t *w, size_t ld, const float *x, float *y, size_t rows, size_t cols);
+} k3_dense_api;
+
+/* Provided by @k3/dense itself. */
+const k3_dense_api *k3_dense_get_api(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

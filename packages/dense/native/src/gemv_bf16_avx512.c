@@ -1,0 +1,64 @@
+/*
+ * gemv_bf16_avx512.c: AVX-512. One zmm holds lanes 0-15 (see gemv_bf16.h). Four rows run
+ * together so four independent FMA chains hide the FMA latency; each row keeps its own order.
+ */
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
+#include <immintrin.h>
+#include "gemv_bf16.h"
+
+static __m512 load_bf16x16(const uint16_t *p, __mmask16 m) {
+    __m256i raw = _mm256_maskz_loadu_epi16(m, p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+}
+
+static float reduce16(__m512 v) {
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+    return _mm_cvtss_f32(s1);
+}
+
+static void rows4(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    size_t k = 0;
+    for (; k + 16 <= cols; k += 16) {
+        __m512 xv = _mm512_loadu_ps(x + k);
+        a0 = _mm512_fmadd_ps(load_bf16x16(w + k, 0xFFFF), xv, a0);
+        a1 = _mm512_fmadd_ps(load_bf16x16(w + ld + k, 0xFFFF), xv, a1);
+        a2 = _mm512_fmadd_ps(load_bf16x16(w + 2 * ld + k, 0xFFFF), xv, a2);
+        a3 = _mm512_fmadd_ps(load_bf16x16(w + 3 * ld + k, 0xFFFF), xv, a3);
+    }
+    if (k < cols) {
+        __mmask16 m = (__mmask16)((1u << (cols - k)) - 1);
+        __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
+        a0 = _mm512_mask3_fmadd_ps(load_bf16x16(w + k, m), xv, a0, m);
+        a1 = _mm512_mask3_fmadd_ps(load_bf16x16(w + ld + k, m), xv, a1, m);
+        a2 = _mm512_mask3_fmadd_ps(load_bf16x16(w + 2 * ld + k, m), xv, a2, m);
+        a3 = _mm512_mask3_fmadd_ps(load_bf16x16(w + 3 * ld + k, m), xv, a3, m);
+    }
+    y[0] = reduce16(a0);
+    y[1] = reduce16(a1);
+    y[2] = reduce16(a2);
+    y[3] = reduce16(a3);
+}
+
+static float row1(const uint16_t *w, const float *x, size_t cols) {
+    __m512 acc = _mm512_setzero_ps();
+    size_t k = 0;
+    for (; k + 16 <= cols; k += 16)
+        acc = _mm512_fmadd_ps(load_bf16x16(w + k, 0xFFFF), _mm512_loadu_ps(x + k), acc);
+    if (k < cols) {
+        __mmask16 m = (__mmask16)((1u << (cols - k)) - 1);
+        acc = _mm512_mask3_fmadd_ps(load_bf16x16(w + k, m), _mm512_maskz_loadu_ps(m, x + k), acc, m);
+    }
+    return reduce16(acc);
+}
+
+void k3_gemv_bf16_rows_avx512(const uint16_t *w, size_t ld, const float *x, float *y,
+                              size_t row_begin, size_t row_end, size_t cols) {
+    size_t r = row_begin;
+    for (; r + 4 <= row_end; r += 4) rows4(w + r * ld, ld, x, y + r, cols);
+    for (; r < row_end; r++) y[r] = row1(w + r * ld, x, cols);
+}

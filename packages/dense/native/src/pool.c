@@ -1,0 +1,174 @@
+/*
+ * pool.c: a small fork-join pool. The caller publishes (task, ctx, n_tasks), wakes the
+ * workers, and everybody (caller included) claims task indices from one atomic counter.
+ * Workers spin briefly before sleeping: decode issues thousands of short jobs per token and a
+ * condition-variable wake-up costs tens of microseconds.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "pool.h"
+
+#define SPIN_ROUNDS 20000
+#define MAX_THREADS 256
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_cond_t done;
+    pthread_t threads[MAX_THREADS];
+    int n_workers;            /* threads besides the caller */
+    k3_task_fn task;
+    void *ctx;
+    int n_tasks;
+    atomic_int next_task;
+    atomic_int busy_workers;
+    atomic_uint generation;   /* bumped once per job */
+    int shutting_down;
+} pool_state;
+
+static pool_state pool = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .wake = PTHREAD_COND_INITIALIZER,
+    .done = PTHREAD_COND_INITIALIZER,
+};
+static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER; /* one job at a time (worker_threads) */
+static int configured_threads = 0;                          /* 0 = not started yet */
+
+/* ---------------------------------------------------------------- claiming tasks */
+
+static void drain_tasks(void) {
+    for (;;) {
+        int i = atomic_fetch_add(&pool.next_task, 1);
+        if (i >= pool.n_tasks) return;
+        pool.task(pool.ctx, i);
+    }
+}
+
+/* ---------------------------------------------------------------- workers */
+
+static unsigned wait_for_job(unsigned seen) {
+    for (int spin = 0; spin < SPIN_ROUNDS; spin++) {
+        unsigned g = atomic_load_explicit(&pool.generation, memory_order_acquire);
+        if (g != seen) return g;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    pthread_mutex_lock(&pool.lock);
+    unsigned g;
+    while ((g = atomic_load(&pool.generation)) == seen && !pool.shutting_down)
+        pthread_cond_wait(&pool.wake, &pool.lock);
+    pthread_mutex_unlock(&pool.lock);
+    return g;
+}
+
+static void *worker_main(void *arg) {
+    /* The generation at spawn time comes from the creator: reading it here could miss a job
+       published before this thread first ran, and the caller would wait for it forever. */
+    unsigned seen = (unsigned)(uintptr_t)arg;
+    for (;;) {
+        seen = wait_for_job(seen);
+        if (pool.shutting_down) return NULL;
+        drain_tasks();
+        if (atomic_fetch_sub(&pool.busy_workers, 1) == 1) {
+            pthread_mutex_lock(&pool.lock);
+            pthread_cond_signal(&pool.done);
+            pthread_mutex_unlock(&pool.lock);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- start / stop */
+
+static int default_thread_count(void) {
+    const char *env = getenv("K3_THREADS");
+    if (env && *env) {
+        int n = atoi(env);
+        if (n >= 1 && n <= MAX_THREADS) return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > MAX_THREADS) n = MAX_THREADS;
+    return (int)n;
+}
+
+static void stop_workers(void) {
+    pthread_mutex_lock(&pool.lock);
+    pool.shutting_down = 1;
+    atomic_fetch_add(&pool.generation, 1);
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.lock);
+    for (int i = 0; i < pool.n_workers; i++) pthread_join(pool.threads[i], NULL);
+    pool.n_workers = 0;
+    pool.shutting_down = 0;
+}
+
+static void start_workers(int n_threads) {
+    pool.n_workers = 0;
+    for (int i = 0; i < n_threads - 1; i++) {
+        void *spawn_generation = (void *)(uintptr_t)atomic_load(&pool.generation);
+        if (pthread_create(&pool.threads[i], NULL, worker_main, spawn_generation) != 0) break;
+        pool.n_workers++;
+    }
+    configured_threads = pool.n_workers + 1;
+}
+
+static void ensure_started(void) {
+    if (configured_threads == 0) start_workers(default_thread_count());
+}
+
+int k3_pool_thread_count(void) {
+    pthread_mutex_lock(&run_lock);
+    ensure_started();
+    int n = configured_threads;
+    pthread_mutex_unlock(&run_lock);
+    return n;
+}
+
+int k3_pool_set_threads(int n_threads) {
+    if (n_threads < 1 || n_threads > MAX_THREADS) return -1;
+    pthread_mutex_lock(&run_lock);
+    if (configured_threads != 0) stop_workers();
+    start_workers(n_threads);
+    pthread_mutex_unlock(&run_lock);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- running a job */
+
+void k3_pool_parallel_for(int n_tasks, k3_task_fn task, void *ctx) {
+    if (n_tasks <= 0) return;
+    pthread_mutex_lock(&run_lock);
+    ensure_started();
+    if (n_tasks == 1 || pool.n_workers == 0) {
+        for (int i = 0; i < n_tasks; i++) task(ctx, i);
+        pthread_mutex_unlock(&run_lock);
+        return;
+    }
+    pool.task = task;
+    pool.ctx = ctx;
+    pool.n_tasks = n_tasks;
+    atomic_store(&pool.next_task, 0);
+    atomic_store(&pool.busy_workers, pool.n_workers);
+    pthread_mutex_lock(&pool.lock);
+    atomic_fetch_add_explicit(&pool.generation, 1, memory_order_release);
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.lock);
+
+    drain_tasks();
+
+    if (atomic_load(&pool.busy_workers) > 0) {
+        for (int spin = 0; spin < SPIN_ROUNDS && atomic_load(&pool.busy_workers) > 0; spin++) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        }
+        pthread_mutex_lock(&pool.lock);
+        while (atomic_load(&pool.busy_workers) > 0) pthread_cond_wait(&pool.done, &pool.lock);
+        pthread_mutex_unlock(&pool.lock);
+    }
+    pthread_mutex_unlock(&run_lock);
+}

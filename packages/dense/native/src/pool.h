@@ -1,0 +1,11 @@
+/* pool.h: one thread pool per process, shared by every k3 kernel through k3_dense_api. */
+#ifndef K3_POOL_H
+#define K3_POOL_H
+#include "k3_dense.h"
+
+int k3_pool_thread_count(void);
+/* Resizes the pool (1 = run everything on the calling thread). 0 ok, -1 bad count. */
+int k3_pool_set_threads(int n_threads);
+void k3_pool_parallel_for(int n_tasks, k3_task_fn task, void *ctx);
+
+#endif

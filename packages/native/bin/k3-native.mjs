@@ -1,0 +1,41 @@
+#!/usr/bin/env node
+// Builds a k3 package's native addon without touching the network.
+//   k3-native prebuild <nativeDir> <name>   -> <nativeDir>/prebuilds/<platform>-<arch>/<name>.node
+//   k3-native rebuild  <nativeDir>          -> <nativeDir>/build/Release (source mode)
+// node-gyp downloads Node headers unless told where they are; pnpm 12 and turbo's strict env both
+// drop npm's nodedir setting, so we set npm_config_nodedir here from the running Node itself.
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join, resolve } from "node:path";
+
+const [command, dirArg, name] = process.argv.slice(2);
+if (!command || !dirArg || (command === "prebuild" && !name) || !["prebuild", "rebuild"].includes(command)) {
+  console.error("usage: k3-native prebuild <nativeDir> <name> | k3-native rebuild <nativeDir>");
+  process.exit(2);
+}
+const nativeDir = resolve(dirArg);
+const env = { ...process.env };
+const nodePrefix = dirname(dirname(process.execPath));
+for (const dir of [nodePrefix, "/usr", "/usr/local"]) {
+  if (existsSync(join(dir, "include", "node", "node_api.h"))) {
+    env.npm_config_nodedir = dir;
+    break;
+  }
+}
+if (process.env.K3_CFLAGS) env.CFLAGS = `${process.env.CFLAGS ?? ""} ${process.env.K3_CFLAGS}`;
+
+// Resolve the tools from the package that runs us (its devDependencies), falling back to ours.
+const require = createRequire(join(process.cwd(), "package.json"));
+function binOf(pkg, bin) {
+  const pkgJson = require.resolve(`${pkg}/package.json`);
+  const meta = require(pkgJson);
+  const rel = typeof meta.bin === "string" ? meta.bin : meta.bin[bin];
+  return join(dirname(pkgJson), rel);
+}
+const args =
+  command === "prebuild"
+    ? [binOf("prebuildify", "prebuildify"), "--napi", "--strip", "--cwd", nativeDir, "--name", name]
+    : [binOf("node-gyp", "node-gyp"), "rebuild", "--directory", nativeDir];
+const result = spawnSync(process.execPath, args, { stdio: "inherit", env });
+process.exit(result.status ?? 1);
