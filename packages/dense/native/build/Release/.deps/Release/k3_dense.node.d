@@ -1,1 +1,0 @@
-cmd_Release/k3_dense.node := ln -f "Release/obj.target/k3_dense.node" "Release/k3_dense.node" 2>/dev/null || (rm -rf "Release/k3_dense.node" && cp -af "Release/obj.target/k3_dense.node" "Release/k3_dense.node")
