@@ -233,7 +233,7 @@ def mla_tensors(g, D, H, n, r, dv, L, q_lora, gate):
     return t
 
 
-SEEDS = {"k3": 20261130, "kl": 20264131}  # picked from a 12-seed scan for router/greedy margins
+SEEDS = {"k3": 20274130, "kl": 20264131}  # picked from a 16-seed scan: router, greedy and tf argmax margins
 
 
 def build(kind, seed=None):
