@@ -96,15 +96,17 @@ def c_rmsnorm():
 
 # -------------------------------------------------------------------------------------- situ_glu
 def c_situ():
-    mags = torch.logspace(-1, 3, 41, dtype=torch.float64)
-    vals = torch.cat([-mags.flip(0), torch.zeros(1, dtype=torch.float64), mags])   # 83 values
+    # 0.1 .. 1000 from decimal strings (correctly rounded parse; no vector pow)
+    mags = torch.tensor([float(f"{m}e{k}") for k in range(-1, 3) for m in ("1", "1.25", "1.6", "2", "2.5", "3.2", "4", "5", "6.4", "8")]
+                        + [1000.0], dtype=torch.float64)
+    vals = torch.cat([-mags.flip(0), torch.zeros(1, dtype=torch.float64), mags])   # 81 values
     a = f32(vals.repeat_interleave(len(vals)))
     b = f32(vals.repeat(len(vals)))
     out = moe.situ_glu(f64(a), f64(b))
     assert out.abs().max() <= 100.0
     items = [("a", a), ("b", b), ("out", out), ("silu_glu_out", moe.silu_glu(f64(a), f64(b))),
              ("bound", torch.tensor([100.0], dtype=torch.float64))]
-    doc = {"a F32[6889], b F32[6889]": "all pairs of +-logspace(0.1..1000) and 0 (gate a, up b)",
+    doc = {"a F32[6561], b F32[6561]": "all pairs of {0, +-(1, 1.25, 1.6, 2, 2.5, 3.2, 4, 5, 6.4, 8) x 10^k spanning 0.1..1000} (gate a, up b)",
            "out F64": "SiTU-GLU: 4 tanh(a/4) sigmoid(a) * 25 tanh(b/25)", "silu_glu_out F64": "SiLU(a)*b (48B) for contrast",
            "bound F64[1]": "|out| <= 100"}
     return "situ_glu", items, _entry("situ_glu", "SiTU-GLU activation (K3) and SiLU-GLU (48B)",
@@ -170,8 +172,8 @@ def _kda_inputs(g, T, H, dk, s0_scale=0.5):
     q = f32(kda.l2norm(f64(randn32(g, T, H, dk))) * dk ** -0.5)
     k = f32(kda.l2norm(f64(randn32(g, T, H, dk))))
     v = randn32(g, T, H, dk)
-    gg = f32(-5.0 * torch.sigmoid(f64(randn32(g, T, H, dk, std=2.0))))
-    beta = f32(torch.sigmoid(f64(randn32(g, T, H))))
+    gg = rand32(g, T, H, dk, lo=-5.0, hi=0.0)       # log decay in (-5, 0] (the K3 range)
+    beta = rand32(g, T, H, lo=0.02, hi=0.98)
     S0 = randn32(g, H, dk, dk, std=s0_scale)
     return q, k, v, gg, beta, S0
 
@@ -186,7 +188,7 @@ def c_kda_recurrent_tiny():
         items += [(p + "q", q), (p + "k", k), (p + "v", v), (p + "g", gg), (p + "beta", beta), (p + "S0", S0),
                   (p + "o", o), (p + "S", S)]
     doc = {"t{1,70}.q F32[T,4,16]": "already L2-normalised and scaled by 16^-0.5", "t*.k F32": "L2-normalised",
-           "t*.v F32[T,4,16], t*.g F32[T,4,16] (log decay), t*.beta F32[T,4], t*.S0 F32[4,16,16] ([K,V] layout)": "",
+           "t*.v F32[T,4,16], t*.g F32[T,4,16] (log decay, uniform in (-5,0]), t*.beta F32[T,4], t*.S0 F32[4,16,16] ([K,V] layout)": "",
            "t*.o F64[T,4,16], t*.S F64[4,16,16]": "decay, e=v-S^T k, S+=beta k e^T, o=S^T q (after the write)"}
     return "kda_recurrent", items, _entry("kda_recurrent", "KDA recurrence at tiny shape (T=1, T=70, non-zero S0)",
                                            "section 7.2 step order", DEFAULT_TOL, doc)
@@ -198,8 +200,8 @@ def c_kda_recurrent_k3():
     q = f32(kda.l2norm(f64(randn32(g, T, H, dk))) * dk ** -0.5)
     k = f32(kda.l2norm(f64(randn32(g, T, H, dk))))
     v = randn32(g, T, H, dk)
-    gg = f32(-5.0 * torch.sigmoid(f64(randn32(g, T, H, dk, std=2.0))))
-    beta = f32(torch.sigmoid(f64(randn32(g, T, H))))
+    gg = rand32(g, T, H, dk, lo=-5.0, hi=0.0)
+    beta = rand32(g, T, H, lo=0.02, hi=0.98)
     u = randn32(g, H, dk, 2, std=0.3)
     w = randn32(g, H, dk, 2, std=0.3)
     S0 = f64(u) @ f64(w).transpose(1, 2)
@@ -208,7 +210,7 @@ def c_kda_recurrent_k3():
     items = [("q", q), ("k", k), ("v", v), ("g", gg), ("beta", beta), ("S0_u", u), ("S0_w", w),
              ("o", o), ("S_heads", heads), ("S_sel", S[heads]), ("S_head_sum", S.sum((1, 2))),
              ("S_head_sumsq", (S * S).sum((1, 2)))]
-    doc = {"q,k,v,g F32[3,96,128], beta F32[3,96]": "as kda_recurrent (q pre-scaled by 128^-0.5)",
+    doc = {"q,k,v,g F32[3,96,128], beta F32[3,96]": "as kda_recurrent (q pre-scaled by 128^-0.5; g uniform in (-5,0])",
            "S0_u, S0_w F32[96,128,2]": "S0[h] = S0_u[h] @ S0_w[h]^T (rank 2; keeps the file small)",
            "o F64[3,96,128]": "outputs", "S_heads I64[2], S_sel F64[2,128,128]": "final state of heads 0 and 95",
            "S_head_sum F64[96], S_head_sumsq F64[96]": "sum and sum of squares of every head's final state"}

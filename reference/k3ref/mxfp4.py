@@ -12,6 +12,13 @@ E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3
 LUT = torch.tensor(E2M1, dtype=torch.float64)
 SCALE_LUT = torch.tensor([math.ldexp(1.0, s - 127) for s in range(256)], dtype=torch.float64)
 BLOCK = 32
+POW2_OFF = 400
+POW2 = torch.tensor([math.ldexp(1.0, e - POW2_OFF) for e in range(2 * POW2_OFF + 1)], dtype=torch.float64)
+
+
+def pow2(e):
+    """Exact 2^e for integer tensors e (table lookup; torch.pow may go through an approximate vector pow)."""
+    return POW2[(e + POW2_OFF).clamp(0, 2 * POW2_OFF)]
 
 
 def check_scale(scale):
@@ -63,8 +70,8 @@ def block_exponent(amax):
     safe = torch.where(amax > 0, amax, torch.ones_like(amax))
     e = torch.ceil(torch.log2(safe / 6.0)).long()
     for _ in range(2):  # fix possible off-by-one of the float log2
-        e = torch.where(6.0 * torch.pow(2.0, e.double()) < safe, e + 1, e)
-        e = torch.where(6.0 * torch.pow(2.0, (e - 1).double()) >= safe, e - 1, e)
+        e = torch.where(6.0 * pow2(e) < safe, e + 1, e)
+        e = torch.where(6.0 * pow2(e - 1) >= safe, e - 1, e)
     return torch.where(amax > 0, e, torch.zeros_like(e))
 
 
