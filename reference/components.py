@@ -9,7 +9,7 @@ import torch
 
 from k3ref import attnres, kda, mla, moe, mxfp4
 from k3ref.ops import rmsnorm, silu
-from k3ref.util import f32, f64, gen, rand32, randn32
+from k3ref.util import f32, f64, gen, linspace32, rand32, randn32
 
 DEFAULT_TOL = {"atol": 1e-5, "rtol": 1e-4}
 
@@ -51,7 +51,7 @@ def c_mxfp4():
     mids = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0], dtype=torch.float32)
     q[0, :32] = torch.cat([mids, -mids, mids * 2.0 ** -3, -mids * 2.0 ** 5])
     q[1, :32] = 0.0
-    q[2, 32:] = torch.linspace(-1e-3, 1e-3, 32)
+    q[2, 32:] = linspace32(-1e-3, 1e-3, 32)
     q[3, :] = q[3, :] * 1000.0
     qp, qs = mxfp4.quantize(q)
     qd = mxfp4.decode(qp, qs)
@@ -118,7 +118,7 @@ def c_situ():
 def c_kda_gate(form):
     g = gen(103 if form == "k3" else 104)
     H, dk, T = 8, 16, 3
-    A = torch.linspace(-0.4, 1.2, H, dtype=torch.float32)
+    A = linspace32(-0.4, 1.2, H)
     z_raw = randn32(g, T, H * dk, std=1.5)
     dt_bias = randn32(g, H * dk, std=1.0, mean=-1.0 if form == "k3" else -2.0)
     if form == "k3":
@@ -258,7 +258,7 @@ def make_kda_weights(g, D, H, dk, form, as_dtype=torch.float32):
     W["f_b_proj"] = randn32(g, P, dk, std=dk ** -0.5)
     if form == "k3":
         W["dt_bias"] = randn32(g, P, std=1.0, mean=-1.0)
-        A = torch.linspace(-0.4, 1.2, H, dtype=torch.float32)
+        A = linspace32(-0.4, 1.2, H)
         W["A_log"] = torch.cat([A, torch.zeros(dk - H, dtype=torch.float32)]) if dk > H else A
     else:
         W["dt_bias"] = randn32(g, P, std=1.0, mean=-2.5)
@@ -519,7 +519,7 @@ def c_attn_res():
     items = [("w_norm", wn), ("w_proj", wp)]
     for n in (0, 1, 3, 8):
         p = randn32(g, T, D, std=3.0)
-        blocks = randn32(g, n, T, D) * torch.linspace(0.5, 4.0, max(n, 1))[:n].reshape(n, 1, 1).float() if n else torch.zeros(0, T, D)
+        blocks = randn32(g, n, T, D) * linspace32(0.5, 4.0, max(n, 1))[:n].reshape(n, 1, 1) if n else torch.zeros(0, T, D)
         out, pi = attnres.mix(f64(p), [f64(b) for b in blocks], f64(wn), f64(wp), 1e-5)
         items += [(f"n{n}.p", p), (f"n{n}.blocks", f32(blocks)), (f"n{n}.out", out), (f"n{n}.pi", pi)]
     doc = {"w_norm F32[128], w_proj F32[128]": "only w_norm*w_proj matters",

@@ -35,3 +35,11 @@ def f32(x):
 
 def f64(x):
     return x.to(torch.float64)
+
+
+def linspace32(a, b, n):
+    """float32 linspace computed element by element in Python doubles (torch.linspace's bits depend on
+    the CPU kernel path)."""
+    if n == 1:
+        return torch.tensor([a], dtype=torch.float32)
+    return torch.tensor([a + (b - a) * i / (n - 1) for i in range(n)], dtype=torch.float64).to(torch.float32)
