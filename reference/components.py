@@ -398,11 +398,24 @@ def c_mla_core_k3():
     v = randn32(g, T, H, dv)
     o = mla.attention_core(f64(qn), f64(qp), f64(kn), f64(kp), f64(v))
     items = [("q_nope", qn), ("q_pe", qp), ("k_nope", kn), ("k_pe", kp), ("v", v), ("o", o), ("scale", torch.tensor([192 ** -0.5], dtype=torch.float64))]
+    # latent sub-case at the real kv_lora 512: 4 heads of kv_b_proj (BF16 like the checkpoint)
+    Hs, L = 4, 512
+    c = f32(kda.l2norm(f64(randn32(g, T, L))) * L ** 0.5)          # RMS-normalised latent (unit weight)
+    kvb = (randn32(g, Hs * (n + dv), L, std=L ** -0.5)).to(torch.bfloat16)
+    lq_n = randn32(g, T, Hs, n, std=0.5)
+    lq_p = randn32(g, T, Hs, r, std=0.5)
+    kv = (f64(c) @ f64(kvb).t()).reshape(T, Hs, n + dv)
+    lo = mla.attention_core(f64(lq_n), f64(lq_p), kv[..., :n], f64(kp), kv[..., n:])
+    items += [("latent.q_nope", lq_n), ("latent.q_pe", lq_p), ("latent.c", c), ("latent.k_pe", kp),
+              ("latent.kv_b_proj", kvb), ("latent.o", lo)]
     doc = {"q_nope F32[4,96,128], q_pe F32[4,96,64]": "queries at positions 0..3",
            "k_nope F32[4,96,128], k_pe F32[4,64] (shared by heads), v F32[4,96,128]": "keys/values at positions 0..3",
            "o F64[4,96,128]": "causal softmax((q_nope.k_nope + q_pe.k_pe) * 192^-0.5) v",
-           "scale F64[1]": "192^-0.5 (128^-0.5 would be a 22% error)"}
-    return "mla_core_k3", items, _entry("mla_core_k3", "MLA attention core at K3's real head shapes (96 heads, nope 128, rope 64, v 128), T=4",
+           "scale F64[1]": "192^-0.5 (128^-0.5 would be a 22% error)",
+           "latent.q_nope F32[4,4,128], latent.q_pe F32[4,4,64], latent.c F32[4,512], latent.k_pe F32[4,64] (= k_pe)": "latent case at kv_lora 512 (4 heads): c is the already-normalised latent",
+           "latent.kv_b_proj BF16[1024,512]": "rows [256h, 256h+128) = W_UK^h (k_nope), [256h+128, 256h+256) = W_UV^h (v)",
+           "latent.o F64[4,4,128]": "attention output; expanded (k_nope = W_UK c, v = W_UV c) and absorbed (q~ = W_UK^T q_nope, o = W_UV sum p c) must both match"}
+    return "mla_core_k3", items, _entry("mla_core_k3", "MLA attention core at K3's real head shapes (96 heads, nope 128, rope 64, v 128), T=4; plus a kv_lora-512 latent case (4 heads)",
                                          "scale 192^-1/2, shared unrotated k_pe", DEFAULT_TOL, doc)
 
 

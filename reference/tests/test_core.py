@@ -224,3 +224,42 @@ def test_safetensors_roundtrip():
             raise AssertionError("trailing byte accepted")
         except ValueError:
             pass
+
+
+def test_mla_core_latent_absorbed():
+    import components
+    _, items, _ = components.c_mla_core_k3()
+    d = dict(items)
+    H, n, dv, L = 4, 128, 128, 512
+    c, kvb = f64(d["latent.c"]), f64(d["latent.kv_b_proj"]).reshape(H, n + dv, L)
+    qn, qp, kp = f64(d["latent.q_nope"]), f64(d["latent.q_pe"]), f64(d["latent.k_pe"])
+    T = c.shape[0]
+    o = torch.zeros(T, H, dv)
+    for t in range(T):
+        for h in range(H):
+            qt = kvb[h, :n].t() @ qn[t, h]
+            p = torch.softmax((c[:t + 1] @ qt + kp[:t + 1] @ qp[t, h]) * 192 ** -0.5, 0)
+            o[t, h] = kvb[h, n:] @ (p @ c[:t + 1])
+    assert_close(o, d["latent.o"], 1e-12, "absorbed latent MLA at kv_lora 512")
+
+
+def test_config_refusals():
+    import copy
+    import json
+    import os
+    import common
+    from k3ref.model import Config
+    with open(os.path.join(common.REPO, "fixtures", "models", "tiny-k3", "config.json")) as f:
+        raw = json.load(f)
+    for mutate, why in ((lambda c: c["text_config"]["linear_attn_config"].pop("full_attn_layers"), "no layer map"),
+                        (lambda c: c["text_config"]["linear_attn_config"].__setitem__("full_attn_layers", [0, 3, 7, 11, 12]), "0-based map"),
+                        (lambda c: c["text_config"]["linear_attn_config"].__setitem__("kda_layers", [1, 2]), "kda_layers mismatch"),
+                        (lambda c: c["text_config"].__setitem__("hidden_act", "gelu"), "unknown activation")):
+        bad = copy.deepcopy(raw)
+        mutate(bad)
+        try:
+            Config(bad)
+            raise AssertionError(f"config accepted with {why}")
+        except ValueError:
+            pass
+    Config(raw)
