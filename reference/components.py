@@ -399,7 +399,7 @@ def c_mla_core_k3():
     o = mla.attention_core(f64(qn), f64(qp), f64(kn), f64(kp), f64(v))
     items = [("q_nope", qn), ("q_pe", qp), ("k_nope", kn), ("k_pe", kp), ("v", v), ("o", o), ("scale", torch.tensor([192 ** -0.5], dtype=torch.float64))]
     # latent sub-case at the real kv_lora 512: 4 heads of kv_b_proj (BF16 like the checkpoint)
-    Hs, L = 4, 512
+    Hs, L = 2, 512
     c = f32(kda.l2norm(f64(randn32(g, T, L))) * L ** 0.5)          # RMS-normalised latent (unit weight)
     kvb = (randn32(g, Hs * (n + dv), L, std=L ** -0.5)).to(torch.bfloat16)
     lq_n = randn32(g, T, Hs, n, std=0.5)
@@ -412,10 +412,10 @@ def c_mla_core_k3():
            "k_nope F32[4,96,128], k_pe F32[4,64] (shared by heads), v F32[4,96,128]": "keys/values at positions 0..3",
            "o F64[4,96,128]": "causal softmax((q_nope.k_nope + q_pe.k_pe) * 192^-0.5) v",
            "scale F64[1]": "192^-0.5 (128^-0.5 would be a 22% error)",
-           "latent.q_nope F32[4,4,128], latent.q_pe F32[4,4,64], latent.c F32[4,512], latent.k_pe F32[4,64] (= k_pe)": "latent case at kv_lora 512 (4 heads): c is the already-normalised latent",
-           "latent.kv_b_proj BF16[1024,512]": "rows [256h, 256h+128) = W_UK^h (k_nope), [256h+128, 256h+256) = W_UV^h (v)",
-           "latent.o F64[4,4,128]": "attention output; expanded (k_nope = W_UK c, v = W_UV c) and absorbed (q~ = W_UK^T q_nope, o = W_UV sum p c) must both match"}
-    return "mla_core_k3", items, _entry("mla_core_k3", "MLA attention core at K3's real head shapes (96 heads, nope 128, rope 64, v 128), T=4; plus a kv_lora-512 latent case (4 heads)",
+           "latent.q_nope F32[4,2,128], latent.q_pe F32[4,2,64], latent.c F32[4,512], latent.k_pe F32[4,64] (= k_pe)": "latent case at kv_lora 512 (2 heads): c is the already-normalised latent",
+           "latent.kv_b_proj BF16[512,512]": "rows [256h, 256h+128) = W_UK^h (k_nope), [256h+128, 256h+256) = W_UV^h (v)",
+           "latent.o F64[4,2,128]": "attention output; expanded (k_nope = W_UK c, v = W_UV c) and absorbed (q~ = W_UK^T q_nope, o = W_UV sum p c) must both match"}
+    return "mla_core_k3", items, _entry("mla_core_k3", "MLA attention core at K3's real head shapes (96 heads, nope 128, rope 64, v 128), T=4; plus a kv_lora-512 latent case (2 heads)",
                                          "scale 192^-1/2, shared unrotated k_pe", DEFAULT_TOL, doc)
 
 
@@ -482,8 +482,9 @@ def c_moe(form):
                 mats[wn] = mxfp4.decode(p, s)
                 items += [(f"experts.{e}.{wn}.weight_packed", p), (f"experts.{e}.{wn}.weight_scale", s)]
             else:
-                mats[wn] = f64(w)
-                items += [(f"experts.{e}.{wn}.weight", w)]
+                wb = w.to(torch.bfloat16)            # the 48B checkpoint stores experts in BF16
+                mats[wn] = f64(wb)
+                items += [(f"experts.{e}.{wn}.weight", wb)]
         experts.append((mats["w1"], mats["w2"], mats["w3"]))
     si = inter * n_shared
     sg = randn32(g, si, D, std=D ** -0.5)
@@ -516,7 +517,7 @@ def c_moe(form):
                "dbg.*": "router choice/weights and the shared-expert part"}
     else:
         doc = {"x F32[4,128]": "post-attention-normed hidden", "gate.*": "router E=8 top-2 factor 2.446",
-               "experts.{e}.{w1,w2,w3}.weight F32": "w1 gate [32,128], w3 up [32,128], w2 down [128,32]",
+               "experts.{e}.{w1,w2,w3}.weight BF16": "w1 gate [32,128], w3 up [32,128], w2 down [128,32] (BF16 as in the checkpoint)",
                "shared_experts.* F32": "1 shared expert [32,128]/[32,128]/[128,32]",
                "out F64[4,128]": "sum w_i E_i(x) + Shared(x), SiLU-GLU", "dbg.*": "router choice/weights and shared part"}
     return name, items, _entry(name, "MoE block: " + ("K3 latent MoE with MXFP4 experts" if form == "k3" else "48B plain MoE, bf16-style experts"),

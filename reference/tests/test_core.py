@@ -230,7 +230,7 @@ def test_mla_core_latent_absorbed():
     import components
     _, items, _ = components.c_mla_core_k3()
     d = dict(items)
-    H, n, dv, L = 4, 128, 128, 512
+    H, n, dv, L = 2, 128, 128, 512
     c, kvb = f64(d["latent.c"]), f64(d["latent.kv_b_proj"]).reshape(H, n + dv, L)
     qn, qp, kp = f64(d["latent.q_nope"]), f64(d["latent.q_pe"]), f64(d["latent.k_pe"])
     T = c.shape[0]
