@@ -20,6 +20,7 @@ import tempfile
 import time
 import traceback
 
+sys.dont_write_bytecode = True   # keep the source tree clean (CI runs --check in a checkout)
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "tests"))
