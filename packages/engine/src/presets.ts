@@ -1,0 +1,233 @@
+/**
+ * Memory presets (anchor.md §4 table) and the pre-load memory plan.
+ *
+ * A preset maps to three budgets: trunk (pinned layers + streaming ring), expert cache, and KV.
+ * The plan says, before anything is loaded, which layers are pinned, how many ring and cache slots
+ * exist, what the KV cache can hold and how many bytes a token will read; it refuses with both
+ * numbers when the total exceeds 95% of MemAvailable. Budgets never change the math: output is
+ * byte-identical across presets (tested on the tiny model).
+ */
+import { readFileSync } from "node:fs";
+import { freemem, totalmem } from "node:os";
+import type { Census } from "./census.js";
+import { ContextError, PlanError, UsageError } from "./errors.js";
+
+export const GB = 1e9;
+export const PRESET_NAMES = ["ultra", "laptop", "desktop", "workstation", "server", "max", "auto"] as const;
+export type PresetName = (typeof PRESET_NAMES)[number];
+
+export interface Budgets {
+  /** Bytes for pinned trunk layers plus the streaming ring. */
+  trunkBytes: number;
+  /** Bytes for the routed-expert cache (all MoE layers together). */
+  cacheBytes: number;
+  /** Bytes for the MLA latent cache. */
+  kvBytes: number;
+  /** Ring slots when the trunk streams (1 = no async prefetch). */
+  ringSlots: number;
+  /** Stream embed and lm_head in chunks instead of keeping them resident. */
+  streamEmbedHead: boolean;
+}
+
+interface PresetRow {
+  trunkGb: number;
+  cacheGb: number;
+  kvGb: number;
+  ringSlots: number;
+  streamEmbedHead: boolean;
+  note: string;
+}
+
+/** Trunk / cache from kimi-k3-in-c's table; KV budgets sized for the machine class. */
+export const PRESETS: Record<Exclude<PresetName, "auto">, PresetRow> = {
+  ultra: { trunkGb: 2.5, cacheGb: 0.31, kvGb: 0.25, ringSlots: 1, streamEmbedHead: true, note: "~3 GB; streams embed and lm_head; one ring slot" },
+  laptop: { trunkGb: 3, cacheGb: 1, kvGb: 1, ringSlots: 2, streamEmbedHead: false, note: "~8 GB peak RSS" },
+  desktop: { trunkGb: 16, cacheGb: 10, kvGb: 2, ringSlots: 2, streamEmbedHead: false, note: "~32 GB" },
+  workstation: { trunkGb: 60, cacheGb: 30, kvGb: 4, ringSlots: 2, streamEmbedHead: false, note: "~96 GB" },
+  server: { trunkGb: 110, cacheGb: 13, kvGb: 4, ringSlots: 2, streamEmbedHead: false, note: "~128 GB; 90/93 layers pinned" },
+  max: { trunkGb: 110, cacheGb: 109, kvGb: 8, ringSlots: 2, streamEmbedHead: false, note: "~224 GB; no faster than server" },
+};
+
+export interface MemInfo {
+  totalBytes: number;
+  availableBytes: number;
+}
+
+/** MemTotal / MemAvailable from /proc/meminfo (Linux); a fallback from os when absent. */
+export function readMemInfo(): MemInfo {
+  try {
+    const text = readFileSync("/proc/meminfo", "utf8");
+    const field = (name: string) => {
+      const m = new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(text);
+      return m ? Number(m[1]) * 1024 : NaN;
+    };
+    const total = field("MemTotal");
+    const avail = field("MemAvailable");
+    if (Number.isFinite(total) && Number.isFinite(avail)) return { totalBytes: total, availableBytes: avail };
+  } catch {
+    /* not Linux: fall through */
+  }
+  return { totalBytes: totalmem(), availableBytes: freemem() };
+}
+
+
+/** The preset doctor would suggest for this much available memory (anchor.md §4). */
+export function presetForMemory(availableBytes: number): Exclude<PresetName, "auto"> {
+  const gb = availableBytes / GB;
+  if (gb >= 192) return "server";
+  if (gb >= 96) return "workstation";
+  if (gb >= 32) return "desktop";
+  if (gb >= 10) return "laptop";
+  return "ultra";
+}
+
+/**
+ * Budgets for a preset. `auto` reserves 2 GB + 2% + 6.4 GB, gives the trunk everything when it
+ * fits, else caps pinning at 0.55·MemTotal (pinning near the ceiling measured slower) with a
+ * 0.5 GB cache.
+ */
+export function budgetsFor(preset: PresetName, census: Census, mem: MemInfo = readMemInfo()): Budgets {
+  if (!(PRESET_NAMES as readonly string[]).includes(preset)) {
+    throw new UsageError(`--preset ${preset}: expected one of ${PRESET_NAMES.join(", ")}`);
+  }
+  if (preset !== "auto") {
+    const p = PRESETS[preset];
+    return { trunkBytes: p.trunkGb * GB, cacheBytes: p.cacheGb * GB, kvBytes: p.kvGb * GB, ringSlots: p.ringSlots, streamEmbedHead: p.streamEmbedHead };
+  }
+  const reserve = 2 * GB + 0.02 * mem.totalBytes + 6.4 * GB;
+  const usable = Math.max(0, mem.availableBytes - reserve);
+  const kvBytes = Math.min(8 * GB, Math.max(0.25 * GB, usable * 0.05));
+  const resident = census.trunkBytes + census.embedBytes + census.headBytes;
+  if (usable - kvBytes >= resident) {
+    return { trunkBytes: census.trunkBytes, cacheBytes: usable - kvBytes - resident, kvBytes, ringSlots: 2, streamEmbedHead: false };
+  }
+  const trunkBytes = Math.max(0, Math.min(usable - kvBytes - 0.5 * GB - census.embedBytes - census.headBytes, 0.55 * mem.totalBytes));
+  return { trunkBytes, cacheBytes: 0.5 * GB, kvBytes, ringSlots: 2, streamEmbedHead: trunkBytes <= 0 };
+}
+
+export interface MemoryPlan {
+  preset: PresetName | "custom";
+  budgets: Budgets;
+  /** Zero-based layers whose trunk stays resident. */
+  pinnedLayers: number[];
+  /** Layers streamed through the ring every token. */
+  streamedLayers: number[];
+  ringSlots: number;
+  ringSlotBytes: number;
+  /** Expert cache slots per MoE layer. */
+  cacheSlotsPerLayer: number;
+  /** Tokens the KV budget holds. */
+  kvCapacityTokens: number;
+  embedHeadResident: boolean;
+  /** Bytes read from disk per decoded token when no expert is cached. */
+  expectedBytesPerToken: number;
+  /** Planned resident bytes, by part. */
+  parts: { name: string; bytes: number }[];
+  totalBytes: number;
+  availableBytes: number;
+}
+
+/** Node/V8 and scratch headroom counted in every plan. */
+export const RUNTIME_OVERHEAD_BYTES = 0.25 * GB;
+
+/**
+ * Builds the plan for given budgets. Largest layers are pinned first (they save the most reads per
+ * pinned byte only when sizes differ; ties go to the lower layer so plans are stable).
+ */
+export function planMemory(census: Census, budgets: Budgets, preset: PresetName | "custom", mem: MemInfo = readMemInfo()): MemoryPlan {
+  const L = census.layerTrunkBytes.length;
+  const largest = Math.max(0, ...census.layerTrunkBytes);
+  const allFit = census.trunkBytes <= budgets.trunkBytes;
+  const ringSlots = allFit ? 0 : Math.max(1, budgets.ringSlots);
+  const ringBytes = ringSlots * largest;
+  const pinned: number[] = [];
+  if (allFit) {
+    for (let l = 0; l < L; l++) pinned.push(l);
+  } else {
+    let room = budgets.trunkBytes - ringBytes;
+    const order = [...census.layerTrunkBytes.keys()].sort((a, b) => census.layerTrunkBytes[b] - census.layerTrunkBytes[a] || a - b);
+    for (const l of order) {
+      if (census.layerTrunkBytes[l] <= room) {
+        pinned.push(l);
+        room -= census.layerTrunkBytes[l];
+      }
+    }
+    pinned.sort((a, b) => a - b);
+  }
+  const pinnedSet = new Set(pinned);
+  const streamed = [...Array(L).keys()].filter((l) => !pinnedSet.has(l));
+  const pinnedBytes = pinned.reduce((a, l) => a + census.layerTrunkBytes[l], 0);
+  const cacheSlotsPerLayer =
+    census.moeLayers > 0 && census.expertBytes > 0 ? Math.floor(budgets.cacheBytes / census.moeLayers / census.expertBytes) : 0;
+  const kvCapacityTokens = census.kvBytesPerToken > 0 ? Math.floor(budgets.kvBytes / census.kvBytesPerToken) : Number.MAX_SAFE_INTEGER;
+  const embedHeadResident = !budgets.streamEmbedHead;
+  const streamedTrunk = streamed.reduce((a, l) => a + census.layerTrunkBytes[l], 0);
+  const expectedBytesPerToken = streamedTrunk + census.expertBytesPerToken + (embedHeadResident ? 0 : census.headBytes);
+  const parts = [
+    { name: "pinned trunk", bytes: pinnedBytes },
+    { name: "trunk ring", bytes: ringBytes },
+    { name: "embed + lm_head", bytes: embedHeadResident ? census.embedBytes + census.headBytes : 0 },
+    { name: "expert cache", bytes: cacheSlotsPerLayer * census.moeLayers * census.expertBytes },
+    { name: "recurrent state", bytes: census.recurrentStateBytes },
+    { name: "KV cache", bytes: Math.min(budgets.kvBytes, kvCapacityTokens * census.kvBytesPerToken) },
+    { name: "runtime + scratch", bytes: RUNTIME_OVERHEAD_BYTES },
+  ];
+  const totalBytes = parts.reduce((a, p) => a + p.bytes, 0);
+  return {
+    preset,
+    budgets,
+    pinnedLayers: pinned,
+    streamedLayers: streamed,
+    ringSlots,
+    ringSlotBytes: ringSlots ? largest : 0,
+    cacheSlotsPerLayer,
+    kvCapacityTokens,
+    embedHeadResident,
+    expectedBytesPerToken,
+    parts,
+    totalBytes,
+    availableBytes: mem.availableBytes,
+  };
+}
+
+/** Refuses (exit 1) when the plan exceeds 95% of MemAvailable, naming both numbers. */
+export function checkPlanFits(plan: MemoryPlan): void {
+  const limit = 0.95 * plan.availableBytes;
+  if (plan.totalBytes > limit) {
+    throw new PlanError(
+      `memory plan needs ${fmtBytes(plan.totalBytes)} but only ${fmtBytes(limit)} is usable (95% of MemAvailable ${fmtBytes(plan.availableBytes)}); choose a smaller --preset`,
+      plan.totalBytes,
+      limit,
+    );
+  }
+}
+
+/** Refuses (exit 2) a context that the KV budget cannot hold, naming both numbers. */
+export function checkContextFits(plan: MemoryPlan, tokens: number, kvBytesPerToken: number): void {
+  if (tokens > plan.kvCapacityTokens) {
+    throw new ContextError(
+      `context of ${tokens} tokens needs ${fmtBytes(tokens * kvBytesPerToken)} of KV cache but the ${plan.preset} plan holds ${plan.kvCapacityTokens} tokens (${fmtBytes(plan.budgets.kvBytes)})`,
+    );
+  }
+}
+
+/** Human-readable byte count (decimal units, like the budgets). */
+export function fmtBytes(n: number): string {
+  if (n >= GB) return `${(n / GB).toFixed(2)} GB`;
+  if (n >= 1e6) return `${(n / 1e6).toFixed(2)} MB`;
+  if (n >= 1e3) return `${(n / 1e3).toFixed(1)} kB`;
+  return `${Math.round(n)} B`;
+}
+
+/** The plan as printed before loading. */
+export function formatPlan(plan: MemoryPlan, layers: number): string {
+  const lines = [`memory plan (${plan.preset}):`];
+  for (const p of plan.parts) lines.push(`  ${p.name.padEnd(18)} ${fmtBytes(p.bytes).padStart(10)}`);
+  lines.push(`  ${"TOTAL".padEnd(18)} ${fmtBytes(plan.totalBytes).padStart(10)}   (available ${fmtBytes(plan.availableBytes)})`);
+  const pinned = plan.pinnedLayers.length === layers ? `all ${layers} layers pinned (trunk resident)` : `${plan.pinnedLayers.length}/${layers} layers pinned`;
+  const ring = plan.ringSlots ? `, ring ${plan.ringSlots} x ${fmtBytes(plan.ringSlotBytes)}${plan.ringSlots >= 2 ? " (async prefetch)" : " (no prefetch)"}` : "";
+  lines.push(`  trunk: ${pinned}${ring}`);
+  lines.push(`  expert cache: ${plan.cacheSlotsPerLayer} slots per MoE layer; KV capacity ${plan.kvCapacityTokens === Number.MAX_SAFE_INTEGER ? "unbounded" : plan.kvCapacityTokens + " tokens"}`);
+  lines.push(`  embed/lm_head: ${plan.embedHeadResident ? "resident" : "streamed in chunks"}; expected read per token (cold cache): ${fmtBytes(plan.expectedBytesPerToken)}`);
+  return lines.join("\n");
+}

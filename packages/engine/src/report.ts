@@ -1,0 +1,131 @@
+/**
+ * The run report printed after every run (and written as JSON with --json): tokens, prefill and
+ * decode speed separately, peak RSS, bytes read per token, resident hit rate, I/O share, overlap.
+ */
+import { fmtBytes } from "./presets.js";
+
+/** Counters the model accumulates while it runs. */
+export interface RunCounters {
+  promptTokens: number;
+  generatedTokens: number;
+  prefillSeconds: number;
+  decodeSeconds: number;
+  /** Bytes read from disk (trunk + experts + embed/head), by source. */
+  bytesRead: { trunk: number; experts: number; embedHead: number };
+  /** Expert requests and how many were already resident (not counting prefetched-then-hit). */
+  expertRequests: number;
+  expertResidentHits: number;
+  /** Seconds spent waiting for or doing I/O, and how much of it overlapped compute. */
+  ioSeconds: number;
+  ioOverlappedSeconds: number;
+  expertDrops: number;
+}
+
+export function emptyCounters(): RunCounters {
+  return {
+    promptTokens: 0,
+    generatedTokens: 0,
+    prefillSeconds: 0,
+    decodeSeconds: 0,
+    bytesRead: { trunk: 0, experts: 0, embedHead: 0 },
+    expertRequests: 0,
+    expertResidentHits: 0,
+    ioSeconds: 0,
+    ioOverlappedSeconds: 0,
+    expertDrops: 0,
+  };
+}
+
+export interface RunReport {
+  model: string;
+  preset: string;
+  threads: number;
+  simd: string;
+  prompt_ids: number[];
+  generated_ids: number[];
+  generated_text: string;
+  stop_reason: "stop" | "length" | "abort";
+  prompt_tokens: number;
+  generated_tokens: number;
+  prefill_seconds: number;
+  decode_seconds: number;
+  prefill_tokens_per_second: number;
+  decode_tokens_per_second: number;
+  wall_seconds: number;
+  peak_rss_bytes: number;
+  bytes_read: { trunk: number; experts: number; embed_head: number; total: number };
+  bytes_read_per_token: number;
+  expert_requests: number;
+  resident_hit_rate: number | null;
+  io_share: number;
+  io_overlap: number | null;
+  expert_drops: number;
+}
+
+/** Peak resident set size of this process in bytes (getrusage ru_maxrss). */
+export function peakRssBytes(): number {
+  return process.resourceUsage().maxRSS * 1024;
+}
+
+export function buildReport(args: {
+  model: string;
+  preset: string;
+  threads: number;
+  simd: string;
+  promptIds: number[];
+  generatedIds: number[];
+  text: string;
+  stopReason: RunReport["stop_reason"];
+  counters: RunCounters;
+  wallSeconds: number;
+}): RunReport {
+  const c = args.counters;
+  const total = c.bytesRead.trunk + c.bytesRead.experts + c.bytesRead.embedHead;
+  const tokens = c.promptTokens + c.generatedTokens;
+  return {
+    model: args.model,
+    preset: args.preset,
+    threads: args.threads,
+    simd: args.simd,
+    prompt_ids: args.promptIds,
+    generated_ids: args.generatedIds,
+    generated_text: args.text,
+    stop_reason: args.stopReason,
+    prompt_tokens: c.promptTokens,
+    generated_tokens: c.generatedTokens,
+    prefill_seconds: c.prefillSeconds,
+    decode_seconds: c.decodeSeconds,
+    prefill_tokens_per_second: c.prefillSeconds > 0 ? c.promptTokens / c.prefillSeconds : 0,
+    // The first generated token comes out of prefill; decode covers the rest.
+    decode_tokens_per_second: c.decodeSeconds > 0 ? Math.max(0, c.generatedTokens - 1) / c.decodeSeconds : 0,
+    wall_seconds: args.wallSeconds,
+    peak_rss_bytes: peakRssBytes(),
+    bytes_read: { trunk: c.bytesRead.trunk, experts: c.bytesRead.experts, embed_head: c.bytesRead.embedHead, total },
+    bytes_read_per_token: tokens > 0 ? total / tokens : 0,
+    expert_requests: c.expertRequests,
+    resident_hit_rate: c.expertRequests > 0 ? c.expertResidentHits / c.expertRequests : null,
+    io_share: args.wallSeconds > 0 ? c.ioSeconds / args.wallSeconds : 0,
+    io_overlap: c.ioSeconds > 0 ? c.ioOverlappedSeconds / c.ioSeconds : null,
+    expert_drops: c.expertDrops,
+  };
+}
+
+function pct(x: number | null): string {
+  return x === null ? "n/a" : `${(100 * x).toFixed(1)}%`;
+}
+
+/** The human-readable report. */
+export function formatReport(r: RunReport): string {
+  const lines = [
+    "run report:",
+    `  tokens: ${r.prompt_tokens} prompt + ${r.generated_tokens} generated (stop: ${r.stop_reason})`,
+    `  prefill: ${r.prefill_seconds.toFixed(3)} s, ${r.prefill_tokens_per_second.toFixed(2)} tok/s`,
+    `  decode:  ${r.decode_seconds.toFixed(3)} s, ${r.decode_tokens_per_second.toFixed(2)} tok/s`,
+    `  wall: ${r.wall_seconds.toFixed(3)} s; threads ${r.threads}; SIMD ${r.simd}; preset ${r.preset}`,
+    `  peak RSS: ${fmtBytes(r.peak_rss_bytes)}`,
+    `  read: ${fmtBytes(r.bytes_read.total)} (trunk ${fmtBytes(r.bytes_read.trunk)}, experts ${fmtBytes(r.bytes_read.experts)}, embed/head ${fmtBytes(r.bytes_read.embed_head)}), ${fmtBytes(r.bytes_read_per_token)}/token`,
+    `  experts: ${r.expert_requests} requests, resident hit rate ${pct(r.resident_hit_rate)}, drops ${r.expert_drops}`,
+    `  I/O share of wall clock: ${pct(r.io_share)}; overlapped with compute: ${pct(r.io_overlap)}`,
+  ];
+  return lines.join("\n");
+}

@@ -1,0 +1,150 @@
+/**
+ * Deterministic token sampling: greedy, or temperature → top-k → top-p drawn with PCG32.
+ *
+ * The same (logits, options, seed, stream) always gives the same token on every machine: the
+ * candidate order is fixed (logit descending, ties to the lower id), probabilities are computed in
+ * float64 in that order, and the random stream is PCG32 (O'Neill's pcg32_random_r, XSH RR).
+ */
+import { UsageError } from "./errors.js";
+
+const MASK64 = 0xffffffffffffffffn;
+const PCG_MULT = 6364136223846793005n;
+
+/** PCG32 (64-bit state, 32-bit output, XSH RR), seeded like pcg32_srandom_r(seed, stream). */
+export class Pcg32 {
+  private state = 0n;
+  private readonly inc: bigint;
+
+  constructor(seed: number | bigint, stream: number | bigint = 0) {
+    this.inc = ((BigInt(stream) << 1n) | 1n) & MASK64;
+    this.nextU32();
+    this.state = (this.state + (BigInt(seed) & MASK64)) & MASK64;
+    this.nextU32();
+  }
+
+  /** The next 32-bit output. */
+  nextU32(): number {
+    const old = this.state;
+    this.state = (old * PCG_MULT + this.inc) & MASK64;
+    const xorshifted = Number((((old >> 18n) ^ old) >> 27n) & 0xffffffffn);
+    const rot = Number(old >> 59n);
+    return ((xorshifted >>> rot) | (xorshifted << ((32 - rot) & 31))) >>> 0;
+  }
+
+  /** A uniform double in [0, 1) with 32 bits of resolution. */
+  nextUnit(): number {
+    return this.nextU32() / 4294967296;
+  }
+}
+
+export interface SamplingOptions {
+  /** 0 (default) = greedy. */
+  temperature?: number;
+  /** Keep the k most likely tokens; 0 = no limit. */
+  topK?: number;
+  /** Keep the smallest prefix whose probability reaches p; 1 = no limit. */
+  topP?: number;
+  /** Seed of the PCG32 stream (default 0). */
+  seed?: number;
+}
+
+/** Checks sampling options; a bad value is a UsageError naming the option. */
+export function validateSampling(o: SamplingOptions): Required<SamplingOptions> {
+  const temperature = o.temperature ?? 0;
+  const topK = o.topK ?? 0;
+  const topP = o.topP ?? 1;
+  const seed = o.seed ?? 0;
+  if (!Number.isFinite(temperature) || temperature < 0) throw new UsageError(`temperature = ${temperature}: expected a number >= 0`);
+  if (!Number.isInteger(topK) || topK < 0) throw new UsageError(`top_k = ${topK}: expected an integer >= 0`);
+  if (!Number.isFinite(topP) || topP <= 0 || topP > 1) throw new UsageError(`top_p = ${topP}: expected a number in (0, 1]`);
+  if (!Number.isSafeInteger(seed) || seed < 0) throw new UsageError(`seed = ${seed}: expected a non-negative integer`);
+  return { temperature, topK, topP, seed };
+}
+
+/** Index of the largest logit; ties go to the lower id; NaN never wins. */
+export function argmax(logits: Float32Array): number {
+  let best = -1;
+  let bestValue = -Infinity;
+  for (let i = 0; i < logits.length; i++) {
+    const v = logits[i];
+    if (v > bestValue || (best < 0 && v === bestValue)) {
+      best = i;
+      bestValue = v;
+    }
+  }
+  return best < 0 ? 0 : best;
+}
+
+/** A sampler bound to one random stream (one per generation or chat turn). */
+export class Sampler {
+  readonly options: Required<SamplingOptions>;
+  private readonly rng: Pcg32;
+
+  constructor(options: SamplingOptions = {}, stream = 0) {
+    this.options = validateSampling(options);
+    this.rng = new Pcg32(this.options.seed, stream);
+  }
+
+  get greedy(): boolean {
+    return this.options.temperature === 0 || this.options.topK === 1;
+  }
+
+  /** Picks the next token from a row of logits. */
+  sample(logits: Float32Array): number {
+    if (this.greedy) return argmax(logits);
+    const { temperature, topK, topP } = this.options;
+    const candidates = topCandidates(logits, topK);
+    const maxLogit = logits[candidates[0]];
+    const probs = new Float64Array(candidates.length);
+    let total = 0;
+    for (let i = 0; i < candidates.length; i++) {
+      const p = Math.exp((logits[candidates[i]] - maxLogit) / temperature);
+      probs[i] = p;
+      total += p;
+    }
+    let keep = candidates.length;
+    if (topP < 1) {
+      let cum = 0;
+      for (let i = 0; i < candidates.length; i++) {
+        cum += probs[i] / total;
+        if (cum >= topP) {
+          keep = i + 1;
+          break;
+        }
+      }
+    }
+    let kept = 0;
+    for (let i = 0; i < keep; i++) kept += probs[i];
+    const target = this.rng.nextUnit() * kept;
+    let cum = 0;
+    for (let i = 0; i < keep; i++) {
+      cum += probs[i];
+      if (target < cum) return candidates[i];
+    }
+    return candidates[keep - 1];
+  }
+}
+
+/** Ids of the finite logits in descending order (ties: lower id first), truncated to k when k > 0. */
+function topCandidates(logits: Float32Array, k: number): number[] {
+  const ids: number[] = [];
+  for (let i = 0; i < logits.length; i++) if (!Number.isNaN(logits[i]) && logits[i] !== -Infinity) ids.push(i);
+  if (ids.length === 0) return [0];
+  const order = (a: number, b: number) => logits[b] - logits[a] || a - b;
+  if (k > 0 && k < ids.length) {
+    // Partial selection keeps big vocabularies cheap: a bounded insertion list of the best k.
+    const best: number[] = [];
+    for (const id of ids) {
+      if (best.length === k && order(id, best[k - 1]) >= 0) continue;
+      let pos = best.length === k ? k - 1 : best.length;
+      if (best.length < k) best.push(id);
+      while (pos > 0 && order(id, best[pos - 1]) < 0) {
+        best[pos] = best[pos - 1];
+        pos--;
+      }
+      best[pos] = id;
+    }
+    return best;
+  }
+  return ids.sort(order);
+}
