@@ -10,7 +10,17 @@
         "src/gemv_bf16.c",
         "src/gemv_bf16_scalar.c",
         "src/gemv_bf16_avx2.c",
-        "src/gemv_bf16_avx512.c"
+        "src/gemv_bf16_avx512.c",
+        "src/gemm.c",
+        "src/gemm_scalar.c",
+        "src/gemm_avx2.c",
+        "src/gemm_avx512.c",
+        "src/ops_norm.c",
+        "src/ops_activation.c",
+        "src/ops_topk.c",
+        "src/memread.c",
+        "src/memread_avx2.c",
+        "src/memread_avx512.c"
       ],
       "include_dirs": [
         "include",

@@ -86,3 +86,121 @@ export function f32ToBf16(values: Float32Array): Uint16Array {
   }
   return out;
 }
+
+// ---------------------------------------------------------------- matrix kernels
+//
+// Reduction order of every dot product (gemv and gemm, bf16 and f32 weights, every SIMD level):
+//   lane[k % 16] = fmaf(w[k], x[k], lane[k % 16]) for k = 0..cols-1, then lane[i] += lane[i + h]
+//   for h = 8, 4, 2, 1. Threads split output rows, so results never depend on the thread count.
+
+/** y = W x with W, x, y in f32 (W row-major, row stride `ld`). Same order as gemvBf16. */
+export function gemvF32(w: Float32Array, x: Float32Array, y: Float32Array, shape: MatrixShape): Float32Array {
+  native.gemvF32(w, x, y, shape.rows, shape.cols, shape.ld ?? shape.cols);
+  return y;
+}
+
+/** Shape of a batched product: W [rows, cols] times `batch` activation rows. */
+export interface BatchShape extends MatrixShape {
+  batch: number;
+}
+
+/**
+ * Y[b] = W X[b] for b < batch, W in bf16 bits; X is [batch x cols], Y is [batch x rows] (row-major).
+ * Each weight byte is read from memory once for the whole batch, and Y[b] is bit-identical to
+ * `gemvBf16(w, X[b])`, so a batched prefill equals token-by-token decode.
+ */
+export function gemmBf16(w: ArrayBufferView, X: Float32Array, Y: Float32Array, shape: BatchShape): Float32Array {
+  native.gemmBf16(w, X, Y, shape.rows, shape.cols, shape.batch, shape.ld ?? shape.cols);
+  return Y;
+}
+
+/** As gemmBf16 with f32 weights; Y[b] is bit-identical to `gemvF32(w, X[b])`. */
+export function gemmF32(w: Float32Array, X: Float32Array, Y: Float32Array, shape: BatchShape): Float32Array {
+  native.gemmF32(w, X, Y, shape.rows, shape.cols, shape.batch, shape.ld ?? shape.cols);
+  return Y;
+}
+
+// ---------------------------------------------------------------- norms and activations
+//
+// One C implementation each (O(n) per token), identical at every SIMD level; exp/tanh are libm's
+// expf/tanhf. Row sums use the 16-lane tree above (sum of squares: lane[k%16] = fmaf(x,x,lane)).
+
+/**
+ * RMSNorm over each row of `dim` values: out = weight * (x / sqrt(mean(x^2) + eps)), in f32.
+ * x.length must be a multiple of dim; out may be x.
+ */
+export function rmsNorm(x: Float32Array, weight: Float32Array, eps: number, out: Float32Array, dim: number): Float32Array {
+  native.rmsNorm(x, weight, eps, out, dim);
+  return out;
+}
+
+/** The KDA q/k norm over each row of `dim`: out = x / sqrt(sum(x^2) + eps) (eps inside the sum). */
+export function l2Normalize(x: Float32Array, out: Float32Array, dim: number, eps: number): Float32Array {
+  native.l2Normalize(x, out, dim, eps);
+  return out;
+}
+
+/** sigma(x) = 1 / (1 + exp(-x)), elementwise. */
+export function sigmoid(x: Float32Array, out: Float32Array): Float32Array {
+  native.sigmoid(x, out);
+  return out;
+}
+
+/** SiLU(x) = x * sigma(x), elementwise. */
+export function silu(x: Float32Array, out: Float32Array): Float32Array {
+  native.silu(x, out);
+  return out;
+}
+
+/** SiLU-GLU (Kimi-Linear-48B experts): out = SiLU(gate) * up. */
+export function siluGlu(gate: Float32Array, up: Float32Array, out: Float32Array): Float32Array {
+  native.siluGlu(gate, up, out);
+  return out;
+}
+
+/**
+ * SiTU-GLU (K3 experts): out = [beta1 tanh(g / beta1) sigma(g)] * [beta2 tanh(u / beta2)],
+ * with sigma on the uncapped gate; |out| <= beta1 * beta2.
+ */
+export function situGlu(gate: Float32Array, up: Float32Array, out: Float32Array, beta1 = 4, beta2 = 25): Float32Array {
+  native.situGlu(gate, up, out, beta1, beta2);
+  return out;
+}
+
+/**
+ * Softmax over each row of `dim` values (max-subtracted, f32). A row holding a NaN, or only -inf,
+ * comes out all NaN.
+ */
+export function softmax(x: Float32Array, out: Float32Array, dim: number): Float32Array {
+  native.softmax(x, out, dim);
+  return out;
+}
+
+/**
+ * The k largest values, descending. Ties: lower index first. NaN ranks below every number
+ * (-Infinity included), so NaNs are returned only when fewer than k numbers exist, lower index first.
+ */
+export function topK(values: Float32Array, k: number): { indices: Int32Array; values: Float32Array } {
+  const indices = new Int32Array(k >= 0 ? k : 0);
+  const out = new Float32Array(k >= 0 ? k : 0);
+  native.topK(values, k, indices, out);
+  return { indices, values: out };
+}
+
+// ---------------------------------------------------------------- benchmarks
+
+/**
+ * The memory-read ceiling: a plain streaming sum (AVX-512/AVX2 aligned loads, 8 accumulators) over a
+ * fresh buffer of `bytes` (default 1 GiB; make it far larger than the caches), split over `threads`
+ * (default: the pool size), best of `reps` passes. GB = 1e9 bytes. Temporarily resizes the pool.
+ */
+export function memoryReadCeiling(options: { bytes?: number; threads?: number; reps?: number } = {}): { gbPerSec: number } {
+  const before = threadCount();
+  const threads = options.threads ?? before;
+  if (threads !== before) setThreadCount(threads);
+  try {
+    return { gbPerSec: native.memoryReadCeiling(options.bytes ?? 2 ** 30, threads, options.reps ?? 5) };
+  } finally {
+    if (threads !== before) setThreadCount(before);
+  }
+}

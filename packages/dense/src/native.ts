@@ -9,6 +9,18 @@ export interface DenseBinding {
   threadCount(): number;
   setThreadCount(threads: number): void;
   gemvBf16(w: ArrayBufferView, x: Float32Array, y: Float32Array, rows: number, cols: number, ld: number): void;
+  gemvF32(w: Float32Array, x: Float32Array, y: Float32Array, rows: number, cols: number, ld: number): void;
+  gemmBf16(w: ArrayBufferView, X: Float32Array, Y: Float32Array, rows: number, cols: number, batch: number, ld: number): void;
+  gemmF32(w: Float32Array, X: Float32Array, Y: Float32Array, rows: number, cols: number, batch: number, ld: number): void;
+  rmsNorm(x: Float32Array, weight: Float32Array, eps: number, out: Float32Array, dim: number): void;
+  l2Normalize(x: Float32Array, out: Float32Array, dim: number, eps: number): void;
+  sigmoid(x: Float32Array, out: Float32Array): void;
+  silu(x: Float32Array, out: Float32Array): void;
+  siluGlu(gate: Float32Array, up: Float32Array, out: Float32Array): void;
+  situGlu(gate: Float32Array, up: Float32Array, out: Float32Array, beta1: number, beta2: number): void;
+  softmax(x: Float32Array, out: Float32Array, dim: number): void;
+  topK(values: Float32Array, k: number, outIndex: Int32Array, outValue: Float32Array): void;
+  memoryReadCeiling(bytes: number, threads: number, reps: number): number;
   api(): unknown;
 }
 

@@ -49,6 +49,30 @@ typedef struct k3_dense_api {
 
     /* y[rows] = W[rows, cols] (bf16 bits, row-major, row stride `ld` elements) * x[cols] (f32). */
     void (*gemv_bf16)(const uint16_t *w, size_t ld, const float *x, float *y, size_t rows, size_t cols);
+
+    /* ---- appended fields (check struct_size before using a field past gemv_bf16) ---- */
+
+    /* y[rows] = W[rows, cols] (f32, row stride `ld`) * x[cols]. Same order as gemv_bf16. */
+    void (*gemv_f32)(const float *w, size_t ld, const float *x, float *y, size_t rows, size_t cols);
+    /* Y[b][r] = W[r] . X[b] for b < batch; X [batch, cols], Y [batch, rows], both contiguous.
+       Y[b] is bit-identical to gemv of X[b]; each weight byte is read from memory once per call. */
+    void (*gemm_bf16)(const uint16_t *w, size_t ld, const float *x, float *y, size_t rows, size_t cols,
+                      size_t batch);
+    void (*gemm_f32)(const float *w, size_t ld, const float *x, float *y, size_t rows, size_t cols,
+                     size_t batch);
+
+    /* Row-wise over n_rows rows of `dim` (reduction order in the package's ops.h). out may alias x. */
+    void (*rms_norm)(const float *x, const float *w, float eps, float *out, size_t dim, size_t n_rows);
+    void (*l2_normalize)(const float *x, float *out, size_t dim, float eps, size_t n_rows);
+
+    /* Elementwise over n values; out may alias an input. */
+    void (*sigmoid)(const float *x, float *out, size_t n);
+    void (*silu)(const float *x, float *out, size_t n);
+    void (*silu_glu)(const float *gate, const float *up, float *out, size_t n);
+    void (*situ_glu)(const float *gate, const float *up, float *out, size_t n, float beta1, float beta2);
+    void (*softmax)(const float *x, float *out, size_t dim, size_t n_rows);
+    /* k largest of values[n], descending; ties -> lower index first; NaN ranks below -inf. k <= n. */
+    void (*top_k)(const float *values, size_t n, size_t k, int32_t *out_index, float *out_value);
 } k3_dense_api;
 
 /* Provided by @k3/dense itself. */

@@ -1,5 +1,6 @@
 // addon.cc: N-API glue for @k3/dense. Checks arguments, then calls the C kernels.
 #include <napi.h>
+#include <cmath>
 #include <cstdlib>
 #include "k3_napi.h"
 extern "C" {
@@ -7,6 +8,9 @@ extern "C" {
 #include "cpu.h"
 #include "pool.h"
 #include "gemv_bf16.h"
+#include "gemm.h"
+#include "ops.h"
+#include "memread.h"
 }
 
 // ---------------------------------------------------------------- SIMD level and threads
@@ -77,6 +81,232 @@ static Napi::Value GemvBf16(const Napi::CallbackInfo &info) {
     return env.Undefined();
 }
 
+
+// ---------------------------------------------------------------- shared checks
+
+// A finite number (eps, beta).
+static bool get_number(const Napi::CallbackInfo &info, size_t index, const char *fn, const char *name, double *out) {
+    if (info.Length() <= index || !info[index].IsNumber())
+        return k3::fail(info.Env(), fn, std::string("argument '") + name + "' must be a number");
+    *out = info[index].As<Napi::Number>().DoubleValue();
+    if (!std::isfinite(*out)) return k3::fail(info.Env(), fn, std::string("argument '") + name + "' must be finite", true);
+    return true;
+}
+
+// Checks that a row-major matrix of `rows` rows (stride ld) x `cols` of `elem` bytes fits in `bytes`.
+static bool check_matrix(Napi::Env env, const char *fn, size_t bytes, size_t rows, size_t cols, size_t ld, size_t elem) {
+    if (ld < cols) return k3::fail(env, fn, "ld must be >= cols", true);
+    size_t need;
+    if (rows > 0 && (!k3::mul_size(rows - 1, ld, &need) || need > SIZE_MAX - cols || (need += cols) > SIZE_MAX / elem ||
+                     bytes < need * elem))
+        return k3::fail(env, fn, std::string("w holds fewer than rows x cols ") + (elem == 2 ? "bf16" : "f32") + " values",
+                        true);
+    return true;
+}
+
+// Checks that X holds batch x cols and Y batch x rows.
+static bool check_batch(Napi::Env env, const char *fn, size_t nx, size_t ny, size_t rows, size_t cols, size_t batch) {
+    size_t need;
+    if (!k3::mul_size(batch, cols, &need) || nx < need)
+        return k3::fail(env, fn, "X holds fewer than batch x cols values", true);
+    if (!k3::mul_size(batch, rows, &need) || ny < need)
+        return k3::fail(env, fn, "Y holds fewer than batch x rows values", true);
+    return true;
+}
+
+// gemvF32(w, x, y, rows, cols, ld)
+static Napi::Value GemvF32(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "gemvF32";
+    float *w, *x, *y;
+    size_t nw, rows, cols, ld, nx, ny;
+    if (!k3::get_f32(info, 0, fn, "w", 0, &w, &nw) || !k3::get_f32(info, 1, fn, "x", 0, &x, &nx) ||
+        !k3::get_f32(info, 2, fn, "y", 0, &y, &ny) || !k3::get_size(info, 3, fn, "rows", &rows) ||
+        !k3::get_size(info, 4, fn, "cols", &cols) || !k3::get_size(info, 5, fn, "ld", &ld))
+        return env.Undefined();
+    if (!check_matrix(env, fn, nw * 4, rows, cols, ld, 4)) return env.Undefined();
+    if (nx < cols) return k3::fail(env, fn, "x is shorter than cols", true), env.Undefined();
+    if (ny < rows) return k3::fail(env, fn, "y is shorter than rows", true), env.Undefined();
+    k3_gemv_f32(w, ld, x, y, rows, cols);
+    return env.Undefined();
+}
+
+// gemmBf16(w, X, Y, rows, cols, batch, ld)
+static Napi::Value GemmBf16(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "gemmBf16";
+    k3::Bytes w;
+    float *x, *y;
+    size_t rows, cols, batch, ld, nx, ny;
+    if (!k3::get_bytes(info, 0, fn, "w", &w) || !k3::get_f32(info, 1, fn, "X", 0, &x, &nx) ||
+        !k3::get_f32(info, 2, fn, "Y", 0, &y, &ny) || !k3::get_size(info, 3, fn, "rows", &rows) ||
+        !k3::get_size(info, 4, fn, "cols", &cols) || !k3::get_size(info, 5, fn, "batch", &batch) ||
+        !k3::get_size(info, 6, fn, "ld", &ld))
+        return env.Undefined();
+    if (!check_matrix(env, fn, w.length, rows, cols, ld, 2) || !check_batch(env, fn, nx, ny, rows, cols, batch))
+        return env.Undefined();
+    if (reinterpret_cast<uintptr_t>(w.data) % 2 != 0)
+        return k3::fail(env, fn, "w must start at an even byte offset (bf16)", true), env.Undefined();
+    k3_gemm_bf16(reinterpret_cast<const uint16_t *>(w.data), ld, x, y, rows, cols, batch);
+    return env.Undefined();
+}
+
+// gemmF32(w, X, Y, rows, cols, batch, ld)
+static Napi::Value GemmF32(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "gemmF32";
+    float *w, *x, *y;
+    size_t nw, rows, cols, batch, ld, nx, ny;
+    if (!k3::get_f32(info, 0, fn, "w", 0, &w, &nw) || !k3::get_f32(info, 1, fn, "X", 0, &x, &nx) ||
+        !k3::get_f32(info, 2, fn, "Y", 0, &y, &ny) || !k3::get_size(info, 3, fn, "rows", &rows) ||
+        !k3::get_size(info, 4, fn, "cols", &cols) || !k3::get_size(info, 5, fn, "batch", &batch) ||
+        !k3::get_size(info, 6, fn, "ld", &ld))
+        return env.Undefined();
+    if (!check_matrix(env, fn, nw * 4, rows, cols, ld, 4) || !check_batch(env, fn, nx, ny, rows, cols, batch))
+        return env.Undefined();
+    k3_gemm_f32(w, ld, x, y, rows, cols, batch);
+    return env.Undefined();
+}
+
+// Checks a row-wise op: x.length is a positive multiple of dim and out is as long as x.
+static bool check_rows(Napi::Env env, const char *fn, size_t nx, size_t nout, size_t dim, size_t *n_rows) {
+    if (dim == 0) return k3::fail(env, fn, "dim must be >= 1", true);
+    if (nx % dim != 0)
+        return k3::fail(env, fn, "x.length (" + std::to_string(nx) + ") is not a multiple of dim (" + std::to_string(dim) + ")",
+                        true);
+    if (nout < nx) return k3::fail(env, fn, "out is shorter than x", true);
+    *n_rows = nx / dim;
+    return true;
+}
+
+// rmsNorm(x, w, eps, out, dim)
+static Napi::Value RmsNorm(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "rmsNorm";
+    float *x, *w, *out;
+    size_t nx, nw, nout, dim, n_rows;
+    double eps;
+    if (!k3::get_f32(info, 0, fn, "x", 0, &x, &nx) || !k3::get_f32(info, 1, fn, "weight", 0, &w, &nw) ||
+        !get_number(info, 2, fn, "eps", &eps) || !k3::get_f32(info, 3, fn, "out", 0, &out, &nout) ||
+        !k3::get_size(info, 4, fn, "dim", &dim) || !check_rows(env, fn, nx, nout, dim, &n_rows))
+        return env.Undefined();
+    if (nw < dim) return k3::fail(env, fn, "weight is shorter than dim", true), env.Undefined();
+    if (eps < 0) return k3::fail(env, fn, "eps must be >= 0", true), env.Undefined();
+    k3_rms_norm(x, w, (float)eps, out, dim, n_rows);
+    return env.Undefined();
+}
+
+// l2Normalize(x, out, dim, eps)
+static Napi::Value L2Normalize(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "l2Normalize";
+    float *x, *out;
+    size_t nx, nout, dim, n_rows;
+    double eps;
+    if (!k3::get_f32(info, 0, fn, "x", 0, &x, &nx) || !k3::get_f32(info, 1, fn, "out", 0, &out, &nout) ||
+        !k3::get_size(info, 2, fn, "dim", &dim) || !get_number(info, 3, fn, "eps", &eps) ||
+        !check_rows(env, fn, nx, nout, dim, &n_rows))
+        return env.Undefined();
+    if (eps < 0) return k3::fail(env, fn, "eps must be >= 0", true), env.Undefined();
+    k3_l2_normalize(x, out, dim, (float)eps, n_rows);
+    return env.Undefined();
+}
+
+// unary(x, out) for sigmoid / silu
+static Napi::Value Unary(const Napi::CallbackInfo &info, const char *fn, void (*op)(const float *, float *, size_t)) {
+    Napi::Env env = info.Env();
+    float *x, *out;
+    size_t nx, nout;
+    if (!k3::get_f32(info, 0, fn, "x", 0, &x, &nx) || !k3::get_f32(info, 1, fn, "out", 0, &out, &nout))
+        return env.Undefined();
+    if (nout < nx) return k3::fail(env, fn, "out is shorter than x", true), env.Undefined();
+    op(x, out, nx);
+    return env.Undefined();
+}
+static Napi::Value Sigmoid(const Napi::CallbackInfo &info) { return Unary(info, "sigmoid", k3_sigmoid); }
+static Napi::Value Silu(const Napi::CallbackInfo &info) { return Unary(info, "silu", k3_silu); }
+
+// Checks gate/up/out of a GLU: same length.
+static bool get_glu(const Napi::CallbackInfo &info, const char *fn, float **g, float **u, float **out, size_t *n) {
+    size_t ng, nu, nout;
+    if (!k3::get_f32(info, 0, fn, "gate", 0, g, &ng) || !k3::get_f32(info, 1, fn, "up", 0, u, &nu) ||
+        !k3::get_f32(info, 2, fn, "out", 0, out, &nout))
+        return false;
+    if (nu != ng) return k3::fail(info.Env(), fn, "gate and up must have the same length", true);
+    if (nout < ng) return k3::fail(info.Env(), fn, "out is shorter than gate", true);
+    *n = ng;
+    return true;
+}
+
+static Napi::Value SiluGlu(const Napi::CallbackInfo &info) {
+    float *g = nullptr, *u = nullptr, *out = nullptr;
+    size_t n = 0;
+    if (get_glu(info, "siluGlu", &g, &u, &out, &n)) k3_silu_glu(g, u, out, n);
+    return info.Env().Undefined();
+}
+
+// situGlu(gate, up, out, beta1, beta2)
+static Napi::Value SituGlu(const Napi::CallbackInfo &info) {
+    const char *fn = "situGlu";
+    float *g = nullptr, *u = nullptr, *out = nullptr;
+    size_t n = 0;
+    double b1, b2;
+    if (!get_glu(info, fn, &g, &u, &out, &n) || !get_number(info, 3, fn, "beta1", &b1) ||
+        !get_number(info, 4, fn, "beta2", &b2))
+        return info.Env().Undefined();
+    if (!(b1 > 0) || !(b2 > 0)) return k3::fail(info.Env(), fn, "beta1 and beta2 must be > 0", true), info.Env().Undefined();
+    k3_situ_glu(g, u, out, n, (float)b1, (float)b2);
+    return info.Env().Undefined();
+}
+
+// softmax(x, out, dim)
+static Napi::Value Softmax(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "softmax";
+    float *x, *out;
+    size_t nx, nout, dim, n_rows;
+    if (!k3::get_f32(info, 0, fn, "x", 0, &x, &nx) || !k3::get_f32(info, 1, fn, "out", 0, &out, &nout) ||
+        !k3::get_size(info, 2, fn, "dim", &dim) || !check_rows(env, fn, nx, nout, dim, &n_rows))
+        return env.Undefined();
+    k3_softmax(x, out, dim, n_rows);
+    return env.Undefined();
+}
+
+// topK(values, k, outIndex: Int32Array, outValue: Float32Array)
+static Napi::Value TopK(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "topK";
+    float *values, *out_value;
+    size_t n, k, n_out_value;
+    if (!k3::get_f32(info, 0, fn, "values", 0, &values, &n) || !k3::get_size(info, 1, fn, "k", &k))
+        return env.Undefined();
+    if (k > n) return k3::fail(env, fn, "k (" + std::to_string(k) + ") exceeds values.length (" + std::to_string(n) + ")", true), env.Undefined();
+    if (n > INT32_MAX) return k3::fail(env, fn, "values.length exceeds 2^31-1", true), env.Undefined();
+    if (info.Length() <= 2 || !info[2].IsTypedArray() || info[2].As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+        return k3::fail(env, fn, "argument 'outIndex' must be an Int32Array"), env.Undefined();
+    Napi::Int32Array out_index = info[2].As<Napi::Int32Array>();
+    if (!k3::get_f32(info, 3, fn, "outValue", k, &out_value, &n_out_value)) return env.Undefined();
+    if (out_index.ElementLength() < k) return k3::fail(env, fn, "outIndex is shorter than k", true), env.Undefined();
+    k3_top_k(values, n, k, out_index.Data(), out_value);
+    return env.Undefined();
+}
+
+// memoryReadCeiling(bytes, threads, reps) -> GB/s
+static Napi::Value MemoryReadCeiling(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "memoryReadCeiling";
+    size_t bytes, threads, reps;
+    if (!k3::get_size(info, 0, fn, "bytes", &bytes) || !k3::get_size(info, 1, fn, "threads", &threads) ||
+        !k3::get_size(info, 2, fn, "reps", &reps))
+        return env.Undefined();
+    if (bytes < 4096) return k3::fail(env, fn, "bytes must be >= 4096", true), env.Undefined();
+    if (threads < 1 || threads > 256) return k3::fail(env, fn, "threads must be between 1 and 256", true), env.Undefined();
+    if (reps < 1 || reps > 1000) return k3::fail(env, fn, "reps must be between 1 and 1000", true), env.Undefined();
+    double gbps = k3_memory_read_ceiling(bytes, (int)threads, (int)reps);
+    if (gbps < 0) return k3::fail(env, fn, "could not allocate " + std::to_string(bytes) + " bytes", true), env.Undefined();
+    return Napi::Number::New(env, gbps);
+}
+
 // ---------------------------------------------------------------- the shared table
 
 static Napi::Value Api(const Napi::CallbackInfo &info) {
@@ -108,6 +338,18 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["threadCount"] = Napi::Function::New(env, ThreadCount);
     exports["setThreadCount"] = Napi::Function::New(env, SetThreadCount);
     exports["gemvBf16"] = Napi::Function::New(env, GemvBf16);
+    exports["gemvF32"] = Napi::Function::New(env, GemvF32);
+    exports["gemmBf16"] = Napi::Function::New(env, GemmBf16);
+    exports["gemmF32"] = Napi::Function::New(env, GemmF32);
+    exports["rmsNorm"] = Napi::Function::New(env, RmsNorm);
+    exports["l2Normalize"] = Napi::Function::New(env, L2Normalize);
+    exports["sigmoid"] = Napi::Function::New(env, Sigmoid);
+    exports["silu"] = Napi::Function::New(env, Silu);
+    exports["siluGlu"] = Napi::Function::New(env, SiluGlu);
+    exports["situGlu"] = Napi::Function::New(env, SituGlu);
+    exports["softmax"] = Napi::Function::New(env, Softmax);
+    exports["topK"] = Napi::Function::New(env, TopK);
+    exports["memoryReadCeiling"] = Napi::Function::New(env, MemoryReadCeiling);
     exports["api"] = Napi::Function::New(env, Api);
     return exports;
 }

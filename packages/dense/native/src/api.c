@@ -3,6 +3,8 @@
 #include "cpu.h"
 #include "pool.h"
 #include "gemv_bf16.h"
+#include "gemm.h"
+#include "ops.h"
 
 static const k3_dense_api api = {
     .abi_version = K3_DENSE_ABI_VERSION,
@@ -11,6 +13,17 @@ static const k3_dense_api api = {
     .thread_count = k3_pool_thread_count,
     .parallel_for = k3_pool_parallel_for,
     .gemv_bf16 = k3_gemv_bf16,
+    .gemv_f32 = k3_gemv_f32,
+    .gemm_bf16 = k3_gemm_bf16,
+    .gemm_f32 = k3_gemm_f32,
+    .rms_norm = k3_rms_norm,
+    .l2_normalize = k3_l2_normalize,
+    .sigmoid = k3_sigmoid,
+    .silu = k3_silu,
+    .silu_glu = k3_silu_glu,
+    .situ_glu = k3_situ_glu,
+    .softmax = k3_softmax,
+    .top_k = k3_top_k,
 };
 
 const k3_dense_api *k3_dense_get_api(void) { return &api; }

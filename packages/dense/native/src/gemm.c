@@ -1,0 +1,54 @@
+/* gemm.c: splits rows over the pool and picks the variant for the current SIMD level. */
+#include "gemm.h"
+#include "cpu.h"
+#include "pool.h"
+
+#define ROWS_PER_TASK_MIN 16
+
+typedef struct {
+    k3_gemm_rows_fn rows_fn;
+    const void *w;
+    size_t ld;
+    const float *x;
+    float *y;
+    size_t rows, cols, batch, rows_per_task;
+} gemm_job;
+
+static void gemm_task(void *ctx, int task_index) {
+    const gemm_job *job = ctx;
+    size_t begin = (size_t)task_index * job->rows_per_task;
+    size_t end = begin + job->rows_per_task;
+    if (end > job->rows) end = job->rows;
+    job->rows_fn(job->w, job->ld, job->x, job->y, job->rows, job->cols, job->batch, begin, end);
+}
+
+static k3_gemm_rows_fn variant_for(k3_simd_level level, k3_weight_type type) {
+    switch (level) {
+        case K3_SIMD_AVX512: return type == K3_WEIGHT_BF16 ? k3_gemm_bf16_rows_avx512 : k3_gemm_f32_rows_avx512;
+        case K3_SIMD_AVX2: return type == K3_WEIGHT_BF16 ? k3_gemm_bf16_rows_avx2 : k3_gemm_f32_rows_avx2;
+        default: return type == K3_WEIGHT_BF16 ? k3_gemm_bf16_rows_scalar : k3_gemm_f32_rows_scalar;
+    }
+}
+
+static void run(k3_weight_type type, const void *w, size_t ld, const float *x, float *y, size_t rows, size_t cols,
+                size_t batch) {
+    if (rows == 0 || batch == 0) return;
+    size_t tasks = (size_t)k3_pool_thread_count() * 4;
+    size_t per_task = (rows + tasks - 1) / tasks;
+    if (per_task < ROWS_PER_TASK_MIN) per_task = ROWS_PER_TASK_MIN;
+    per_task = (per_task + 3) / 4 * 4; /* whole 4-row tiles */
+    gemm_job job = {variant_for(k3_cpu_level(), type), w, ld, x, y, rows, cols, batch, per_task};
+    k3_pool_parallel_for((int)((rows + per_task - 1) / per_task), gemm_task, &job);
+}
+
+void k3_gemm_bf16(const uint16_t *w, size_t ld, const float *x, float *y, size_t rows, size_t cols, size_t batch) {
+    run(K3_WEIGHT_BF16, w, ld, x, y, rows, cols, batch);
+}
+
+void k3_gemm_f32(const float *w, size_t ld, const float *x, float *y, size_t rows, size_t cols, size_t batch) {
+    run(K3_WEIGHT_F32, w, ld, x, y, rows, cols, batch);
+}
+
+void k3_gemv_f32(const float *w, size_t ld, const float *x, float *y, size_t rows, size_t cols) {
+    run(K3_WEIGHT_F32, w, ld, x, y, rows, cols, 1);
+}

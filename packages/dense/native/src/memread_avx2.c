@@ -1,0 +1,31 @@
+/* memread_avx2.c: streaming read with aligned 32-byte loads and 8 accumulators. */
+#pragma GCC target("avx2,fma")
+#include <immintrin.h>
+#include "memread.h"
+
+float k3_memread_sum_avx2(const float *p, size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (size_t i = 0; i < n; i += 128) {
+        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+        a4 = _mm256_add_ps(a4, _mm256_load_ps(p + i + 32));
+        a5 = _mm256_add_ps(a5, _mm256_load_ps(p + i + 40));
+        a6 = _mm256_add_ps(a6, _mm256_load_ps(p + i + 48));
+        a7 = _mm256_add_ps(a7, _mm256_load_ps(p + i + 56));
+        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i + 64));
+        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 72));
+        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 80));
+        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 88));
+        a4 = _mm256_add_ps(a4, _mm256_load_ps(p + i + 96));
+        a5 = _mm256_add_ps(a5, _mm256_load_ps(p + i + 104));
+        a6 = _mm256_add_ps(a6, _mm256_load_ps(p + i + 112));
+        a7 = _mm256_add_ps(a7, _mm256_load_ps(p + i + 120));
+    }
+    a0 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                       _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, a0);
+    return lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
+}

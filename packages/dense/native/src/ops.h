@@ -1,0 +1,38 @@
+/*
+ * ops.h: norms, activations, softmax and top-k on f32 vectors.
+ *
+ * These are O(n) per token (the GEMVs around them are O(n^2)), so each has ONE C implementation
+ * used at every SIMD level: the results are trivially identical across levels and thread counts,
+ * and the transcendentals are the scalar libm calls (expf, tanhf) per element.
+ *
+ * Fixed reduction order for every sum over a row of `dim` values (sum of squares, softmax sum):
+ *   lane[k % 16] = fmaf(v[k], v[k], lane[k % 16])  (sum of squares)  or  lane[k % 16] += e[k]  (sums)
+ *   then lane[i] += lane[i + h] for h = 8, 4, 2, 1; the total is lane[0]
+ * (the same 16-lane tree as the GEMV kernels, so a future SIMD variant can reproduce it).
+ */
+#ifndef K3_OPS_H
+#define K3_OPS_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* out = w * (x / sqrt(sumsq/dim + eps)) per row of `dim`; n_rows rows. out may alias x. */
+void k3_rms_norm(const float *x, const float *w, float eps, float *out, size_t dim, size_t n_rows);
+/* out = x / sqrt(sumsq + eps) per row of `dim` (KDA q/k norm). out may alias x. */
+void k3_l2_normalize(const float *x, float *out, size_t dim, float eps, size_t n_rows);
+
+/* sigma(x) = 1 / (1 + expf(-x)) */
+void k3_sigmoid(const float *x, float *out, size_t n);
+/* silu(x) = x * sigma(x) */
+void k3_silu(const float *x, float *out, size_t n);
+/* out = silu(g) * u */
+void k3_silu_glu(const float *g, const float *u, float *out, size_t n);
+/* out = [(b1 * tanhf(g / b1)) * sigma(g)] * [b2 * tanhf(u / b2)] */
+void k3_situ_glu(const float *g, const float *u, float *out, size_t n, float beta1, float beta2);
+/* Per row of `dim`: out = exp(x - max) / sum; a row with a NaN gives all NaN; all -inf gives NaN. */
+void k3_softmax(const float *x, float *out, size_t dim, size_t n_rows);
+
+/* The k largest of values[n] in descending order; ties: lower index first; NaN ranks below -inf
+   (NaNs come last, lower index first). k <= n. */
+void k3_top_k(const float *values, size_t n, size_t k, int32_t *out_index, float *out_value);
+
+#endif

@@ -1,0 +1,223 @@
+import { afterAll, describe, expect, it } from "vitest";
+import {
+  bestSimdLevel,
+  l2Normalize,
+  memoryReadCeiling,
+  rmsNorm,
+  setSimdLevel,
+  setThreadCount,
+  sigmoid,
+  silu,
+  siluGlu,
+  simdLevel,
+  situGlu,
+  softmax,
+  threadCount,
+  topK,
+  type SimdLevel,
+} from "../src/index.js";
+import { componentsDir, firstMismatch, loadFixture } from "./fixtures.js";
+import { randomF32 } from "./random.js";
+
+const LEVELS: SimdLevel[] = ["scalar", "avx2", "avx512"];
+const available = LEVELS.slice(0, LEVELS.indexOf(bestSimdLevel()) + 1);
+const initialLevel = simdLevel();
+const initialThreads = threadCount();
+afterAll(() => {
+  setSimdLevel(initialLevel);
+  setThreadCount(initialThreads);
+});
+
+// Tolerance against float64 JS references: these ops are a handful of correctly rounded f32 steps
+// plus libm expf/tanhf (< 2 ulp in glibc), so 1e-6 relative (about 8 ulp) + a tiny absolute floor.
+const REL = 1e-6;
+const ABS = 1e-30;
+
+function expectClose(got: Float32Array, ref: ArrayLike<number>, rel = REL, abs = ABS) {
+  const i = firstMismatch(got, ref, abs, rel);
+  expect(i, i >= 0 ? `index ${i}: got ${got[i]}, expected ${ref[i]}` : "").toBe(-1);
+}
+
+function sameAtEveryLevel(run: () => Float32Array) {
+  setSimdLevel("scalar");
+  const expected = run();
+  for (const level of available) {
+    setSimdLevel(level);
+    for (const threads of [1, 2, 3]) {
+      setThreadCount(threads);
+      expect(Buffer.from(run().buffer).equals(Buffer.from(expected.buffer)), `${level} x${threads}`).toBe(true);
+    }
+  }
+}
+
+const fixtureNote = (name: string) => `fixture ${name} absent from ${componentsDir}`;
+
+describe("rmsNorm", () => {
+  const dim = 96;
+  const x = randomF32(dim * 3, 3, 81);
+  const w = randomF32(dim, 1, 82);
+
+  it("matches a float64 reference row by row", () => {
+    const out = rmsNorm(x, w, 1e-5, new Float32Array(x.length), dim);
+    const ref = new Float64Array(x.length);
+    for (let r = 0; r < 3; r++) {
+      let ss = 0;
+      for (let k = 0; k < dim; k++) ss += x[r * dim + k] ** 2;
+      const d = Math.sqrt(ss / dim + Math.fround(1e-5));
+      for (let k = 0; k < dim; k++) ref[r * dim + k] = w[k] * (x[r * dim + k] / d);
+    }
+    expectClose(out, ref);
+  });
+
+  it("works in place and is identical at every SIMD level", () => {
+    const copy = x.slice();
+    rmsNorm(copy, w, 1e-5, copy, dim);
+    expect(Array.from(copy)).toEqual(Array.from(rmsNorm(x, w, 1e-5, new Float32Array(x.length), dim)));
+    sameAtEveryLevel(() => rmsNorm(x, w, 1e-5, new Float32Array(x.length), dim));
+  });
+
+  const fx = loadFixture("rmsnorm");
+  (fx ? it : it.skip)(`matches fixtures/components/rmsnorm (atol 1e-5, rtol 1e-4)${fx ? "" : ` [${fixtureNote("rmsnorm")}]`}`, () => {
+    const t = fx!.tensors;
+    const xs = t.get("x")!.data as Float32Array;
+    const out = rmsNorm(xs, t.get("w")!.data as Float32Array, (t.get("eps")!.data as Float64Array)[0], new Float32Array(xs.length), 128);
+    // The fixture's tolerance, and also our own 1e-5-relative standard on the non-zero rows.
+    expectClose(out, t.get("y")!.data as Float64Array, 1e-4, 1e-5);
+    expectClose(out, t.get("y")!.data as Float64Array, 1e-5, 1e-12);
+  });
+
+  it("names bad arguments", () => {
+    expect(() => rmsNorm(new Float32Array(10), new Float32Array(4), 1e-5, new Float32Array(10), 4)).toThrow(
+      /rmsNorm: x.length \(10\) is not a multiple of dim \(4\)/,
+    );
+    expect(() => rmsNorm(new Float32Array(8), new Float32Array(3), 1e-5, new Float32Array(8), 4)).toThrow(/weight is shorter than dim/);
+    expect(() => rmsNorm(new Float32Array(8), new Float32Array(4), 1e-5, new Float32Array(7), 4)).toThrow(/out is shorter than x/);
+    expect(() => rmsNorm(new Float32Array(8), new Float32Array(4), NaN, new Float32Array(8), 4)).toThrow(/'eps' must be finite/);
+    expect(() => rmsNorm(new Float32Array(8), new Float32Array(4), 1e-5, new Float32Array(8), 0)).toThrow(/dim must be >= 1/);
+  });
+});
+
+describe("l2Normalize", () => {
+  it("matches x / sqrt(sum x^2 + eps) in float64, per row", () => {
+    const dim = 128;
+    const x = randomF32(dim * 4, 2, 91);
+    x.fill(0, dim, 2 * dim); // a zero row stays zero (eps keeps it finite)
+    const out = l2Normalize(x, new Float32Array(x.length), dim, 1e-6);
+    const ref = new Float64Array(x.length);
+    for (let r = 0; r < 4; r++) {
+      let ss = 0;
+      for (let k = 0; k < dim; k++) ss += x[r * dim + k] ** 2;
+      for (let k = 0; k < dim; k++) ref[r * dim + k] = x[r * dim + k] / Math.sqrt(ss + Math.fround(1e-6));
+    }
+    expectClose(out, ref);
+    sameAtEveryLevel(() => l2Normalize(x, new Float32Array(x.length), dim, 1e-6));
+  });
+});
+
+describe("activations", () => {
+  const x = new Float32Array([...randomF32(200, 30, 101), 0, -0, 88, -88, 100, -100, 1e-30, -1e-30]);
+  const u = randomF32(x.length, 50, 102);
+  const sig = (v: number) => 1 / (1 + Math.exp(-v));
+
+  it("sigmoid, silu and siluGlu match float64", () => {
+    expectClose(sigmoid(x, new Float32Array(x.length)), Array.from(x, sig));
+    expectClose(silu(x, new Float32Array(x.length)), Array.from(x, (v) => v * sig(v)));
+    expectClose(siluGlu(x, u, new Float32Array(x.length)), Array.from(x, (v, i) => v * sig(v) * u[i]));
+  });
+
+  it("situGlu matches [4 tanh(g/4) sigma(g)] [25 tanh(u/25)] and stays within 100", () => {
+    const out = situGlu(x, u, new Float32Array(x.length));
+    expectClose(out, Array.from(x, (g, i) => 4 * Math.tanh(g / 4) * sig(g) * (25 * Math.tanh(u[i] / 25))), 2e-6);
+    for (const v of out) expect(Math.abs(v)).toBeLessThanOrEqual(100);
+    const custom = situGlu(x, u, new Float32Array(x.length), 2, 10);
+    expectClose(custom, Array.from(x, (g, i) => 2 * Math.tanh(g / 2) * sig(g) * (10 * Math.tanh(u[i] / 10))), 2e-6);
+  });
+
+  it("is identical at every SIMD level", () => {
+    sameAtEveryLevel(() => situGlu(x, u, new Float32Array(x.length)));
+    sameAtEveryLevel(() => silu(x, new Float32Array(x.length)));
+  });
+
+  const fx = loadFixture("situ_glu");
+  (fx ? it : it.skip)(`matches fixtures/components/situ_glu (atol 1e-5, rtol 1e-5)${fx ? "" : ` [${fixtureNote("situ_glu")}]`}`, () => {
+    const t = fx!.tensors;
+    const a = t.get("a")!.data as Float32Array;
+    const b = t.get("b")!.data as Float32Array;
+    expectClose(situGlu(a, b, new Float32Array(a.length)), t.get("out")!.data as Float64Array, 1e-5, 1e-5);
+    expectClose(siluGlu(a, b, new Float32Array(a.length)), t.get("silu_glu_out")!.data as Float64Array, 1e-5, 1e-5);
+  });
+
+  it("names bad arguments", () => {
+    expect(() => siluGlu(new Float32Array(3), new Float32Array(4), new Float32Array(4))).toThrow(/siluGlu: gate and up must have the same length/);
+    expect(() => situGlu(new Float32Array(3), new Float32Array(3), new Float32Array(3), 0)).toThrow(/beta1 and beta2 must be > 0/);
+    expect(() => silu(new Float32Array(3), new Float32Array(2))).toThrow(/silu: out is shorter than x/);
+  });
+});
+
+describe("softmax", () => {
+  it("matches a float64 max-subtracted softmax per row and sums to 1", () => {
+    const dim = 50;
+    const x = randomF32(dim * 3, 40, 111);
+    x[7] = -Infinity;
+    const out = softmax(x, new Float32Array(x.length), dim);
+    for (let r = 0; r < 3; r++) {
+      const row = Array.from(x.subarray(r * dim, (r + 1) * dim));
+      const m = Math.max(...row);
+      // x - max is rounded to f32 first, as the kernel does (that rounding, not expf, dominates the error)
+      const e = row.map((v) => Math.exp(Math.fround(v - m)));
+      const s = e.reduce((p, q) => p + q, 0);
+      expectClose(out.subarray(r * dim, (r + 1) * dim), e.map((v) => v / s), 2e-6, 1e-30);
+    }
+    expect(out[7]).toBe(0);
+  });
+
+  it("turns a row with NaN, or only -inf, into NaN and leaves other rows alone", () => {
+    const x = new Float32Array([1, NaN, 2, -Infinity, -Infinity, -Infinity, 0, 0, 0]);
+    const out = softmax(x, new Float32Array(9), 3);
+    expect(out.subarray(0, 6).every(Number.isNaN)).toBe(true);
+    expect(Array.from(out.subarray(6))).toEqual([1 / 3, 1 / 3, 1 / 3].map(Math.fround));
+  });
+});
+
+describe("topK", () => {
+  it("returns the k largest in descending order, ties to the lower index", () => {
+    const v = new Float32Array([3, 1, 3, 7, -2, 7, 0, -0]);
+    const r = topK(v, 5);
+    expect(Array.from(r.indices)).toEqual([3, 5, 0, 2, 1]);
+    expect(Array.from(r.values)).toEqual([7, 7, 3, 3, 1]);
+    expect(Array.from(topK(v, 7).indices)).toEqual([3, 5, 0, 2, 1, 6, 7]);
+    const zeros = topK(new Float32Array([-0, 0, -0]), 2);
+    expect(Array.from(zeros.indices)).toEqual([0, 1]);
+  });
+
+  it("ranks NaN below -Infinity (lower index first among NaNs)", () => {
+    const v = new Float32Array([NaN, -Infinity, 5, NaN, 1]);
+    expect(Array.from(topK(v, 3).indices)).toEqual([2, 4, 1]);
+    expect(Array.from(topK(v, 5).indices)).toEqual([2, 4, 1, 0, 3]);
+  });
+
+  it("agrees with a full sort on a vocabulary-sized vector", () => {
+    const v = randomF32(163840, 10, 121);
+    for (let i = 0; i < 1000; i++) v[(i * 7919) % v.length] = 9.5; // many ties
+    const k = 64;
+    const r = topK(v, k);
+    const order = Array.from(v.keys()).sort((a, b) => v[b] - v[a] || a - b);
+    expect(Array.from(r.indices)).toEqual(order.slice(0, k));
+    expect(topK(v, 0).indices.length).toBe(0);
+  });
+
+  it("refuses k larger than the input", () => {
+    expect(() => topK(new Float32Array(3), 4)).toThrow(/topK: k \(4\) exceeds values.length \(3\)/);
+    expect(() => topK(new Float32Array(3), -1)).toThrow(/'k' must be a non-negative integer/);
+  });
+});
+
+describe("memoryReadCeiling", () => {
+  it("streams a buffer and reports a plausible GB/s", () => {
+    const { gbPerSec } = memoryReadCeiling({ bytes: 64 * 2 ** 20, threads: 1, reps: 2 });
+    expect(gbPerSec).toBeGreaterThan(0.5);
+    expect(gbPerSec).toBeLessThan(2000);
+    expect(threadCount()).toBe(threadCount());
+    expect(() => memoryReadCeiling({ bytes: 10 })).toThrow(/bytes must be >= 4096/);
+  });
+});
