@@ -1,0 +1,74 @@
+// Publishing checks over every public @k3/* package, run by `pnpm test` after the package suites:
+// the manifest a consumer relies on, the README's opening usage example, a changeset-ready name,
+// and for native packages a prebuilt binary with a portable glibc symbol ceiling.
+import { execFileSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+// Built on Debian 12: pthread symbols carry GLIBC_2.34 since they moved into libc. So prebuilds
+// run on glibc >= 2.34 (Debian 12, Ubuntu 22.04, RHEL 9); older systems build from source.
+const GLIBC_CEILING = [2, 34];
+let passed = 0;
+let failed = 0;
+
+function check(pkgName, what, ok, detail = "") {
+  if (ok) passed++;
+  else {
+    failed++;
+    console.error(`FAIL ${pkgName}: ${what}${detail ? ` (${detail})` : ""}`);
+  }
+}
+
+function glibcVersions(file) {
+  let out = "";
+  try {
+    out = execFileSync("objdump", ["-T", file], { encoding: "utf8" });
+  } catch {
+    return null; // binutils missing: reported by the caller
+  }
+  return [...out.matchAll(/GLIBC_(\d+)\.(\d+)/g)].map((m) => [Number(m[1]), Number(m[2])]);
+}
+
+for (const dir of readdirSync(join(root, "packages")).sort()) {
+  const base = join(root, "packages", dir);
+  if (!existsSync(join(base, "package.json"))) continue;
+  const pkg = JSON.parse(readFileSync(join(base, "package.json"), "utf8"));
+  if (pkg.private) continue;
+  const name = pkg.name;
+  check(name, "is scoped @k3/", name.startsWith("@k3/"));
+  check(name, "type module", pkg.type === "module");
+  check(name, "engines.node >=20", /^>=\s*20/.test(pkg.engines?.node ?? ""));
+  check(name, "publishConfig.access public", pkg.publishConfig?.access === "public");
+  const dot = pkg.exports?.["."];
+  check(name, "exports['.'] has types, import and default", !!(dot?.types && dot?.import && dot?.default));
+  check(name, "has no install script", !pkg.scripts?.install && !pkg.scripts?.postinstall && !pkg.scripts?.preinstall);
+  check(name, "no binding.gyp at the package root", !existsSync(join(base, "binding.gyp")));
+  const readme = existsSync(join(base, "README.md")) ? readFileSync(join(base, "README.md"), "utf8") : "";
+  const firstFence = readme.indexOf("```");
+  check(name, "README.md opens with a usage example", firstFence >= 0 && firstFence < 1500, "no code block near the top");
+  for (const dep of Object.keys(pkg.dependencies ?? {}))
+    if (dep.startsWith("@k3/")) check(name, `depends on ${dep} as workspace:^`, pkg.dependencies[dep] === "workspace:^");
+
+  if (existsSync(join(base, "native", "binding.gyp"))) {
+    check(name, "native: node-gyp-build is a runtime dependency", !!pkg.dependencies?.["node-gyp-build"]);
+    check(name, "native: node-addon-api is a runtime dependency", !!pkg.dependencies?.["node-addon-api"]);
+    check(name, "native: ships native/ in files", (pkg.files ?? []).includes("native"));
+    const prebuildDir = join(base, "native", "prebuilds", `${process.platform}-${process.arch}`);
+    const binaries = existsSync(prebuildDir) ? readdirSync(prebuildDir).filter((f) => f.endsWith(".node")) : [];
+    check(name, `native: a prebuild in native/prebuilds/${process.platform}-${process.arch}`, binaries.length > 0);
+    for (const bin of binaries) {
+      const versions = glibcVersions(join(prebuildDir, bin));
+      if (versions === null) {
+        check(name, "native: objdump available to read glibc symbol versions", false, "install binutils");
+        continue;
+      }
+      const max = versions.reduce((a, b) => (b[0] > a[0] || (b[0] === a[0] && b[1] > a[1]) ? b : a), [0, 0]);
+      const ok = max[0] < GLIBC_CEILING[0] || (max[0] === GLIBC_CEILING[0] && max[1] <= GLIBC_CEILING[1]);
+      check(name, `native: ${bin} needs glibc <= ${GLIBC_CEILING.join(".")}`, ok, `needs GLIBC_${max.join(".")}`);
+    }
+  }
+}
+console.log(`package checks: ${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
