@@ -1,0 +1,101 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startServer, validateRequest, type CompletionBackend, type CompletionJob, type RunningServer } from "../src/server.js";
+
+/** A scripted backend: emits the words of a fixed reply, one per tick, honouring the signal. */
+class ScriptedBackend implements CompletionBackend {
+  readonly modelId = "tiny-test";
+  readonly contextLength = 1024;
+  jobs: CompletionJob[] = [];
+  delayMs = 5;
+  async complete(job: CompletionJob, onText: (t: string) => void, signal: AbortSignal) {
+    this.jobs.push(job);
+    const words = ["Hello", " wor", "ld", "!"].slice(0, job.maxTokens);
+    for (const w of words) {
+      if (signal.aborted) throw new Error("aborted");
+      await new Promise((r) => setTimeout(r, this.delayMs));
+      onText(w);
+    }
+    return { finishReason: words.length < 4 ? ("length" as const) : ("stop" as const), promptTokens: 3, completionTokens: words.length };
+  }
+}
+
+let srv: RunningServer;
+const backend = new ScriptedBackend();
+beforeAll(async () => {
+  srv = await startServer(backend, { port: 0, maxQueue: 1 });
+});
+afterAll(async () => srv.close());
+
+async function post(path: string, body: unknown, raw = false) {
+  const res = await fetch(srv.url + path, { method: "POST", headers: { "content-type": "application/json" }, body: raw ? (body as string) : JSON.stringify(body) });
+  return { status: res.status, body: res.headers.get("content-type")?.includes("json") ? await res.json() : await res.text() };
+}
+
+describe("server", () => {
+  it("listens on loopback and lists the model", async () => {
+    expect(srv.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const res = await fetch(srv.url + "/v1/models");
+    const body = await res.json();
+    expect(body.data[0].id).toBe("tiny-test");
+  });
+
+  it("answers a chat completion", async () => {
+    const r = await post("/v1/chat/completions", { messages: [{ role: "user", content: "hi" }], max_tokens: 10, temperature: 0 });
+    expect(r.status).toBe(200);
+    expect(r.body.choices[0].message).toEqual({ role: "assistant", content: "Hello world!" });
+    expect(r.body.choices[0].finish_reason).toBe("stop");
+    expect(r.body.usage).toEqual({ prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 });
+    expect(backend.jobs.at(-1)!.temperature).toBe(0);
+  });
+
+  it("streams a text completion as SSE", async () => {
+    const r = await post("/v1/completions", { prompt: "x", max_tokens: 2, stream: true });
+    expect(r.status).toBe(200);
+    const events = (r.body as string).split("\n\n").filter(Boolean).map((e) => e.replace(/^data: /, ""));
+    expect(events.at(-1)).toBe("[DONE]");
+    const parsed = events.slice(0, -1).map((e) => JSON.parse(e));
+    expect(parsed.map((p) => p.choices[0].text).join("")).toBe("Hello wor");
+    expect(parsed.at(-1).choices[0].finish_reason).toBe("length");
+  });
+
+  it("gives clean 4xx errors naming the problem", async () => {
+    let r = await post("/v1/chat/completions", "{not json", true);
+    expect(r.status).toBe(400);
+    expect(r.body.error.message).toMatch(/not valid JSON/);
+    r = await post("/v1/chat/completions", { messages: [{ role: "robot", content: "x" }] });
+    expect(r.status).toBe(400);
+    expect(r.body.error.message).toMatch(/messages\[0\]\.role = "robot"/);
+    r = await post("/v1/chat/completions", { messages: [{ role: "user", content: "x" }], max_tokens: 0 });
+    expect(r.body.error.param).toBe("max_tokens");
+    r = await post("/v1/chat/completions", { messages: [{ role: "user", content: "x" }], model: "gpt-9" });
+    expect(r.status).toBe(404);
+    r = await post("/v1/chat/completions", { messages: [{ role: "user", content: "x" }], reasoning_effort: "medium" });
+    expect(r.body.error.message).toMatch(/medium/);
+    r = await post("/v1/nope", {});
+    expect(r.status).toBe(404);
+    const big = await post("/v1/completions", { prompt: "x".repeat(2 << 20) });
+    expect(big.status).toBe(413);
+  });
+
+  it("returns 429 when the queue is full and stays responsive", async () => {
+    backend.delayMs = 60;
+    const body = { prompt: "x", max_tokens: 4 };
+    const running = [post("/v1/completions", body), post("/v1/completions", body)];
+    await new Promise((r) => setTimeout(r, 20));
+    const t0 = performance.now();
+    const health = await fetch(srv.url + "/health");
+    expect(health.status).toBe(200);
+    expect(performance.now() - t0).toBeLessThan(100);
+    const third = await post("/v1/completions", body);
+    expect(third.status).toBe(429);
+    const done = await Promise.all(running);
+    expect(done.map((d) => d.status)).toEqual([200, 200]);
+    backend.delayMs = 5;
+  });
+
+  it("validates requests without a server", () => {
+    expect(() => validateRequest({ prompt: 3 }, "text", "m")).toThrow(/prompt: expected a string/);
+    expect(() => validateRequest({ prompt: "a", stop: ["a", "b", "c", "d", "e"] }, "text", "m")).toThrow(/stop/);
+    expect(validateRequest({ messages: [{ role: "user", content: [{ type: "text", text: "a" }, { type: "text", text: "b" }] }] }, "chat", "m").messages![0].content).toBe("ab");
+  });
+});
