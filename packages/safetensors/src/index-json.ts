@@ -1,0 +1,335 @@
+/**
+ * `model.safetensors.index.json`: a strict scanner (mirrored by native/src/st_index_json.c) that
+ * keeps the weight map column-wise, refuses duplicate tensor names, and checks every shard path
+ * before anything is opened.
+ */
+import { SafetensorsError } from "./errors.js";
+import { describeByte, firstInvalidUtf8 } from "./scan.js";
+
+export const MAX_SHARDS = 10_000;
+export const MAX_INDEX_BYTES = 1_000_000_000;
+export const MAX_JSON_DEPTH = 128;
+
+export interface WeightMap {
+  /** Tensor names in file order. */
+  names: string[];
+  /** Shard id of each name (index into `shards`). */
+  shardOf: Uint32Array;
+  /** Distinct shard file names in order of first appearance. */
+  shards: string[];
+  /** The raw JSON text of "metadata" (object or null), or null when absent. */
+  metadataJson: string | null;
+}
+
+function isValueStart(c: number): boolean {
+  return c === 0x7b || c === 0x5b || c === 0x22 || c === 0x2d || (c >= 0x30 && c <= 0x39) || c === 0x74 || c === 0x66 || c === 0x6e;
+}
+
+class IndexScanner {
+  p = 0;
+  readonly n: number;
+  readonly buf: Buffer;
+  constructor(
+    readonly b: Uint8Array,
+    readonly file: string,
+  ) {
+    this.n = b.length;
+    this.buf = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+  }
+  fail(code: "InvalidJson" | "InvalidIndex" | "DuplicateKey", detail: string, position = this.p, tensor?: string): never {
+    throw new SafetensorsError(code, detail, { file: this.file, position, tensor });
+  }
+  peek(): number {
+    return this.p < this.n ? this.b[this.p] : -1;
+  }
+  skipWs(): void {
+    while (this.p < this.n) {
+      const c = this.b[this.p];
+      if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
+      this.p++;
+    }
+  }
+  expected(what: string): never {
+    const c = this.peek();
+    if (c < 0) this.fail("InvalidJson", `unexpected end of the index JSON (expected ${what})`);
+    this.fail("InvalidJson", `expected ${what}, found ${describeByte(c)}`);
+  }
+  /** A string at p; returns the decoded text. Same rules as the header scanner. */
+  string(): string {
+    const b = this.b;
+    let p = this.p + 1;
+    const start = p;
+    while (p < this.n && b[p] !== 0x22 && b[p] !== 0x5c && b[p] >= 0x20) p++;
+    if (p < this.n && b[p] === 0x22) {
+      this.p = p + 1;
+      return this.buf.toString("utf8", start, p);
+    }
+    let out = this.buf.toString("utf8", start, p);
+    let run = p;
+    for (;;) {
+      if (p >= this.n) {
+        this.p = p;
+        this.fail("InvalidJson", "unexpected end of the index JSON inside a string");
+      }
+      const c = b[p];
+      if (c === 0x22) {
+        out += this.buf.toString("utf8", run, p);
+        this.p = p + 1;
+        return out;
+      }
+      if (c < 0x20) this.fail("InvalidJson", `control character ${describeByte(c)} inside a string`, p);
+      if (c !== 0x5c) {
+        p++;
+        continue;
+      }
+      out += this.buf.toString("utf8", run, p);
+      const escAt = p;
+      if (p + 1 >= this.n) {
+        this.p = p + 1;
+        this.fail("InvalidJson", "unexpected end of the index JSON inside a string");
+      }
+      const e = b[p + 1];
+      p += 2;
+      const simple: Record<number, string> = { 0x22: '"', 0x5c: "\\", 0x2f: "/", 0x62: "\b", 0x66: "\f", 0x6e: "\n", 0x72: "\r", 0x74: "\t" };
+      if (e in simple) out += simple[e];
+      else if (e === 0x75) {
+        const u = this.hex4(p, escAt);
+        p += 4;
+        if (u >= 0xdc00 && u <= 0xdfff) this.fail("InvalidJson", "lone low surrogate in a \\u escape", escAt);
+        if (u >= 0xd800 && u <= 0xdbff) {
+          if (p + 1 < this.n && b[p] === 0x5c && b[p + 1] === 0x75) {
+            const lo = this.hex4(p + 2, p);
+            if (lo < 0xdc00 || lo > 0xdfff) this.fail("InvalidJson", "lone high surrogate in a \\u escape", escAt);
+            p += 6;
+            out += String.fromCharCode(u, lo);
+          } else this.fail("InvalidJson", "lone high surrogate in a \\u escape", escAt);
+        } else out += String.fromCharCode(u);
+      } else this.fail("InvalidJson", `invalid escape ${describeByte(e)} in a string`, escAt);
+      run = p;
+    }
+  }
+  hex4(at: number, escAt: number): number {
+    if (at + 4 > this.n) this.fail("InvalidJson", "invalid \\u escape: needs 4 hex digits", escAt);
+    let v = 0;
+    for (let k = 0; k < 4; k++) {
+      const c = this.b[at + k];
+      let d: number;
+      if (c >= 0x30 && c <= 0x39) d = c - 0x30;
+      else if (c >= 0x61 && c <= 0x66) d = c - 0x57;
+      else if (c >= 0x41 && c <= 0x46) d = c - 0x37;
+      else this.fail("InvalidJson", "invalid \\u escape: needs 4 hex digits", escAt);
+      v = v * 16 + d;
+    }
+    return v;
+  }
+  number(): void {
+    const b = this.b;
+    let p = this.p;
+    if (b[p] === 0x2d) p++;
+    if (p < this.n && b[p] === 0x30) p++;
+    else if (p < this.n && b[p] >= 0x31 && b[p] <= 0x39) while (p < this.n && b[p] >= 0x30 && b[p] <= 0x39) p++;
+    else {
+      this.p = p;
+      this.expected("a digit");
+    }
+    if (p < this.n && b[p] === 0x2e) {
+      p++;
+      if (!(p < this.n && b[p] >= 0x30 && b[p] <= 0x39)) {
+        this.p = p;
+        this.expected("a digit");
+      }
+      while (p < this.n && b[p] >= 0x30 && b[p] <= 0x39) p++;
+    }
+    if (p < this.n && (b[p] === 0x65 || b[p] === 0x45)) {
+      p++;
+      if (p < this.n && (b[p] === 0x2b || b[p] === 0x2d)) p++;
+      if (!(p < this.n && b[p] >= 0x30 && b[p] <= 0x39)) {
+        this.p = p;
+        this.expected("a digit");
+      }
+      while (p < this.n && b[p] >= 0x30 && b[p] <= 0x39) p++;
+    }
+    this.p = p;
+  }
+  literal(word: string): void {
+    for (let k = 0; k < word.length; k++) {
+      if (this.p + k >= this.n || this.b[this.p + k] !== word.charCodeAt(k)) {
+        this.p += k;
+        this.expected(`'${word}'`);
+      }
+    }
+    this.p += word.length;
+  }
+  /** Skips any JSON value, iteratively, with bounded nesting. */
+  skipValue(): void {
+    const stack: number[] = []; // 0x7d or 0x5d: the closer we wait for
+    for (;;) {
+      const c = this.peek();
+      if (c === 0x7b || c === 0x5b) {
+        if (stack.length >= MAX_JSON_DEPTH) this.fail("InvalidIndex", `JSON nesting deeper than ${MAX_JSON_DEPTH}`);
+        this.p++;
+        this.skipWs();
+        const closer = c === 0x7b ? 0x7d : 0x5d;
+        if (this.peek() === closer) {
+          this.p++;
+        } else {
+          stack.push(closer);
+          if (closer === 0x7d) {
+            if (this.peek() !== 0x22) this.expected("a string key");
+            this.string();
+            this.skipWs();
+            if (this.peek() !== 0x3a) this.expected("':'");
+            this.p++;
+            this.skipWs();
+          }
+          continue;
+        }
+      } else if (c === 0x22) this.string();
+      else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) this.number();
+      else if (c === 0x74) this.literal("true");
+      else if (c === 0x66) this.literal("false");
+      else if (c === 0x6e) this.literal("null");
+      else this.expected("a value");
+      // after a value: close containers or move to the next element
+      for (;;) {
+        if (stack.length === 0) return;
+        this.skipWs();
+        const closer = stack[stack.length - 1];
+        const d = this.peek();
+        if (d === 0x2c) {
+          this.p++;
+          this.skipWs();
+          if (closer === 0x7d) {
+            if (this.peek() !== 0x22) this.expected("a string key");
+            this.string();
+            this.skipWs();
+            if (this.peek() !== 0x3a) this.expected("':'");
+            this.p++;
+            this.skipWs();
+          }
+          break;
+        }
+        if (d === closer) {
+          this.p++;
+          stack.pop();
+          continue;
+        }
+        this.expected(closer === 0x7d ? "',' or '}'" : "',' or ']'");
+      }
+    }
+  }
+}
+
+/** Parses index.json bytes. */
+export function parseIndexJson(bytes: Uint8Array, file: string): WeightMap {
+  if (bytes.length > MAX_INDEX_BYTES) throw new SafetensorsError("InvalidIndex", `the index is larger than ${MAX_INDEX_BYTES} bytes`, { file });
+  const bad = firstInvalidUtf8(bytes);
+  if (bad >= 0) throw new SafetensorsError("InvalidUtf8", "the index is not valid UTF-8", { file, position: bad });
+  const s = new IndexScanner(bytes, file);
+  const names: string[] = [];
+  const shardIds: number[] = [];
+  const shards: string[] = [];
+  const shardId = new Map<string, number>();
+  const seenNames = new Set<string>();
+  let metadataJson: string | null = null;
+  let haveMap = false;
+  let haveMeta = false;
+  s.skipWs();
+  const c = s.peek();
+  if (c !== 0x7b) {
+    if (c === 0xef) s.fail("InvalidJson", "a UTF-8 byte order mark precedes the index JSON");
+    if (isValueStart(c)) s.fail("InvalidIndex", "the index must be a JSON object");
+    s.expected("'{'");
+  }
+  s.p++;
+  s.skipWs();
+  if (s.peek() === 0x7d) s.p++;
+  else
+    for (;;) {
+      if (s.peek() !== 0x22) s.expected("a string key");
+      const keyAt = s.p;
+      const key = s.string();
+      s.skipWs();
+      if (s.peek() !== 0x3a) s.expected("':'");
+      s.p++;
+      s.skipWs();
+      if (key === "weight_map") {
+        if (haveMap) s.fail("DuplicateKey", "duplicate weight_map", keyAt);
+        haveMap = true;
+        const v = s.peek();
+        if (v !== 0x7b) {
+          if (isValueStart(v)) s.fail("InvalidIndex", "weight_map must be an object of tensor name -> shard file");
+          s.expected("a value");
+        }
+        s.p++;
+        s.skipWs();
+        if (s.peek() === 0x7d) s.p++;
+        else
+          for (;;) {
+            if (s.peek() !== 0x22) s.expected("a string key");
+            const nameAt = s.p;
+            const name = s.string();
+            if (seenNames.has(name)) s.fail("DuplicateKey", "tensor listed twice in weight_map", nameAt, name);
+            seenNames.add(name);
+            s.skipWs();
+            if (s.peek() !== 0x3a) s.expected("':'");
+            s.p++;
+            s.skipWs();
+            const w = s.peek();
+            if (w !== 0x22) {
+              if (isValueStart(w)) s.fail("InvalidIndex", "weight_map values must be shard file names (strings)", s.p, name);
+              s.expected("a value");
+            }
+            const shard = s.string();
+            let id = shardId.get(shard);
+            if (id === undefined) {
+              id = shards.length;
+              if (id >= MAX_SHARDS) s.fail("InvalidIndex", `more than ${MAX_SHARDS} shard files`, nameAt, name);
+              shards.push(shard);
+              shardId.set(shard, id);
+            }
+            names.push(name);
+            shardIds.push(id);
+            s.skipWs();
+            const e = s.peek();
+            if (e === 0x2c) {
+              s.p++;
+              s.skipWs();
+              continue;
+            }
+            if (e === 0x7d) {
+              s.p++;
+              break;
+            }
+            s.expected("',' or '}'");
+          }
+      } else if (key === "metadata") {
+        if (haveMeta) s.fail("DuplicateKey", "duplicate metadata", keyAt);
+        haveMeta = true;
+        const v = s.peek();
+        if (v !== 0x7b && v !== 0x6e) {
+          if (isValueStart(v)) s.fail("InvalidIndex", "metadata must be an object");
+          s.expected("a value");
+        }
+        const at = s.p;
+        s.skipValue();
+        metadataJson = s.buf.toString("utf8", at, s.p);
+      } else s.skipValue();
+      s.skipWs();
+      const e = s.peek();
+      if (e === 0x2c) {
+        s.p++;
+        s.skipWs();
+        continue;
+      }
+      if (e === 0x7d) {
+        s.p++;
+        break;
+      }
+      s.expected("',' or '}'");
+    }
+  s.skipWs();
+  if (s.p !== s.n) s.fail("InvalidJson", `trailing ${describeByte(s.b[s.p])} after the index object`);
+  if (!haveMap) s.fail("InvalidIndex", "missing weight_map", 0);
+  return { names, shardOf: Uint32Array.from(shardIds), shards, metadataJson };
+}

@@ -1,0 +1,362 @@
+/**
+ * Streaming writers: tensors are added one at a time and go straight to disk, in the caller's
+ * order (the K3 layout needs experts in lexicographic id order and an expert's tensors adjacent).
+ * The header is padded with spaces to a multiple of 8, like the official writer, so the data
+ * section is 8-aligned. Finishing is atomic: everything goes to a temp file that is renamed.
+ *
+ * The header goes before the data but is only known at the end, so data is written at
+ * 8 + `headerReserve`; if the final header fits in the reserve it is padded to fill it (no copy),
+ * otherwise the data is copied once behind the real header. Give `plan` (every tensor's name,
+ * dtype and shape, in order) to write the exact header first and never copy.
+ */
+import { closeSync, fsyncSync, mkdirSync, openSync, readSync, renameSync, rmSync, writeSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
+import { randomBytes } from "node:crypto";
+import { DTYPES, MAX_SAFE, dtypeCode, shapeElements, tensorBytes, type Dtype } from "./dtypes.js";
+import { SafetensorsError, ioError } from "./errors.js";
+import { bytesOf } from "./io.js";
+import { MAX_HEADER_LENGTH } from "./scan.js";
+
+export interface TensorSpec {
+  name: string;
+  dtype: Dtype;
+  shape: readonly number[];
+}
+
+export interface WriterOptions {
+  /** `__metadata__` (string -> string). */
+  metadata?: Record<string, string>;
+  /** Bytes reserved for the header before the data (rounded up to 8). Default 0 (copy at finish). */
+  headerReserve?: number;
+  /** Every tensor, in order: the header is written first and add() must follow the plan. */
+  plan?: readonly TensorSpec[];
+  /** fsync before the rename (default true). */
+  fsync?: boolean;
+}
+
+interface Entry {
+  name: string;
+  dtype: Dtype;
+  shape: number[];
+  begin: number;
+  end: number;
+}
+
+function fail(detail: string, file: string, tensor?: string): never {
+  throw new SafetensorsError("InvalidArgument", detail, { file, tensor });
+}
+
+/** Validates a tensor spec and returns its byte size. */
+function specBytes(name: string, dtype: Dtype, shape: readonly number[], file: string): number {
+  if (typeof name !== "string") fail("tensor name must be a string", file);
+  if (name === "__metadata__") fail("__metadata__ is reserved and cannot name a tensor", file, name);
+  if (!(name as unknown as { isWellFormed(): boolean }).isWellFormed()) fail("tensor name holds a lone surrogate (not encodable as UTF-8)", file, name);
+  const code = dtypeCode(dtype);
+  if (code < 0) fail(`unknown dtype ${JSON.stringify(dtype)}`, file, name);
+  if (!Array.isArray(shape) || shape.some((d) => !Number.isSafeInteger(d) || d < 0)) fail("shape must be an array of non-negative safe integers", file, name);
+  const elements = shapeElements(shape);
+  if (elements < 0) fail("shape has more than 2^53-1 elements", file, name);
+  const bytes = tensorBytes(code, elements);
+  if (bytes === "overflow") fail("tensor needs more than 2^53-1 bytes", file, name);
+  if (bytes === "misaligned") fail(`${elements} ${dtype} elements do not fill a whole number of bytes`, file, name);
+  return bytes;
+}
+
+/** The header JSON padded with spaces to a multiple of 8 (or to exactly `padTo`). */
+export function encodeHeader(entries: readonly Entry[], metadata: Record<string, string> | undefined, padTo = 0): Buffer {
+  const parts: string[] = [];
+  if (metadata && Object.keys(metadata).length) {
+    for (const [k, v] of Object.entries(metadata)) if (typeof v !== "string") throw new SafetensorsError("InvalidArgument", `metadata value of ${JSON.stringify(k)} must be a string`);
+    parts.push(`"__metadata__":${JSON.stringify(metadata)}`);
+  }
+  for (const e of entries) parts.push(`${JSON.stringify(e.name)}:{"dtype":"${e.dtype}","shape":[${e.shape.join(",")}],"data_offsets":[${e.begin},${e.end}]}`);
+  const json = Buffer.from(`{${parts.join(",")}}`, "utf8");
+  let n = Math.ceil(json.length / 8) * 8;
+  if (padTo > 0) {
+    if (padTo < json.length) throw new Error("header does not fit");
+    n = padTo;
+  }
+  if (n > MAX_HEADER_LENGTH) throw new SafetensorsError("HeaderTooLarge", `the header would be ${n} bytes, above ${MAX_HEADER_LENGTH}`);
+  const out = Buffer.alloc(8 + n, 0x20);
+  out.writeBigUInt64LE(BigInt(n), 0);
+  json.copy(out, 8);
+  return out;
+}
+
+/** Writes one .safetensors file. */
+export class SafetensorsWriter {
+  readonly path: string;
+  private readonly temp: string;
+  private fd: number;
+  private readonly entries: Entry[] = [];
+  private readonly names = new Set<string>();
+  private dataStart: number;
+  private cursor = 0;
+  private state: "open" | "finished" | "aborted" = "open";
+  private readonly plan: readonly TensorSpec[] | null;
+  private readonly metadata: Record<string, string> | undefined;
+  private readonly doFsync: boolean;
+
+  constructor(path: string, options: WriterOptions = {}) {
+    this.path = resolve(path);
+    this.metadata = options.metadata;
+    this.doFsync = options.fsync ?? true;
+    this.plan = options.plan ?? null;
+    mkdirSync(dirname(this.path), { recursive: true });
+    this.temp = join(dirname(this.path), `.${basename(this.path)}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
+    try {
+      this.fd = openSync(this.temp, "wx+");
+    } catch (err) {
+      throw ioError(this.temp, "creating the temp file", err);
+    }
+    if (this.plan) {
+      const planned: Entry[] = [];
+      let at = 0;
+      const seen = new Set<string>();
+      for (const t of this.plan) {
+        if (seen.has(t.name)) fail("the plan lists this tensor twice", this.path, t.name);
+        seen.add(t.name);
+        const bytes = specBytes(t.name, t.dtype, t.shape, this.path);
+        if (at + bytes > MAX_SAFE) fail("the file would exceed 2^53-1 bytes", this.path, t.name);
+        planned.push({ name: t.name, dtype: t.dtype, shape: [...t.shape], begin: at, end: at + bytes });
+        at += bytes;
+      }
+      const header = encodeHeader(planned, this.metadata);
+      this.writeAt(header, 0);
+      this.dataStart = header.length;
+    } else {
+      const reserve = Math.ceil(Math.max(0, options.headerReserve ?? 0) / 8) * 8;
+      this.dataStart = 8 + reserve;
+    }
+  }
+
+  /** Tensors added so far. */
+  get count(): number {
+    return this.entries.length;
+  }
+
+  /** Data bytes written so far. */
+  get dataBytes(): number {
+    return this.cursor;
+  }
+
+  private writeAt(bytes: Uint8Array, position: number): void {
+    let done = 0;
+    while (done < bytes.length) {
+      const n = Math.min(bytes.length - done, 1 << 30);
+      try {
+        done += writeSync(this.fd, bytes, done, n, position + done);
+      } catch (err) {
+        throw ioError(this.temp, `writing ${bytes.length} bytes at ${position}`, err);
+      }
+    }
+  }
+
+  /** Adds a tensor; `data` must hold exactly shape x dtype bytes. Returns its data_offsets. */
+  add(name: string, dtype: Dtype, shape: readonly number[], data: ArrayBufferView): [number, number] {
+    if (this.state !== "open") fail(`the writer is ${this.state}`, this.path, name);
+    const bytes = specBytes(name, dtype, shape, this.path);
+    if (this.names.has(name)) fail("a tensor of this name was already added", this.path, name);
+    if (this.plan) {
+      const want = this.plan[this.entries.length];
+      if (!want) fail("the plan has no more tensors", this.path, name);
+      if (want.name !== name || want.dtype !== dtype || want.shape.length !== shape.length || want.shape.some((d, i) => d !== shape[i])) {
+        fail(`the plan expects ${JSON.stringify(want.name)} ${want.dtype} [${want.shape.join(", ")}] next`, this.path, name);
+      }
+    }
+    const view = bytesOf(data);
+    if (view.byteLength !== bytes) fail(`${dtype} [${shape.join(", ")}] needs ${bytes} bytes but the data has ${view.byteLength}`, this.path, name);
+    this.writeAt(view, this.dataStart + this.cursor);
+    this.entries.push({ name, dtype, shape: [...shape], begin: this.cursor, end: this.cursor + bytes });
+    this.names.add(name);
+    this.cursor += bytes;
+    return [this.cursor - bytes, this.cursor];
+  }
+
+  /** Writes the header, syncs and renames the temp file into place. Returns the path. */
+  finish(): string {
+    if (this.state !== "open") fail(`the writer is ${this.state}`, this.path);
+    try {
+      if (this.plan) {
+        if (this.entries.length !== this.plan.length) fail(`the plan has ${this.plan.length} tensors but ${this.entries.length} were added`, this.path);
+      } else {
+        const header = encodeHeader(this.entries, this.metadata);
+        const reserve = this.dataStart - 8;
+        if (header.length - 8 <= reserve && reserve > 0) {
+          this.writeAt(encodeHeader(this.entries, this.metadata, reserve), 0);
+        } else if (header.length === this.dataStart) {
+          this.writeAt(header, 0);
+        } else {
+          this.relocate(header);
+        }
+      }
+      if (this.doFsync) fsyncSync(this.fd);
+      closeSync(this.fd);
+      renameSync(this.temp, this.path);
+      this.state = "finished";
+      return this.path;
+    } catch (err) {
+      this.abort();
+      throw err;
+    }
+  }
+
+  /** Header larger than the reserve: write header + data into a second temp file. */
+  private relocate(header: Buffer): void {
+    const second = `${this.temp}.2`;
+    let out: number;
+    try {
+      out = openSync(second, "wx+");
+    } catch (err) {
+      throw ioError(second, "creating the temp file", err);
+    }
+    try {
+      writeSync(out, header, 0, header.length, 0);
+      const chunk = Buffer.allocUnsafe(Math.min(16 << 20, Math.max(1, this.cursor)));
+      let done = 0;
+      while (done < this.cursor) {
+        const n = readSync(this.fd, chunk, 0, Math.min(chunk.length, this.cursor - done), this.dataStart + done);
+        if (n === 0) throw new SafetensorsError("ShortRead", "the temp file ended early", { file: this.temp });
+        let w = 0;
+        while (w < n) w += writeSync(out, chunk, w, n - w, header.length + done + w);
+        done += n;
+      }
+    } catch (err) {
+      closeSync(out);
+      rmSync(second, { force: true });
+      throw err;
+    }
+    closeSync(this.fd);
+    rmSync(this.temp, { force: true });
+    renameSync(second, this.temp);
+    this.fd = out;
+  }
+
+  /** Drops the temp file; the target path is left untouched. */
+  abort(): void {
+    if (this.state !== "open") return;
+    this.state = "aborted";
+    try {
+      closeSync(this.fd);
+    } catch {
+      /* already closed */
+    }
+    rmSync(this.temp, { force: true });
+    rmSync(`${this.temp}.2`, { force: true });
+  }
+}
+
+export interface ShardedWriterOptions {
+  /** Start a new shard before a tensor that would push the current one past this many data bytes. */
+  maxShardBytes?: number;
+  /** Shard file name for shard i (0-based) of n; default model-0000{i+1}-of-0000{n}.safetensors. */
+  shardName?: (index: number, count: number) => string;
+  /** index.json "metadata" extras (total_size is always written). */
+  indexMetadata?: Record<string, unknown>;
+  /** `__metadata__` of every shard (e.g. {format: "pt"}). */
+  shardMetadata?: Record<string, string>;
+  headerReserve?: number;
+  fsync?: boolean;
+}
+
+export function defaultShardName(index: number, count: number): string {
+  const pad = (v: number) => String(v).padStart(5, "0");
+  return `model-${pad(index + 1)}-of-${pad(count)}.safetensors`;
+}
+
+/**
+ * Writes a sharded checkpoint plus model.safetensors.index.json. Shards are written under
+ * temporary names and renamed at finish(), when their count is known; the index goes last.
+ */
+export class ShardedCheckpointWriter {
+  readonly dir: string;
+  private readonly options: ShardedWriterOptions;
+  private current: SafetensorsWriter | null = null;
+  private readonly finished: string[] = [];
+  private readonly weightMap: [string, number][] = [];
+  private readonly names = new Set<string>();
+  private totalBytes = 0;
+  private readonly tag = `${process.pid}.${randomBytes(4).toString("hex")}`;
+  private state: "open" | "finished" | "aborted" = "open";
+
+  constructor(dir: string, options: ShardedWriterOptions = {}) {
+    this.dir = resolve(dir);
+    this.options = options;
+    mkdirSync(this.dir, { recursive: true });
+  }
+
+  private tempShard(i: number): string {
+    return join(this.dir, `.shard-${i}.${this.tag}.safetensors`);
+  }
+
+  private open(): SafetensorsWriter {
+    if (!this.current) {
+      this.current = new SafetensorsWriter(this.tempShard(this.finished.length), {
+        metadata: this.options.shardMetadata,
+        headerReserve: this.options.headerReserve,
+        fsync: this.options.fsync,
+      });
+    }
+    return this.current;
+  }
+
+  /** Ends the current shard; the next add() starts a new one. */
+  nextShard(): void {
+    if (this.state !== "open") fail(`the writer is ${this.state}`, this.dir);
+    if (!this.current) return;
+    this.finished.push(this.current.finish());
+    this.current = null;
+  }
+
+  add(name: string, dtype: Dtype, shape: readonly number[], data: ArrayBufferView): void {
+    if (this.state !== "open") fail(`the writer is ${this.state}`, this.dir, name);
+    if (this.names.has(name)) fail("a tensor of this name was already added", this.dir, name);
+    const size = bytesOf(data).byteLength;
+    const max = this.options.maxShardBytes;
+    if (max !== undefined && this.current && this.current.count > 0 && this.current.dataBytes + size > max) this.nextShard();
+    this.open().add(name, dtype, shape, data);
+    this.names.add(name);
+    this.weightMap.push([name, this.finished.length]);
+    this.totalBytes += size;
+  }
+
+  /** Finishes the last shard, renames all shards and writes the index. Returns the shard paths. */
+  finish(): string[] {
+    if (this.state !== "open") fail(`the writer is ${this.state}`, this.dir);
+    try {
+      if (this.current) this.nextShard();
+      const count = this.finished.length;
+      const nameOf = this.options.shardName ?? defaultShardName;
+      const finalNames = this.finished.map((_, i) => nameOf(i, count));
+      if (new Set(finalNames).size !== count) fail("shardName gives two shards the same name", this.dir);
+      const paths = finalNames.map((n) => join(this.dir, n));
+      this.finished.forEach((tmp, i) => renameSync(tmp, paths[i]));
+      const index = {
+        metadata: { ...(this.options.indexMetadata ?? {}), total_size: this.totalBytes },
+        weight_map: Object.fromEntries(this.weightMap.map(([n, s]) => [n, finalNames[s]])),
+      };
+      const indexTemp = join(this.dir, `.index.${this.tag}.json`);
+      const fd = openSync(indexTemp, "wx");
+      const text = Buffer.from(JSON.stringify(index, null, 2) + "\n");
+      writeSync(fd, text, 0, text.length, 0);
+      if (this.options.fsync ?? true) fsyncSync(fd);
+      closeSync(fd);
+      renameSync(indexTemp, join(this.dir, "model.safetensors.index.json"));
+      this.state = "finished";
+      return paths;
+    } catch (err) {
+      this.abort();
+      throw err;
+    }
+  }
+
+  /** Removes the temp shards (finished shards already renamed stay). */
+  abort(): void {
+    if (this.state !== "open") return;
+    this.state = "aborted";
+    this.current?.abort();
+    for (const f of this.finished) rmSync(f, { force: true });
+  }
+}
+
+export { DTYPES };
