@@ -1,0 +1,253 @@
+/**
+ * The model: embeddings, 93 (or N) decoder layers of KDA or MLA mixers with a dense MLP (layer 0)
+ * or MoE FFN, K3 block attention residuals or plain residuals, final norm, lm_head.
+ *
+ * fp32 activations. `forward(ids, state)` runs the next ids.length positions layer-major over
+ * chunks of `chunkSize` tokens, carrying KDA/conv state and the MLA latent cache in `state`, so
+ * prefill, chunked prefill and incremental decode are the same code and give the same bits.
+ */
+import { rmsNorm } from "@k3/dense";
+import { isMoeLayer, readConfig, type ModelConfig } from "./config.js";
+import { AbortError } from "./errors.js";
+import { attnResMix, fuseResWeights } from "./layers/attnres.js";
+import { KdaMixer, type KdaState } from "./layers/kda.js";
+import { MlaMixer, type MlaState } from "./layers/mla.js";
+import { GluMlp } from "./layers/mlp.js";
+import { MoeFfn } from "./layers/moe.js";
+import { emptyCounters, type RunCounters } from "./report.js";
+import { loadMatrix, loadVector, matvec, openWeights, WeightError, type Matrix, type WeightSource } from "./weights.js";
+
+export type LayerState = KdaState | MlaState;
+
+/** Everything that carries over between calls: one entry per layer, plus the position. */
+export interface ModelState {
+  layers: LayerState[];
+  /** Positions consumed so far. */
+  pos: number;
+  /** The ids consumed so far (for state files and chat bookkeeping). */
+  ids: number[];
+}
+
+interface Layer {
+  inNorm: Float32Array;
+  postNorm: Float32Array;
+  attnRes?: Float32Array;
+  mlpRes?: Float32Array;
+  mixer: KdaMixer | MlaMixer;
+  ffn: GluMlp | MoeFfn;
+}
+
+export interface ForwardOptions {
+  /** Return logits for every position (teacher forcing) instead of the last only. */
+  allLogits?: boolean;
+  /** Tokens per prefill chunk (layer-major within a chunk); default 64. */
+  chunkSize?: number;
+  /** Checked between layers. */
+  signal?: AbortSignal;
+  /** Called with each layer's output rows [T, D] (debugging / per-layer conformance). */
+  onLayer?: (layer: number, hidden: Float32Array, T: number) => void;
+  /** Called with the input of the final norm [T, D]. */
+  onFinalHidden?: (hidden: Float32Array, T: number) => void;
+}
+
+export interface LoadOptions {
+  /** lm_head rows per GEMV chunk (the chunked head used by low-memory presets); default all. */
+  headChunkRows?: number;
+}
+
+export class Model {
+  readonly cfg: ModelConfig;
+  readonly dir: string;
+  readonly counters: RunCounters = emptyCounters();
+  /** Bytes read while loading. */
+  readonly loadBytes: number;
+  private readonly embed: Uint16Array | Float32Array;
+  private readonly finalNorm: Float32Array;
+  private readonly outRes?: Float32Array;
+  private readonly head: Matrix;
+  private readonly layers: Layer[] = [];
+  private readonly headChunkRows: number;
+
+  private constructor(dir: string, cfg: ModelConfig, src: WeightSource, options: LoadOptions) {
+    this.dir = dir;
+    this.cfg = cfg;
+    const P = cfg.tensorPrefix;
+    const D = cfg.hiddenSize;
+    const V = cfg.vocabSize;
+    const emb = loadMatrix(src, P + "model.embed_tokens.weight", V, D);
+    this.embed = emb.bf16 ?? emb.f32!;
+    this.finalNorm = loadVector(src, P + "model.norm.weight", D);
+    this.head = loadMatrix(src, P + "lm_head.weight", V, D);
+    if (cfg.attnResBlockSize !== null) {
+      this.outRes = fuseResWeights(loadVector(src, P + "model.output_attn_res_norm.weight", D), loadVector(src, P + "model.output_attn_res_proj.weight", D));
+    }
+    for (let l = 0; l < cfg.numLayers; l++) {
+      const p = `${P}model.layers.${l}.`;
+      const kind = cfg.layerKinds[l];
+      const hasKda = src.has(p + "self_attn.q_conv1d.weight");
+      if (hasKda !== (kind === "kda")) {
+        throw new WeightError(`layer ${l}: the config makes it ${kind.toUpperCase()} (full_attn_layers is ONE-based) but the checkpoint holds ${hasKda ? "KDA" : "MLA"} tensors`);
+      }
+      const layer: Layer = {
+        inNorm: loadVector(src, p + "input_layernorm.weight", D),
+        postNorm: loadVector(src, p + "post_attention_layernorm.weight", D),
+        mixer: kind === "kda" ? new KdaMixer(cfg, src, p + "self_attn.") : new MlaMixer(cfg, src, p + "self_attn."),
+        ffn: isMoeLayer(cfg, l) ? new MoeFfn(cfg, src, p + "block_sparse_moe.") : new GluMlp(cfg, src, p + "mlp.", D, cfg.denseIntermediate),
+      };
+      if (cfg.attnResBlockSize !== null) {
+        layer.attnRes = fuseResWeights(loadVector(src, p + "self_attention_res_norm.weight", D), loadVector(src, p + "self_attention_res_proj.weight", D));
+        layer.mlpRes = fuseResWeights(loadVector(src, p + "mlp_res_norm.weight", D), loadVector(src, p + "mlp_res_proj.weight", D));
+      }
+      this.layers.push(layer);
+    }
+    this.loadBytes = src.bytesRead;
+    this.headChunkRows = Math.max(1, Math.min(options.headChunkRows ?? V, V));
+  }
+
+  /** Loads config and weights from a checkpoint directory. */
+  static load(dir: string, options: LoadOptions = {}): Model {
+    const cfg = readConfig(dir);
+    const src = openWeights(dir);
+    try {
+      return new Model(dir, cfg, src, options);
+    } finally {
+      src.close();
+    }
+  }
+
+  newState(): ModelState {
+    return { layers: this.layers.map((l) => l.mixer.newState()), pos: 0, ids: [] };
+  }
+
+  /** Copies a state (so a conversation can branch or be compared). */
+  cloneState(s: ModelState): ModelState {
+    return {
+      pos: s.pos,
+      ids: [...s.ids],
+      layers: s.layers.map((l) => (l.kind === "kda" ? { kind: "kda", S: l.S.slice(), conv: l.conv.slice() } : { kind: "mla", len: l.len, c: l.c.slice(), kpe: l.kpe.slice() })),
+    };
+  }
+
+  private embedRows(ids: number[], out: Float32Array): void {
+    const D = this.cfg.hiddenSize;
+    const V = this.cfg.vocabSize;
+    ids.forEach((id, t) => {
+      if (!Number.isInteger(id) || id < 0 || id >= V) throw new WeightError(`token id ${id} is outside the vocabulary (0..${V - 1})`);
+      const row = out.subarray(t * D, (t + 1) * D);
+      if (this.embed instanceof Float32Array) row.set(this.embed.subarray(id * D, (id + 1) * D));
+      else {
+        const wide = new Uint32Array(row.buffer, row.byteOffset, D);
+        for (let d = 0; d < D; d++) wide[d] = this.embed[id * D + d] << 16;
+      }
+    });
+  }
+
+  /** logits[V] = lm_head · h, in row chunks (bit-identical for any chunk size: rows are independent). */
+  private headLogits(h: Float32Array, out: Float32Array): void {
+    const D = this.cfg.hiddenSize;
+    const V = this.cfg.vocabSize;
+    for (let r0 = 0; r0 < V; r0 += this.headChunkRows) {
+      const rows = Math.min(this.headChunkRows, V - r0);
+      const m: Matrix = this.head.bf16
+        ? { name: this.head.name, rows, cols: D, bf16: this.head.bf16.subarray(r0 * D, (r0 + rows) * D) }
+        : { name: this.head.name, rows, cols: D, f32: this.head.f32!.subarray(r0 * D, (r0 + rows) * D) };
+      matvec(m, h, out.subarray(r0, r0 + rows));
+    }
+  }
+
+  /** One chunk of T tokens through every layer; returns the final-norm input rows [T, D]. */
+  private runChunk(ids: number[], state: ModelState, opts: ForwardOptions): Float32Array {
+    const cfg = this.cfg;
+    const D = cfg.hiddenSize;
+    const T = ids.length;
+    let h = new Float32Array(T * D);
+    this.embedRows(ids, h);
+    const blocks: Float32Array[] = [];
+    const normed = new Float32Array(T * D);
+    const mixed = new Float32Array(T * D);
+    const a = new Float32Array(T * D);
+    const f = new Float32Array(T * D);
+    const scratch = new Float32Array(D);
+    const B = cfg.attnResBlockSize;
+    for (let l = 0; l < cfg.numLayers; l++) {
+      if (opts.signal?.aborted) throw new AbortError();
+      const L = this.layers[l];
+      const ls = state.layers[l];
+      if (B !== null) {
+        // Attention residuals: snapshot stack `blocks`, running prefix p = h.
+        let p: Float32Array | null = h;
+        let aIn = h;
+        if (blocks.length > 0) {
+          attnResMix(blocks, p, L.attnRes!, cfg.rmsNormEps, T, D, mixed, scratch);
+          aIn = mixed;
+        }
+        if (l % B === 0) {
+          blocks.push(p);
+          p = null;
+        }
+        rmsNorm(aIn, L.inNorm, cfg.rmsNormEps, normed, D);
+        this.mix(L, normed, T, ls, a);
+        const next: Float32Array = p === null ? a.slice() : p.slice();
+        if (p !== null) for (let i = 0; i < T * D; i++) next[i] += a[i];
+        attnResMix(blocks, next, L.mlpRes!, cfg.rmsNormEps, T, D, mixed, scratch);
+        rmsNorm(mixed, L.postNorm, cfg.rmsNormEps, normed, D);
+        this.ffn(L, normed, T, f);
+        for (let i = 0; i < T * D; i++) next[i] += f[i];
+        h = next;
+      } else {
+        rmsNorm(h, L.inNorm, cfg.rmsNormEps, normed, D);
+        this.mix(L, normed, T, ls, a);
+        const next = h.slice();
+        for (let i = 0; i < T * D; i++) next[i] += a[i];
+        rmsNorm(next, L.postNorm, cfg.rmsNormEps, normed, D);
+        this.ffn(L, normed, T, f);
+        for (let i = 0; i < T * D; i++) next[i] += f[i];
+        h = next;
+      }
+      opts.onLayer?.(l, h, T);
+    }
+    if (B !== null) {
+      const out = new Float32Array(T * D);
+      attnResMix(blocks, h, this.outRes!, cfg.rmsNormEps, T, D, out, scratch);
+      h = out;
+    }
+    opts.onFinalHidden?.(h, T);
+    return h;
+  }
+
+  private mix(L: Layer, x: Float32Array, T: number, s: LayerState, out: Float32Array): void {
+    if (L.mixer instanceof KdaMixer) L.mixer.forward(x, T, s as KdaState, out);
+    else L.mixer.forward(x, T, s as MlaState, out);
+  }
+
+  private ffn(L: Layer, x: Float32Array, T: number, out: Float32Array): void {
+    if (L.ffn instanceof MoeFfn) L.ffn.forward(x, T, out, this.counters);
+    else L.ffn.forward(x, T, out);
+  }
+
+  /**
+   * Runs `ids` as the next positions of `state` (mutated). Returns the logits of the last
+   * position [V], or of every position [T·V] with `allLogits`.
+   */
+  forward(ids: number[], state: ModelState, opts: ForwardOptions = {}): Float32Array {
+    if (ids.length === 0) throw new WeightError("forward needs at least one token id");
+    const D = this.cfg.hiddenSize;
+    const V = this.cfg.vocabSize;
+    const chunk = Math.max(1, opts.chunkSize ?? 64);
+    const logits = new Float32Array((opts.allLogits ? ids.length : 1) * V);
+    const normed = new Float32Array(D);
+    for (let c0 = 0; c0 < ids.length; c0 += chunk) {
+      const part = ids.slice(c0, c0 + chunk);
+      const h = this.runChunk(part, state, opts);
+      state.pos += part.length;
+      state.ids.push(...part);
+      const rows = opts.allLogits ? [...part.keys()] : c0 + chunk >= ids.length ? [part.length - 1] : [];
+      for (const t of rows) {
+        rmsNorm(h.subarray(t * D, (t + 1) * D), this.finalNorm, this.cfg.rmsNormEps, normed, D);
+        const at = opts.allLogits ? c0 + t : 0;
+        this.headLogits(normed, logits.subarray(at * V, (at + 1) * V));
+      }
+    }
+    return logits;
+  }
+}
