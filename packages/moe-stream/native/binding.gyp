@@ -1,0 +1,22 @@
+{
+  "targets": [
+    {
+      "target_name": "k3_moe_stream",
+      "sources": [
+        "src/addon.cc",
+        "src/arena.c",
+        "src/direct_file.c",
+        "src/read_pool.c"
+      ],
+      "include_dirs": [
+        "include",
+        "<!(node -p \"require('node-addon-api').include_dir\")",
+        "<!(node -p \"require('path').join(require('path').dirname(require.resolve('@k3/native/package.json')), 'include')\")"
+      ],
+      "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS"],
+      "cflags_c": ["-std=gnu11", "-O2", "-ffp-contract=off", "-Wall", "-Wextra"],
+      "cflags_cc": ["-std=c++17", "-O2", "-ffp-contract=off"],
+      "libraries": ["-lpthread"]
+    }
+  ]
+}

@@ -1,0 +1,280 @@
+// addon.cc: N-API glue for @k3/moe-stream's expert store. Checks arguments, owns the arena, the
+// shard files and the read pool, and posts each finished read back to JS through one
+// thread-safe function (so JS gets a per-expert completion while other reads are in flight).
+#include <napi.h>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+#include "k3_napi.h"
+extern "C" {
+#include "arena.h"
+#include "direct_file.h"
+#include "read_pool.h"
+}
+
+static const char *kFn = "ExpertStore";
+
+// ---------------------------------------------------------------- completions
+
+static void CallJs(Napi::Env env, Napi::Function callback, std::nullptr_t *, k3_read_done *done) {
+    if (env != nullptr && callback != nullptr) {
+        Napi::Object o = Napi::Object::New(env);
+        o["id"] = Napi::Number::New(env, done->id);
+        o["slot"] = Napi::Number::New(env, done->slot);
+        o["status"] = Napi::Number::New(env, done->result.status);
+        o["cancelled"] = Napi::Boolean::New(env, done->cancelled != 0);
+        o["dataOffset"] = Napi::Number::New(env, (double)done->result.data_offset);
+        o["deviceBytes"] = Napi::Number::New(env, (double)done->result.device_bytes);
+        o["direct"] = Napi::Boolean::New(env, done->result.direct != 0);
+        o["startNs"] = Napi::Number::New(env, (double)done->start_ns);
+        o["endNs"] = Napi::Number::New(env, (double)done->end_ns);
+        o["message"] = Napi::String::New(env, done->result.message);
+        callback.Call({o});
+    }
+    free(done);
+}
+
+using Tsfn = Napi::TypedThreadSafeFunction<std::nullptr_t, k3_read_done, CallJs>;
+
+// ---------------------------------------------------------------- the store
+
+class Store : public Napi::ObjectWrap<Store> {
+  public:
+    static Napi::Function Define(Napi::Env env) {
+        return DefineClass(env, "NativeExpertStore",
+                           {InstanceMethod("read", &Store::Read), InstanceMethod("cancelPrefetch", &Store::CancelPrefetch),
+                            InstanceMethod("stats", &Store::Stats), InstanceMethod("injectFault", &Store::InjectFault),
+                            InstanceMethod("fileInfo", &Store::FileInfo), InstanceMethod("ref", &Store::Ref),
+                            InstanceMethod("unref", &Store::Unref), InstanceMethod("close", &Store::Close),
+                            InstanceMethod("arena", &Store::Arena)});
+    }
+
+    // new NativeExpertStore(files, slotBytes, slots, threads, direct, maxPrefetchInflight, prefault, onDone)
+    Store(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Store>(info) {
+        Napi::Env env = info.Env();
+        if (info.Length() < 8 || !info[0].IsArray() || !info[4].IsBoolean() || !info[6].IsBoolean() ||
+            !info[7].IsFunction()) {
+            k3::fail(env, kFn, "expected (files[], slotBytes, slots, threads, direct, maxPrefetchInflight, prefault, onDone)");
+            return;
+        }
+        size_t slot_bytes, slots, threads, max_prefetch;
+        if (!k3::get_size(info, 1, kFn, "slotBytes", &slot_bytes) || !k3::get_size(info, 2, kFn, "slots", &slots) ||
+            !k3::get_size(info, 3, kFn, "threads", &threads) ||
+            !k3::get_size(info, 5, kFn, "maxPrefetchInflight", &max_prefetch))
+            return;
+        if (slots < 1 || slots > (1u << 24)) { k3::fail(env, kFn, "slots must be in [1, 2^24]", true); return; }
+        if (threads < 1 || threads > 256) { k3::fail(env, kFn, "threads must be in [1, 256]", true); return; }
+        if (slot_bytes < 4096 || slot_bytes % 4096 != 0)
+            { k3::fail(env, kFn, "slotBytes must be a positive multiple of 4096", true); return; }
+        size_t total;
+        if (!k3::mul_size(slot_bytes, slots, &total) || total > (size_t)1 << 46)
+            { k3::fail(env, kFn, "slotBytes x slots overflows", true); return; }
+
+        Napi::Array files = info[0].As<Napi::Array>();
+        files_.resize(files.Length());
+        for (auto &f : files_) {
+            f.fd_direct = -1;
+            f.fd_buffered = -1;
+        }
+        bool direct = info[4].As<Napi::Boolean>();
+        for (uint32_t i = 0; i < files.Length(); i++) {
+            Napi::Value v = files[i];
+            if (!v.IsString()) { k3::fail(env, kFn, "files[" + std::to_string(i) + "] must be a path string"); return; }
+            std::string path = v.As<Napi::String>();
+            char message[K3_ERR_MESSAGE];
+            if (k3_file_open(&files_[i], path.c_str(), direct, message, sizeof message) != 0) {
+                CloseFiles();
+                { k3::fail(env, kFn, message); return; }
+            }
+            if (slot_bytes % files_[i].offset_align != 0) {
+                CloseFiles();
+                { k3::fail(env, kFn, "slotBytes must be a multiple of the direct-I/O alignment of " + path,
+                                      true); return; }
+            }
+        }
+        uint32_t mem_align = 4096;
+        for (auto &f : files_) mem_align = f.mem_align > mem_align ? f.mem_align : mem_align;
+        arena_ = k3_arena_alloc(total, mem_align, info[6].As<Napi::Boolean>());
+        if (!arena_) {
+            CloseFiles();
+            { k3::fail(env, kFn,
+                                  "cannot allocate the " + std::to_string(total) + "-byte arena: " + strerror(errno),
+                                  true); return; }
+        }
+        slot_bytes_ = slot_bytes;
+        n_slots_ = (uint32_t)slots;
+        // The arena outlives the store if JS still holds a view: the ArrayBuffer's finalizer frees it.
+        Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
+            env, arena_, total, [](Napi::Env, void *data) { k3_arena_free(static_cast<uint8_t *>(data)); });
+        arena_ref_ = Napi::Persistent(ab);
+        Napi::MemoryManagement::AdjustExternalMemory(env, (int64_t)total > INT32_MAX ? INT32_MAX : (int64_t)total);
+
+        tsfn_ = Tsfn::New(env, info[7].As<Napi::Function>(), "k3-moe-stream-reads", 0, 1);
+        tsfn_.Unref(env);
+        k3_read_pool_config cfg = {};
+        cfg.files = files_.data();
+        cfg.n_files = (uint32_t)files_.size();
+        cfg.arena = arena_;
+        cfg.slot_bytes = slot_bytes;
+        cfg.n_slots = n_slots_;
+        cfg.threads = (int)threads;
+        cfg.max_prefetch_inflight = (int)max_prefetch;
+        cfg.on_done = OnDone;
+        cfg.ctx = this;
+        pool_ = k3_read_pool_create(&cfg);
+        if (!pool_) {
+            tsfn_.Release();
+            CloseFiles();
+            { k3::fail(env, kFn, "cannot start the reader threads"); return; }
+        }
+    }
+
+    ~Store() { Shutdown(); }
+
+  private:
+    static void OnDone(void *ctx, k3_read_done *done) {
+        Store *s = static_cast<Store *>(ctx);
+        if (s->tsfn_.NonBlockingCall(done) != napi_ok) free(done);
+    }
+
+    void CloseFiles() {
+        for (auto &f : files_)
+            if (f.fd_buffered >= 0 || f.fd_direct >= 0) k3_file_close(&f);
+        files_.clear();
+    }
+
+    void Shutdown() {
+        if (pool_) {
+            k3_read_pool_destroy(pool_);  // joins readers; queued jobs are reported as cancelled
+            pool_ = nullptr;
+            tsfn_.Release();
+        }
+        CloseFiles();
+    }
+
+    bool Open(Napi::Env env, const char *fn) {
+        if (pool_) return true;
+        return k3::fail(env, fn, "the store is closed");
+    }
+
+    // read(id, file, offset, length, slot, prefetch)
+    Napi::Value Read(const Napi::CallbackInfo &info) {
+        Napi::Env env = info.Env();
+        const char *fn = "ExpertStore.read";
+        if (!Open(env, fn)) return env.Undefined();
+        size_t id, file, offset, length, slot;
+        if (!k3::get_size(info, 0, fn, "id", &id) || !k3::get_size(info, 1, fn, "file", &file) ||
+            !k3::get_size(info, 2, fn, "offset", &offset) || !k3::get_size(info, 3, fn, "length", &length) ||
+            !k3::get_size(info, 4, fn, "slot", &slot))
+            return env.Undefined();
+        if (id > INT32_MAX) return k3::fail(env, fn, "id must be < 2^31", true), env.Undefined();
+        if (file >= files_.size())
+            return k3::fail(env, fn, "file index " + std::to_string(file) + " out of range", true), env.Undefined();
+        if (slot >= n_slots_)
+            return k3::fail(env, fn, "slot " + std::to_string(slot) + " out of range", true), env.Undefined();
+        if (length == 0 || k3_file_superset_bytes(length, files_[file].offset_align) > slot_bytes_)
+            return k3::fail(env, fn,
+                            "length " + std::to_string(length) + " (plus alignment) does not fit a " +
+                                std::to_string(slot_bytes_) + "-byte slot",
+                            true),
+                   env.Undefined();
+        k3_read_job job = {};
+        job.id = (int32_t)id;
+        job.file = (uint32_t)file;
+        job.offset = offset;
+        job.length = length;
+        job.slot = (uint32_t)slot;
+        job.priority = info.Length() > 5 && info[5].ToBoolean() ? K3_PRIORITY_PREFETCH : K3_PRIORITY_DEMAND;
+        if (k3_read_pool_submit(pool_, &job) != 0) return k3::fail(env, fn, "cannot queue the read"), env.Undefined();
+        return env.Undefined();
+    }
+
+    Napi::Value CancelPrefetch(const Napi::CallbackInfo &info) {
+        if (!pool_) return Napi::Number::New(info.Env(), 0);
+        return Napi::Number::New(info.Env(), k3_read_pool_cancel_prefetch(pool_));
+    }
+
+    Napi::Value Stats(const Napi::CallbackInfo &info) {
+        Napi::Env env = info.Env();
+        Napi::Object o = Napi::Object::New(env);
+        k3_read_pool_stats st = {};
+        if (pool_) k3_read_pool_stats_get(pool_, &st);
+        o["reads"] = Napi::Number::New(env, (double)st.reads);
+        o["deviceBytes"] = Napi::Number::New(env, (double)st.device_bytes);
+        o["requestedBytes"] = Napi::Number::New(env, (double)st.requested_bytes);
+        o["directReads"] = Napi::Number::New(env, (double)st.direct_reads);
+        o["bufferedReads"] = Napi::Number::New(env, (double)st.buffered_reads);
+        o["busyNs"] = Napi::Number::New(env, (double)st.busy_ns);
+        o["inflight"] = Napi::Number::New(env, st.inflight);
+        o["queuedDemand"] = Napi::Number::New(env, st.queued_demand);
+        o["queuedPrefetch"] = Napi::Number::New(env, st.queued_prefetch);
+        o["nowNs"] = Napi::Number::New(env, (double)k3_now_ns());
+        return o;
+    }
+
+    // injectFault(afterReads, shortRead)
+    Napi::Value InjectFault(const Napi::CallbackInfo &info) {
+        Napi::Env env = info.Env();
+        size_t after;
+        if (!Open(env, "ExpertStore.injectFault") || !k3::get_size(info, 0, "ExpertStore.injectFault", "afterReads", &after))
+            return env.Undefined();
+        k3_read_pool_inject_fault(pool_, (int64_t)after, info.Length() > 1 && info[1].ToBoolean());
+        return env.Undefined();
+    }
+
+    Napi::Value FileInfo(const Napi::CallbackInfo &info) {
+        Napi::Env env = info.Env();
+        size_t i;
+        if (!k3::get_size(info, 0, "ExpertStore.fileInfo", "file", &i)) return env.Undefined();
+        if (i >= files_.size()) return k3::fail(env, "ExpertStore.fileInfo", "file index out of range", true), env.Undefined();
+        Napi::Object o = Napi::Object::New(env);
+        o["size"] = Napi::Number::New(env, (double)files_[i].size);
+        o["direct"] = Napi::Boolean::New(env, files_[i].fd_direct >= 0 && !files_[i].direct_refused);
+        o["memAlign"] = Napi::Number::New(env, files_[i].mem_align);
+        o["offsetAlign"] = Napi::Number::New(env, files_[i].offset_align);
+        return o;
+    }
+
+    Napi::Value Ref(const Napi::CallbackInfo &info) {
+        if (pool_) tsfn_.Ref(info.Env());
+        return info.Env().Undefined();
+    }
+    Napi::Value Unref(const Napi::CallbackInfo &info) {
+        if (pool_) tsfn_.Unref(info.Env());
+        return info.Env().Undefined();
+    }
+
+    Napi::Value Close(const Napi::CallbackInfo &info) {
+        Shutdown();
+        return info.Env().Undefined();
+    }
+
+    Napi::Value Arena(const Napi::CallbackInfo &info) { return arena_ref_.Value(); }
+
+    std::vector<k3_file> files_;
+    uint8_t *arena_ = nullptr;
+    uint64_t slot_bytes_ = 0;
+    uint32_t n_slots_ = 0;
+    Napi::Reference<Napi::ArrayBuffer> arena_ref_;
+    Tsfn tsfn_;
+    k3_read_pool *pool_ = nullptr;
+};
+
+// ---------------------------------------------------------------- module
+
+static Napi::Value SupersetBytes(const Napi::CallbackInfo &info) {
+    size_t length, align;
+    if (!k3::get_size(info, 0, "supersetBytes", "length", &length) || !k3::get_size(info, 1, "supersetBytes", "align", &align))
+        return info.Env().Undefined();
+    if (align == 0 || align > (1u << 30)) return k3::fail(info.Env(), "supersetBytes", "align out of range", true), info.Env().Undefined();
+    return Napi::Number::New(info.Env(), (double)k3_file_superset_bytes(length, (uint32_t)align));
+}
+
+static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+    exports["NativeExpertStore"] = Store::Define(env);
+    exports["supersetBytes"] = Napi::Function::New(env, SupersetBytes);
+    return exports;
+}
+
+NODE_API_MODULE(k3_moe_stream, Init)

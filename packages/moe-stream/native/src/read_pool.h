@@ -1,0 +1,65 @@
+/* read_pool.h: the store's own pread threads, demand reads first, prefetch capped and cancellable. */
+#ifndef K3_READ_POOL_H
+#define K3_READ_POOL_H
+
+#include <stdint.h>
+#include "direct_file.h"
+
+enum { K3_PRIORITY_DEMAND = 0, K3_PRIORITY_PREFETCH = 1 };
+
+typedef struct k3_read_job {
+    int32_t id;
+    uint32_t file;
+    uint32_t slot;
+    int priority;
+    uint64_t offset;
+    uint64_t length;
+    struct k3_read_job *next;
+} k3_read_job;
+
+typedef struct k3_read_done {
+    int32_t id;
+    uint32_t slot;
+    int cancelled;
+    int64_t start_ns, end_ns;
+    k3_read_result result;
+} k3_read_done;
+
+/* Called on a pool thread when a job finishes (or is cancelled); takes ownership of `done`. */
+typedef void (*k3_read_done_fn)(void *ctx, k3_read_done *done);
+
+typedef struct k3_read_pool k3_read_pool;
+
+typedef struct k3_read_pool_config {
+    k3_file *files;
+    uint32_t n_files;
+    uint8_t *arena;
+    uint64_t slot_bytes;
+    uint32_t n_slots;
+    int threads;             /* readers = queue depth */
+    int max_prefetch_inflight;
+    k3_read_done_fn on_done;
+    void *ctx;
+} k3_read_pool_config;
+
+k3_read_pool *k3_read_pool_create(const k3_read_pool_config *cfg);
+/* Queues a job (copied). 0 ok. */
+int k3_read_pool_submit(k3_read_pool *p, const k3_read_job *job);
+/* Drops every queued prefetch job (reported with cancelled=1); returns how many. */
+int k3_read_pool_cancel_prefetch(k3_read_pool *p);
+/* Cancels everything queued, waits for reads in flight, joins the threads. */
+void k3_read_pool_destroy(k3_read_pool *p);
+
+/* Fault injection for tests: after `after_reads` more reads, fail one with errno (EIO) or make it short. */
+void k3_read_pool_inject_fault(k3_read_pool *p, int64_t after_reads, int short_read);
+
+typedef struct k3_read_pool_stats {
+    uint64_t reads, device_bytes, requested_bytes, direct_reads, buffered_reads;
+    int64_t busy_ns; /* wall time with at least one read in flight */
+    int inflight, queued_demand, queued_prefetch;
+} k3_read_pool_stats;
+void k3_read_pool_stats_get(k3_read_pool *p, k3_read_pool_stats *out);
+
+int64_t k3_now_ns(void);
+
+#endif

@@ -1,0 +1,88 @@
+/**
+ * Typed errors of @k3/moe-stream. Each names the file / tensor / layer / expert and what was
+ * expected, so a caller (and the engine's CLI) can print it as is.
+ */
+
+/** Base class of every error this package throws. */
+export class MoeStreamError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** The memory budget cannot hold what was asked for; both numbers are on the error. */
+export class BudgetError extends MoeStreamError {
+  readonly neededBytes: number;
+  readonly budgetBytes: number;
+  constructor(what: string, neededBytes: number, budgetBytes: number) {
+    super(
+      `${what}: needs ${formatBytes(neededBytes)} (${neededBytes} B) but the budget is ${formatBytes(budgetBytes)} (${budgetBytes} B)`,
+    );
+    this.neededBytes = neededBytes;
+    this.budgetBytes = budgetBytes;
+  }
+}
+
+/** A checkpoint file is missing, truncated, or its header/index is not what the layout needs. */
+export class CheckpointError extends MoeStreamError {
+  readonly file: string;
+  constructor(file: string, message: string) {
+    super(`${file}: ${message}`);
+    this.file = file;
+  }
+}
+
+/** Reading an expert failed (I/O error, short read, truncated shard): the layer's output is never produced. */
+export class ExpertReadError extends MoeStreamError {
+  readonly layer: number;
+  readonly expert: number;
+  readonly errno: number;
+  constructor(layer: number, expert: number, errno: number, detail: string) {
+    super(`layer ${layer} expert ${expert}: ${detail}`);
+    this.layer = layer;
+    this.expert = expert;
+    this.errno = errno;
+  }
+}
+
+/** Stored bytes do not match their recorded checksum. */
+export class ChecksumError extends MoeStreamError {
+  readonly file: string;
+  readonly tensor: string;
+  constructor(file: string, tensor: string, expected: number, got: number) {
+    super(
+      `${file}: checksum mismatch in ${tensor}: expected crc32 ${hex(expected)}, got ${hex(got)} (the file is corrupt; re-run packTrunk)`,
+    );
+    this.file = file;
+    this.tensor = tensor;
+  }
+}
+
+/** packTrunk could not finish (disk full, source changed, ...); the journal lets the next run resume. */
+export class PackError extends MoeStreamError {
+  readonly code: string | undefined;
+  constructor(message: string, code?: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** The store or streamer was used after close(), or a request was malformed. */
+export class StoreStateError extends MoeStreamError {}
+
+function hex(n: number): string {
+  return "0x" + (n >>> 0).toString(16).padStart(8, "0");
+}
+
+/** 1536 -> "1.5 KiB", 17547264 -> "16.7 MiB". */
+export function formatBytes(n: number): string {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = n;
+  let u = 0;
+  while (Math.abs(v) >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return u === 0 ? `${v} B` : `${v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)} ${units[u]}`;
+}

@@ -1,0 +1,460 @@
+/**
+ * The expert store: every routed expert in ONE read, straight from the checkpoint shards (or a
+ * packed expert file), into a fixed arena, with a per-layer cache under a byte budget.
+ *
+ * - Reads run on the store's own pread threads (queue depth = `readers`), O_DIRECT with an
+ *   aligned-superset read when the shard offset is unaligned, buffered + POSIX_FADV_DONTNEED where
+ *   the filesystem refuses O_DIRECT.
+ * - `request(layer, ids)` looks every id up first (scan resistance: nothing of this request is
+ *   evicted to make room for the rest of it), then submits all misses at once in disk order and
+ *   hands back one promise per expert, plus `completed()`, an async iterator in completion order,
+ *   so expert j can be computed while j+1... are still being read.
+ * - The cache is partitioned per layer (`slotsPerLayer`, LRU inside a layer), so a cache smaller
+ *   than one token's working set still keeps each layer's recent experts instead of thrashing.
+ * - A prefetched expert is counted as a prefetch hit, never as a resident hit.
+ *
+ * Arena = (layers x slotsPerLayer + ioSlots) slots; ioSlots >= 1. A request whose misses exceed the
+ * free slots is served in waves: the caller must `release()` each handle after using it.
+ */
+import { StoreStateError, ExpertReadError, BudgetError, MoeStreamError, formatBytes } from "./errors.js";
+import type { ExpertLocation } from "./checkpoint.js";
+import { native, type NativeExpertStore, type NativeReadDone } from "./native.js";
+
+export interface ExpertStoreOptions {
+  /** Every expert the store may serve (all layers). */
+  experts: ExpertLocation[];
+  /** Cache slots per MoE layer (0 = no cache). */
+  slotsPerLayer?: number;
+  /** Streaming slots shared by all layers (>= 1; default 18: one K3 token's 16 experts + 2). */
+  ioSlots?: number;
+  /** Reader threads = reads in flight (default 16). */
+  readers?: number;
+  /** Try O_DIRECT (default true); falls back to buffered reads per file when refused. */
+  direct?: boolean;
+  /** Fault every arena page in at open so RSS reflects the budget from the start (default true). */
+  prefault?: boolean;
+  /** Cap on prefetch reads in flight, so demand reads always find a free reader (default readers/4). */
+  maxPrefetchInflight?: number;
+  /** If set, open() fails with a BudgetError (both numbers) when the arena would exceed it. */
+  budgetBytes?: number;
+}
+
+export type ExpertSource = "resident" | "prefetched" | "read";
+
+/** One expert's bytes in the arena; valid until release(). */
+export interface ExpertHandle {
+  layer: number;
+  id: number;
+  location: ExpertLocation;
+  /** A zero-copy view of the expert's bytes (all its tensors, in checkpoint order). */
+  bytes: Uint8Array;
+  source: ExpertSource;
+  release(): void;
+}
+
+export interface ExpertRequest {
+  /** One promise per requested id, in the order given. */
+  handles: Promise<ExpertHandle>[];
+  /** The same handles as they become ready (resident ones first). */
+  completed(): AsyncIterableIterator<ExpertHandle>;
+}
+
+export interface ExpertStoreStats {
+  requests: number;
+  residentHits: number;
+  prefetchHits: number;
+  misses: number;
+  evictions: number;
+  /** residentHits / requests. */
+  residentHitRate: number;
+  /** Bytes the caller asked for from disk (the experts' own bytes). */
+  bytesRequested: number;
+  /** Bytes the device transferred (includes the aligned superset). */
+  deviceBytes: number;
+  reads: number;
+  directReads: number;
+  bufferedReads: number;
+  prefetchIssued: number;
+  prefetchCancelled: number;
+  /** Wall time with at least one read in flight (ns). */
+  ioBusyNs: number;
+  /** Summed per-read durations (ns), for the mean latency. */
+  readNs: number;
+}
+
+type SlotState = "free" | "reading" | "ready";
+
+interface Entry {
+  layer: number;
+  id: number;
+  slot: number;
+  state: SlotState;
+  cached: boolean;
+  prefetched: boolean;
+  pins: number;
+  dataOffset: number;
+  loc: ExpertLocation;
+  waiters: Array<{ resolve: (h: ExpertHandle) => void; reject: (e: Error) => void; source: ExpertSource }>;
+  error?: Error;
+}
+
+const key = (layer: number, id: number) => layer * 1_048_576 + id;
+
+export class ExpertStore {
+  readonly slotBytes: number;
+  readonly slotCount: number;
+  readonly slotsPerLayer: number;
+  readonly ioSlots: number;
+  readonly arenaBytes: number;
+  readonly files: string[];
+  private readonly nativeStore: NativeExpertStore;
+  private readonly arena: Uint8Array;
+  private readonly locations = new Map<number, ExpertLocation>();
+  private readonly fileIndex = new Map<string, number>();
+  private readonly entries = new Map<number, Entry>();
+  /** Per layer: cached entries in LRU order (oldest first). */
+  private readonly lru = new Map<number, Map<number, Entry>>();
+  private readonly freeSlots: number[] = [];
+  private readonly slotWaiters: Array<() => void> = [];
+  private readonly jobs = new Map<number, Entry>();
+  private nextJob = 1;
+  private pending = 0;
+  private closed = false;
+  private readonly counters = {
+    requests: 0, residentHits: 0, prefetchHits: 0, misses: 0, evictions: 0, bytesRequested: 0,
+    prefetchIssued: 0, prefetchCancelled: 0, readNs: 0,
+  };
+
+  /** The arena size open() would allocate for these options (for planning). */
+  static arenaBytesFor(opts: ExpertStoreOptions): { slotBytes: number; slots: number; bytes: number } {
+    const layers = new Set(opts.experts.map((e) => e.layer)).size;
+    const maxLen = opts.experts.reduce((m, e) => Math.max(m, e.byteLength), 0);
+    const slotBytes = native.supersetBytes(maxLen, 4096);
+    const slots = layers * (opts.slotsPerLayer ?? 0) + (opts.ioSlots ?? 18);
+    return { slotBytes, slots, bytes: slotBytes * slots };
+  }
+
+  static open(opts: ExpertStoreOptions): ExpertStore {
+    return new ExpertStore(opts);
+  }
+
+  private constructor(opts: ExpertStoreOptions) {
+    if (opts.experts.length === 0) throw new MoeStreamError("ExpertStore: no experts given");
+    const slotsPerLayer = opts.slotsPerLayer ?? 0;
+    const ioSlots = opts.ioSlots ?? 18;
+    if (!Number.isInteger(slotsPerLayer) || slotsPerLayer < 0) throw new MoeStreamError(`ExpertStore: slotsPerLayer must be >= 0, got ${slotsPerLayer}`);
+    if (!Number.isInteger(ioSlots) || ioSlots < 1) throw new MoeStreamError(`ExpertStore: ioSlots must be >= 1, got ${ioSlots}`);
+    const { slotBytes, slots, bytes } = ExpertStore.arenaBytesFor(opts);
+    if (opts.budgetBytes !== undefined && bytes > opts.budgetBytes)
+      throw new BudgetError(`ExpertStore arena (${slots} slots of ${formatBytes(slotBytes)})`, bytes, opts.budgetBytes);
+    for (const e of opts.experts) {
+      if (!this.fileIndex.has(e.file)) this.fileIndex.set(e.file, this.fileIndex.size);
+      this.locations.set(key(e.layer, e.id), e);
+    }
+    this.files = [...this.fileIndex.keys()];
+    const readers = opts.readers ?? 16;
+    this.nativeStore = new native.NativeExpertStore(
+      this.files, slotBytes, slots, readers, opts.direct ?? true,
+      opts.maxPrefetchInflight ?? Math.max(1, readers >> 2), opts.prefault ?? true,
+      (d) => this.onDone(d),
+    );
+    this.slotBytes = slotBytes;
+    this.slotCount = slots;
+    this.slotsPerLayer = slotsPerLayer;
+    this.ioSlots = ioSlots;
+    this.arenaBytes = bytes;
+    this.arena = new Uint8Array(this.nativeStore.arena());
+    for (let s = slots - 1; s >= 0; s--) this.freeSlots.push(s);
+  }
+
+  /** Whether each file is served by O_DIRECT, and the alignment it asked for. */
+  fileInfo(): Array<{ file: string; size: number; direct: boolean; offsetAlign: number; memAlign: number }> {
+    return this.files.map((file, i) => ({ file, ...this.nativeStore.fileInfo(i) }));
+  }
+
+  location(layer: number, id: number): ExpertLocation {
+    const loc = this.locations.get(key(layer, id));
+    if (!loc) throw new MoeStreamError(`ExpertStore: layer ${layer} has no expert ${id}`);
+    return loc;
+  }
+
+  /** Is the expert resident in the layer's cache right now (not counting prefetches)? */
+  isResident(layer: number, id: number): boolean {
+    const e = this.entries.get(key(layer, id));
+    return !!e && e.cached && e.state === "ready";
+  }
+
+  /**
+   * Gets the experts `ids` of `layer` (unique ids). Hits are pinned first; then every miss is
+   * submitted at once in (file, offset) order.
+   */
+  request(layer: number, ids: ArrayLike<number>): ExpertRequest {
+    this.assertOpen();
+    const list = Array.from(ids);
+    if (new Set(list).size !== list.length) throw new MoeStreamError(`ExpertStore.request: duplicate expert ids in layer ${layer}`);
+    const handles: Promise<ExpertHandle>[] = new Array(list.length);
+    const ready: ExpertHandle[] = [];
+    const readyWaiters: Array<() => void> = [];
+    const notify = () => readyWaiters.splice(0).forEach((f) => f());
+    let failed: Error | null = null;
+    const misses: Array<{ loc: ExpertLocation; index: number }> = [];
+    // 1. Look everything up and pin hits before any eviction can happen.
+    for (let i = 0; i < list.length; i++) {
+      const loc = this.location(layer, list[i]);
+      this.counters.requests++;
+      const e = this.entries.get(key(layer, loc.id));
+      if (e && e.state !== "free") {
+        // A prefetched expert is not a resident hit; joining another request's read is a miss.
+        const source: ExpertSource = e.cached ? "resident" : e.prefetched ? "prefetched" : "read";
+        if (source === "resident") this.counters.residentHits++;
+        else if (source === "prefetched") this.counters.prefetchHits++;
+        else this.counters.misses++;
+        e.pins++;
+        this.touch(e);
+        handles[i] = this.whenReady(e, source);
+      } else {
+        this.counters.misses++;
+        misses.push({ loc, index: i });
+      }
+    }
+    // 2. Submit all misses in disk order (slot permitting; the rest as slots free up).
+    misses.sort((a, b) => (this.fileIndex.get(a.loc.file)! - this.fileIndex.get(b.loc.file)!) || a.loc.offset - b.loc.offset);
+    for (const m of misses) handles[m.index] = this.readMiss(m.loc);
+    for (const h of handles)
+      h.then(
+        (x) => {
+          ready.push(x);
+          notify();
+        },
+        (err) => {
+          failed ??= err;
+          notify();
+        },
+      );
+    const total = list.length;
+    return {
+      handles,
+      completed: async function* () {
+        let given = 0;
+        while (given < total) {
+          if (given < ready.length) {
+            yield ready[given++];
+            continue;
+          }
+          if (failed) throw failed;
+          await new Promise<void>((r) => readyWaiters.push(r));
+        }
+      } as () => AsyncIterableIterator<ExpertHandle>,
+    };
+  }
+
+  /**
+   * Starts low-priority reads of experts the caller expects to need soon (e.g. the next layer's
+   * router applied ahead). Capped so demand reads keep slots and readers; cancel with cancelPrefetch().
+   * Returns how many reads were issued.
+   */
+  prefetch(layer: number, ids: ArrayLike<number>): number {
+    this.assertOpen();
+    let issued = 0;
+    const reserve = Math.ceil(this.ioSlots / 2); // never take the slots a demand request needs
+    for (const id of Array.from(ids)) {
+      const loc = this.location(layer, id);
+      if (this.entries.has(key(layer, id))) continue;
+      if (this.freeSlots.length <= reserve) break;
+      const slot = this.freeSlots.pop()!;
+      const e = this.newEntry(loc, slot, true);
+      this.submit(e, true);
+      issued++;
+    }
+    this.counters.prefetchIssued += issued;
+    return issued;
+  }
+
+  /** Drops queued prefetch reads and frees prefetched experts nobody has asked for. */
+  cancelPrefetch(): number {
+    if (this.closed) return 0;
+    const n = this.nativeStore.cancelPrefetch();
+    for (const e of [...this.entries.values()])
+      if (e.prefetched && e.state === "ready" && e.pins === 0 && !e.cached) this.freeEntry(e);
+    return n;
+  }
+
+  stats(): ExpertStoreStats {
+    const n = this.closed ? null : this.nativeStore.stats();
+    const c = this.counters;
+    return {
+      ...c,
+      residentHitRate: c.requests ? c.residentHits / c.requests : 0,
+      deviceBytes: n?.deviceBytes ?? this.lastNative.deviceBytes,
+      reads: n?.reads ?? this.lastNative.reads,
+      directReads: n?.directReads ?? this.lastNative.directReads,
+      bufferedReads: n?.bufferedReads ?? this.lastNative.bufferedReads,
+      ioBusyNs: n?.busyNs ?? this.lastNative.busyNs,
+    };
+  }
+
+  /** Test hook: make the n-th next read fail with EIO, or return half its bytes (shortRead). */
+  injectFault(afterReads: number, kind: "eio" | "short"): void {
+    this.assertOpen();
+    this.nativeStore.injectFault(afterReads, kind === "short");
+  }
+
+  /** Waits for reads in flight, stops the readers, closes the files. Pending requests reject. */
+  close(): void {
+    if (this.closed) return;
+    const n = this.nativeStore.stats();
+    this.lastNative = { deviceBytes: n.deviceBytes, reads: n.reads, directReads: n.directReads, bufferedReads: n.bufferedReads, busyNs: n.busyNs };
+    this.closed = true;
+    this.nativeStore.close();
+  }
+
+  private lastNative = { deviceBytes: 0, reads: 0, directReads: 0, bufferedReads: 0, busyNs: 0 };
+
+  // ---------------------------------------------------------------- internals
+
+  private assertOpen(): void {
+    if (this.closed) throw new StoreStateError("ExpertStore: used after close()");
+  }
+
+  private newEntry(loc: ExpertLocation, slot: number, prefetched: boolean): Entry {
+    const e: Entry = { layer: loc.layer, id: loc.id, slot, state: "reading", cached: false, prefetched, pins: prefetched ? 0 : 1, dataOffset: 0, loc, waiters: [] };
+    this.entries.set(key(loc.layer, loc.id), e);
+    return e;
+  }
+
+  private readMiss(loc: ExpertLocation): Promise<ExpertHandle> {
+    const slot = this.takeSlot();
+    if (slot !== undefined) {
+      const e = this.newEntry(loc, slot, false);
+      const p = this.whenReady(e, "read");
+      this.submit(e, false);
+      return p;
+    }
+    // No slot yet: reserve the entry so a second request waits on the same read, then wait.
+    const e = this.newEntry(loc, -1, false);
+    const p = this.whenReady(e, "read");
+    this.slotWaiters.push(() => {
+      const s = this.takeSlot()!;
+      e.slot = s;
+      this.submit(e, false);
+    });
+    return p;
+  }
+
+  /** A free slot, else the slot of an unused prefetched expert; undefined when all are busy. */
+  private takeSlot(): number | undefined {
+    if (this.freeSlots.length > 0) return this.freeSlots.pop();
+    for (const e of this.entries.values())
+      if (e.prefetched && !e.cached && e.state === "ready" && e.pins === 0) {
+        const slot = e.slot;
+        this.entries.delete(key(e.layer, e.id));
+        return slot;
+      }
+    return undefined;
+  }
+
+  private submit(e: Entry, prefetch: boolean): void {
+    const id = this.nextJob++;
+    if (this.nextJob > 2 ** 30) this.nextJob = 1;
+    this.jobs.set(id, e);
+    if (this.pending++ === 0) this.nativeStore.ref();
+    this.counters.bytesRequested += prefetch ? 0 : e.loc.byteLength;
+    this.nativeStore.read(id, this.fileIndex.get(e.loc.file)!, e.loc.offset, e.loc.byteLength, e.slot, prefetch);
+  }
+
+  private onDone(d: NativeReadDone): void {
+    const e = this.jobs.get(d.id);
+    this.jobs.delete(d.id);
+    if (--this.pending === 0 && !this.closed) this.nativeStore.unref();
+    if (!e) return;
+    this.counters.readNs += Math.max(0, d.endNs - d.startNs);
+    if (d.cancelled || d.status !== 0) {
+      const err = d.cancelled
+        ? new StoreStateError(`layer ${e.layer} expert ${e.id}: read cancelled (${this.closed ? "store closed" : "prefetch cancelled"})`)
+        : new ExpertReadError(e.layer, e.id, d.status, d.message);
+      if (d.cancelled && e.prefetched) this.counters.prefetchCancelled++;
+      const waiters = e.waiters.splice(0);
+      // A prefetched entry that a demand request joined: re-read it as demand instead of failing.
+      if (d.cancelled && e.prefetched && waiters.length > 0 && !this.closed) {
+        e.prefetched = false;
+        e.waiters = waiters;
+        this.submit(e, false);
+        return;
+      }
+      this.entries.delete(key(e.layer, e.id));
+      this.releaseSlot(e.slot);
+      for (const w of waiters) w.reject(err);
+      return;
+    }
+    e.state = "ready";
+    e.dataOffset = d.dataOffset;
+    for (const w of e.waiters.splice(0)) w.resolve(this.handle(e, w.source));
+  }
+
+  private whenReady(e: Entry, source: ExpertSource): Promise<ExpertHandle> {
+    if (e.state === "ready") return Promise.resolve(this.handle(e, source));
+    return new Promise((resolve, reject) => e.waiters.push({ resolve, reject, source }));
+  }
+
+  private handle(e: Entry, source: ExpertSource): ExpertHandle {
+    const start = e.slot * this.slotBytes + e.dataOffset;
+    let released = false;
+    return {
+      layer: e.layer,
+      id: e.id,
+      location: e.loc,
+      bytes: this.arena.subarray(start, start + e.loc.byteLength),
+      source,
+      release: () => {
+        if (released) return;
+        released = true;
+        this.unpin(e);
+      },
+    };
+  }
+
+  private touch(e: Entry): void {
+    if (!e.cached) return;
+    const l = this.lru.get(e.layer)!;
+    l.delete(e.id);
+    l.set(e.id, e);
+  }
+
+  /** After its last user: admit into the layer's cache (evicting that layer's LRU), or free. */
+  private unpin(e: Entry): void {
+    if (--e.pins > 0) return;
+    e.prefetched = false;
+    if (e.cached) return;
+    if (this.closed || this.slotsPerLayer === 0) return this.freeEntry(e);
+    let l = this.lru.get(e.layer);
+    if (!l) this.lru.set(e.layer, (l = new Map()));
+    if (l.size >= this.slotsPerLayer) {
+      let victim: Entry | undefined;
+      for (const v of l.values())
+        if (v.pins === 0) {
+          victim = v;
+          break;
+        }
+      if (!victim) return this.freeEntry(e);
+      l.delete(victim.id);
+      victim.cached = false;
+      this.counters.evictions++;
+      this.freeEntry(victim);
+    }
+    e.cached = true;
+    l.set(e.id, e);
+  }
+
+  private freeEntry(e: Entry): void {
+    this.entries.delete(key(e.layer, e.id));
+    if (e.cached) this.lru.get(e.layer)?.delete(e.id);
+    this.releaseSlot(e.slot);
+  }
+
+  private releaseSlot(slot: number): void {
+    if (slot < 0) return;
+    this.freeSlots.push(slot);
+    const w = this.slotWaiters.shift();
+    if (w) w();
+  }
+}

@@ -1,0 +1,20 @@
+/**
+ * @k3/moe-stream: Kimi K3's mixture of experts, streamed from NVMe under a memory budget.
+ *
+ * - `Router` / `selectExperts`: the sigmoid router with selection-only bias (fp32).
+ * - `ExpertStore`: one read per expert from the original shards, O_DIRECT, a pread thread pool,
+ *   a per-layer cache, cancellable low-priority prefetch, honest stats.
+ * - `openCheckpointIndex`: where every tensor and expert lives (header-only).
+ */
+export * from "./errors.js";
+export { openCheckpointIndex, readShardHeader, type CheckpointIndex, type ExpertLocation, type TensorInfo, type Dtype } from "./checkpoint.js";
+export { denseMatrix, denseVector, matmul, type DenseMatrix } from "./dense-weight.js";
+export { Router, selectExperts, type RouterConfig, type Routing } from "./router.js";
+export {
+  ExpertStore,
+  type ExpertStoreOptions,
+  type ExpertHandle,
+  type ExpertRequest,
+  type ExpertSource,
+  type ExpertStoreStats,
+} from "./expert-store.js";

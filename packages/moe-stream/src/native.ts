@@ -1,0 +1,59 @@
+import { loadAddon } from "@k3/native";
+
+/** One finished (or cancelled) read, as posted by the native reader threads. */
+export interface NativeReadDone {
+  id: number;
+  slot: number;
+  /** 0 ok, else an errno value. */
+  status: number;
+  cancelled: boolean;
+  /** Where the requested bytes start inside the slot (non-zero for an aligned-superset O_DIRECT read). */
+  dataOffset: number;
+  deviceBytes: number;
+  direct: boolean;
+  startNs: number;
+  endNs: number;
+  message: string;
+}
+
+export interface NativePoolStats {
+  reads: number;
+  deviceBytes: number;
+  requestedBytes: number;
+  directReads: number;
+  bufferedReads: number;
+  busyNs: number;
+  inflight: number;
+  queuedDemand: number;
+  queuedPrefetch: number;
+  nowNs: number;
+}
+
+export interface NativeExpertStore {
+  read(id: number, file: number, offset: number, length: number, slot: number, prefetch: boolean): void;
+  cancelPrefetch(): number;
+  stats(): NativePoolStats;
+  injectFault(afterReads: number, shortRead: boolean): void;
+  fileInfo(file: number): { size: number; direct: boolean; memAlign: number; offsetAlign: number };
+  ref(): void;
+  unref(): void;
+  close(): void;
+  arena(): ArrayBuffer;
+}
+
+export interface MoeStreamBinding {
+  NativeExpertStore: new (
+    files: string[],
+    slotBytes: number,
+    slots: number,
+    threads: number,
+    direct: boolean,
+    maxPrefetchInflight: number,
+    prefault: boolean,
+    onDone: (done: NativeReadDone) => void,
+  ) => NativeExpertStore;
+  supersetBytes(length: number, align: number): number;
+}
+
+export const addon = loadAddon<MoeStreamBinding>("@k3/moe-stream", import.meta.url);
+export const native = addon.binding;

@@ -1,0 +1,68 @@
+// Loads fixtures/components/*.safetensors (written by the PyTorch reference) into typed arrays.
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { readShardHeader } from "../src/checkpoint.js";
+
+export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+export const componentsDir = join(repoRoot, "fixtures", "components");
+export const tinyK3Dir = join(repoRoot, "fixtures", "models", "tiny-k3");
+
+export type Arr = Float32Array | Float64Array | BigInt64Array | Uint8Array | Uint16Array;
+export interface Fixture {
+  get(name: string): Arr;
+  f32(name: string): Float32Array;
+  f64(name: string): Float64Array;
+  shape(name: string): number[];
+  names(): string[];
+}
+
+export function fixtureExists(name: string): boolean {
+  return existsSync(join(componentsDir, name));
+}
+
+export function loadFixture(name: string): Fixture {
+  const file = join(componentsDir, name);
+  const bytes = readFileSync(file);
+  const infos = new Map(readShardHeader(file).map((t) => [t.name, t]));
+  const view = (n: string): Arr => {
+    const t = infos.get(n);
+    if (!t) throw new Error(`${name}: no tensor ${n}`);
+    const copy = new Uint8Array(bytes.subarray(t.offset, t.offset + t.byteLength)); // a copy: Buffer.slice would alias
+    switch (t.dtype) {
+      case "F32": return new Float32Array(copy.buffer);
+      case "F64": return new Float64Array(copy.buffer);
+      case "I64": return new BigInt64Array(copy.buffer);
+      case "BF16": return new Uint16Array(copy.buffer);
+      default: return new Uint8Array(copy.buffer);
+    }
+  };
+  return {
+    get: view,
+    f32: (n) => {
+      const a = view(n);
+      if (a instanceof Float32Array) return a;
+      if (a instanceof Float64Array) return Float32Array.from(a);
+      throw new Error(`${n} is not float`);
+    },
+    f64: (n) => {
+      const a = view(n);
+      if (a instanceof Float64Array) return a;
+      if (a instanceof Float32Array) return Float64Array.from(a);
+      throw new Error(`${n} is not float`);
+    },
+    shape: (n) => infos.get(n)!.shape,
+    names: () => [...infos.keys()],
+  };
+}
+
+/** |got - want| <= atol + rtol |want| everywhere; returns the worst violation ratio (<= 1 passes). */
+export function worstRatio(got: ArrayLike<number>, want: ArrayLike<number>, atol = 1e-5, rtol = 1e-4): number {
+  if (got.length !== want.length) throw new Error(`length ${got.length} vs ${want.length}`);
+  let worst = 0;
+  for (let i = 0; i < got.length; i++) {
+    const r = Math.abs(got[i] - want[i]) / (atol + rtol * Math.abs(want[i]));
+    if (!(r <= worst)) worst = Number.isNaN(r) ? Infinity : r;
+  }
+  return worst;
+}

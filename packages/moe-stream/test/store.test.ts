@@ -1,0 +1,234 @@
+import { closeSync, existsSync, mkdtempSync, openSync, rmSync, statSync, truncateSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openCheckpointIndex, type ExpertLocation } from "../src/checkpoint.js";
+import { BudgetError, CheckpointError, ExpertReadError } from "../src/errors.js";
+import { ExpertStore, type ExpertHandle } from "../src/expert-store.js";
+import { EXPERT_TENSORS, expertBytes, expertSeed, patternByte, writeSyntheticK3 } from "./make-checkpoint.js";
+
+const spec = { layers: [1, 2, 3], experts: 24, hidden: 64, latent: 128, inter: 96 };
+let dir: string;
+let experts: ExpertLocation[];
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "k3-store-"));
+  writeSyntheticK3({ dir, ...spec });
+  const ckpt = openCheckpointIndex(dir);
+  experts = spec.layers.flatMap((l) => ckpt.experts(l));
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Every byte of the handle equals what the writer put there. */
+function verify(h: ExpertHandle): void {
+  expect(h.bytes.byteLength).toBe(expertBytes(spec.latent, spec.inter));
+  EXPERT_TENSORS.forEach((name, t) => {
+    const info = h.location.tensors[name];
+    const seed = expertSeed(h.layer, h.id, t);
+    for (let p = 0; p < info.byteLength; p += 97) expect(h.bytes[info.offset + p]).toBe(patternByte(seed, p));
+    expect(h.bytes[info.offset + info.byteLength - 1]).toBe(patternByte(seed, info.byteLength - 1));
+  });
+}
+
+async function getAll(store: ExpertStore, layer: number, ids: number[]): Promise<ExpertHandle[]> {
+  const got: ExpertHandle[] = [];
+  for await (const h of store.request(layer, ids).completed()) {
+    verify(h);
+    got.push(h);
+    h.release();
+  }
+  return got;
+}
+
+describe("checkpoint index", () => {
+  it("finds each expert as one contiguous run, offsets from the header (lexicographic order on disk)", () => {
+    const l1 = experts.filter((e) => e.layer === 1);
+    expect(l1.map((e) => e.id)).toEqual(Array.from({ length: 24 }, (_, i) => i));
+    expect(l1[10].offset).toBeLessThan(l1[2].offset); // "10" sorts before "2"
+    expect(l1.every((e) => e.byteLength === expertBytes(spec.latent, spec.inter))).toBe(true);
+    expect(l1.some((e) => e.offset % 4096 !== 0)).toBe(true);
+  });
+
+  it("names a missing shard", () => {
+    const d = mkdtempSync(join(tmpdir(), "k3-missing-"));
+    try {
+      const files = writeSyntheticK3({ dir: d, ...spec, layers: [1, 2] });
+      rmSync(files[1]);
+      expect(() => openCheckpointIndex(d)).toThrow(CheckpointError);
+      expect(() => openCheckpointIndex(d)).toThrow(/model-00002-of-00002.safetensors: missing shard/);
+    } finally {
+      rmSync(d, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("ExpertStore reads", () => {
+  it("reads every expert byte-exact with O_DIRECT aligned-superset reads", async () => {
+    const store = ExpertStore.open({ experts, ioSlots: 4, readers: 4 });
+    try {
+      expect(store.fileInfo().every((f) => f.direct)).toBe(true);
+      const got = await getAll(store, 2, Array.from({ length: 24 }, (_, i) => i));
+      expect(got.length).toBe(24);
+      const s = store.stats();
+      expect(s.directReads).toBe(24);
+      expect(s.bufferedReads).toBe(0);
+      expect(s.bytesRequested).toBe(24 * expertBytes(spec.latent, spec.inter));
+      expect(s.deviceBytes).toBeGreaterThanOrEqual(s.bytesRequested);
+      expect(s.deviceBytes).toBeLessThanOrEqual(s.bytesRequested + 24 * 8192);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("falls back to buffered reads when O_DIRECT is off, same bytes", async () => {
+    const store = ExpertStore.open({ experts, ioSlots: 3, readers: 2, direct: false });
+    try {
+      await getAll(store, 1, [0, 5, 23, 10]);
+      expect(store.stats().bufferedReads).toBe(4);
+      expect(store.fileInfo().every((f) => !f.direct)).toBe(true);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("serves more misses than slots in waves when handles are released", async () => {
+    const store = ExpertStore.open({ experts, ioSlots: 2, readers: 2 });
+    try {
+      expect((await getAll(store, 3, [3, 1, 4, 15, 9, 2, 6])).length).toBe(7);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("per-expert promises resolve in request order too", async () => {
+    const store = ExpertStore.open({ experts, ioSlots: 4 });
+    try {
+      const req = store.request(1, [7, 8, 9]);
+      const hs = await Promise.all(req.handles);
+      expect(hs.map((h) => h.id)).toEqual([7, 8, 9]);
+      hs.forEach(verify);
+      hs.forEach((h) => h.release());
+    } finally {
+      store.close();
+    }
+  });
+});
+
+describe("ExpertStore cache", () => {
+  it("keeps each layer's recent experts (per-layer LRU) and counts resident hits", async () => {
+    const store = ExpertStore.open({ experts, slotsPerLayer: 3, ioSlots: 4 });
+    try {
+      await getAll(store, 1, [0, 1, 2]);
+      await getAll(store, 2, [0, 1, 2]); // another layer never evicts layer 1
+      expect(store.isResident(1, 0) && store.isResident(1, 2)).toBe(true);
+      const again = await getAll(store, 1, [0, 1, 5]);
+      expect(again.filter((h) => h.source === "resident").map((h) => h.id).sort()).toEqual([0, 1]);
+      expect(store.isResident(1, 2)).toBe(false); // LRU victim when 5 came in
+      const s = store.stats();
+      expect(s.requests).toBe(9);
+      expect(s.residentHits).toBe(2);
+      expect(s.misses).toBe(7);
+      expect(s.evictions).toBe(1);
+      expect(s.residentHitRate).toBeCloseTo(2 / 9);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("a request never evicts its own hits", async () => {
+    const store = ExpertStore.open({ experts, slotsPerLayer: 2, ioSlots: 4 });
+    try {
+      await getAll(store, 1, [0, 1]);
+      const got = await getAll(store, 1, [0, 1, 2, 3]);
+      expect(got.filter((h) => h.source === "resident").length).toBe(2);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("prefetched experts are prefetch hits, not resident hits", async () => {
+    const store = ExpertStore.open({ experts, slotsPerLayer: 0, ioSlots: 8, readers: 4 });
+    try {
+      expect(store.prefetch(2, [4, 5])).toBe(2);
+      const got = await getAll(store, 2, [4, 5, 6]);
+      expect(got.filter((h) => h.source === "prefetched").length).toBe(2);
+      const s = store.stats();
+      expect(s.residentHits).toBe(0);
+      expect(s.prefetchHits).toBe(2);
+      expect(s.residentHitRate).toBe(0);
+      store.prefetch(3, [1, 2]);
+      store.cancelPrefetch();
+      expect((await getAll(store, 3, [1, 2])).length).toBe(2); // still correct after a cancel
+    } finally {
+      store.close();
+    }
+  });
+});
+
+describe("ExpertStore faults", () => {
+  it("refuses an arena larger than the budget, with both numbers", () => {
+    const need = ExpertStore.arenaBytesFor({ experts, slotsPerLayer: 4, ioSlots: 4 }).bytes;
+    expect(() => ExpertStore.open({ experts, slotsPerLayer: 4, ioSlots: 4, budgetBytes: need - 1 })).toThrow(BudgetError);
+    try {
+      ExpertStore.open({ experts, slotsPerLayer: 4, ioSlots: 4, budgetBytes: 1_000_000 });
+    } catch (e) {
+      expect((e as BudgetError).neededBytes).toBe(need);
+      expect((e as BudgetError).budgetBytes).toBe(1_000_000);
+      expect((e as Error).message).toMatch(new RegExp(`${need} B.*1000000 B`));
+    }
+  });
+
+  it("an injected EIO mid-run rejects that expert with a clear error; the store keeps working", async () => {
+    const store = ExpertStore.open({ experts, ioSlots: 4, readers: 1 });
+    try {
+      store.injectFault(1, "eio");
+      const req = store.request(1, [0, 1, 2]);
+      const results = await Promise.allSettled(req.handles);
+      const failed = results.filter((r) => r.status === "rejected") as PromiseRejectedResult[];
+      expect(failed.length).toBe(1);
+      expect(failed[0].reason).toBeInstanceOf(ExpertReadError);
+      expect(String(failed[0].reason.message)).toMatch(/layer 1 expert \d+: .*safetensors: read error .*injected EIO/);
+      for (const r of results) if (r.status === "fulfilled") r.value.release();
+      await getAll(store, 1, [0, 1, 2]);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("a short read is an error, never partial data", async () => {
+    const store = ExpertStore.open({ experts, ioSlots: 4, readers: 1 });
+    try {
+      store.injectFault(0, "short");
+      await expect(store.request(2, [3]).handles[0]).rejects.toThrow(/short read: got \d+ bytes of the \d+ needed/);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("a shard truncated after indexing fails the read naming the file", async () => {
+    const d = mkdtempSync(join(tmpdir(), "k3-trunc-"));
+    try {
+      const files = writeSyntheticK3({ dir: d, ...spec, layers: [1] });
+      const ex = openCheckpointIndex(d).experts(1);
+      truncateSync(files[0], statSync(files[0]).size - 5000);
+      const store = ExpertStore.open({ experts: ex, ioSlots: 2 });
+      try {
+        const last = ex.reduce((a, b) => (b.offset > a.offset ? b : a));
+        await expect(store.request(1, [last.id]).handles[0]).rejects.toThrow(/model-00001-of-00001.safetensors: truncated shard/);
+      } finally {
+        store.close();
+      }
+      expect(() => openCheckpointIndex(d)).toThrow(/truncated: the header describes \d+ bytes but the file has/);
+    } finally {
+      rmSync(d, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses use after close", () => {
+    const store = ExpertStore.open({ experts, ioSlots: 1 });
+    store.close();
+    expect(() => store.request(1, [0])).toThrow(/used after close/);
+  });
+});
+
+void existsSync; void openSync; void closeSync;
