@@ -160,7 +160,7 @@ export class Model {
     const cfg = this.cfg;
     const D = cfg.hiddenSize;
     const T = ids.length;
-    let h = new Float32Array(T * D);
+    let h: Float32Array = new Float32Array(T * D);
     this.embedRows(ids, h);
     const blocks: Float32Array[] = [];
     const normed = new Float32Array(T * D);

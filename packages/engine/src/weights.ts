@@ -3,12 +3,10 @@
  * the shapes the config implies, turned into the forms the kernels take (bf16 bits for GEMV,
  * f32 vectors for norms and gates).
  *
- * `openWeights` reads the checkpoint's headers and the tensor bytes the engine asks for. It is a
- * deliberately small reader (header JSON, bounds checks, preadSync); @k3/safetensors replaces it.
+ * Reading is @k3/safetensors: a header-only index of the shards, strict validation, positioned reads.
  */
-import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync } from "node:fs";
-import { join } from "node:path";
 import { gemmBf16, gemmF32, gemvBf16, gemvF32 } from "@k3/dense";
+import { openCheckpointSync, openSafetensorsSync, SafetensorsError, type Checkpoint } from "@k3/safetensors";
 import { K3Error, EXIT_USAGE } from "./errors.js";
 
 /** A checkpoint tensor that is missing, has the wrong dtype or shape, or cannot be read. */
@@ -41,122 +39,50 @@ export interface WeightSource {
   close(): void;
 }
 
-const DTYPE_BYTES: Record<string, number> = { F64: 8, F32: 4, F16: 2, BF16: 2, I64: 8, I32: 4, I16: 2, U8: 1, I8: 1, BOOL: 1, U16: 2, U32: 4, U64: 8 };
-
-/** Parses one shard's header; every offset is checked against the file size. */
-function readShardHeader(file: string, into: Map<string, TensorInfo>): void {
-  let fd: number;
-  try {
-    fd = openSync(file, "r");
-  } catch (err) {
-    throw new WeightError(`${file}: cannot open (${(err as NodeJS.ErrnoException).code})`);
-  }
-  try {
-    const size = fstatSync(fd).size;
-    const lenBuf = Buffer.alloc(8);
-    if (size < 8 || readSync(fd, lenBuf, 0, 8, 0) !== 8) throw new WeightError(`${file}: ${size} bytes is too short for a safetensors header`);
-    const len = Number(lenBuf.readBigUInt64LE(0));
-    if (len < 2 || len > 100_000_000 || 8 + len > size) throw new WeightError(`${file}: header length ${len} does not fit the ${size}-byte file`);
-    const hbuf = Buffer.alloc(len);
-    readSync(fd, hbuf, 0, len, 8);
-    let header: Record<string, unknown>;
-    try {
-      header = JSON.parse(hbuf.toString("utf8"));
-    } catch (err) {
-      throw new WeightError(`${file}: header is not valid JSON (${(err as Error).message})`);
-    }
-    for (const [name, v] of Object.entries(header)) {
-      if (name === "__metadata__") continue;
-      const t = v as { dtype?: string; shape?: number[]; data_offsets?: number[] };
-      const width = DTYPE_BYTES[t.dtype ?? ""];
-      if (!width || !Array.isArray(t.shape) || !Array.isArray(t.data_offsets) || t.data_offsets.length !== 2) {
-        throw new WeightError(`${file}: tensor ${name} has a malformed header entry`);
-      }
-      const [b, e] = t.data_offsets;
-      const elements = t.shape.reduce((a, x) => a * x, 1);
-      if (!(Number.isSafeInteger(b) && Number.isSafeInteger(e) && b <= e && 8 + len + e <= size && e - b === elements * width)) {
-        throw new WeightError(`${file}: tensor ${name} data [${b}, ${e}) does not match shape ${JSON.stringify(t.shape)} ${t.dtype} or lies outside the file`);
-      }
-      into.set(name, { name, dtype: t.dtype!, shape: t.shape, file, offset: 8 + len + b, nbytes: e - b });
-    }
-  } finally {
-    closeSync(fd);
-  }
-}
-
-class SafetensorsDir implements WeightSource {
+/** Adapts a @k3/safetensors Checkpoint (header-only index, positioned reads). */
+class CheckpointSource implements WeightSource {
   bytesRead = 0;
-  private readonly fds = new Map<string, number>();
-  constructor(readonly dir: string, private readonly tensors: Map<string, TensorInfo>) {}
-
+  constructor(readonly dir: string, private readonly ckpt: Checkpoint) {}
   has(name: string): boolean {
-    return this.tensors.has(name);
+    return this.ckpt.has(name);
   }
   names(): string[] {
-    return [...this.tensors.keys()];
+    return [...this.ckpt.names()];
   }
   info(name: string): TensorInfo {
-    const t = this.tensors.get(name);
+    const t = this.ckpt.tryGet(name);
     if (!t) throw new WeightError(`${this.dir}: tensor ${name} is missing from the checkpoint`);
-    return t;
+    return { name: t.name, dtype: t.dtype, shape: t.shape, file: t.file, offset: t.offset, nbytes: t.byteLength };
   }
   read(name: string): Uint8Array {
-    const t = this.info(name);
-    let fd = this.fds.get(t.file);
-    if (fd === undefined) {
-      fd = openSync(t.file, "r");
-      this.fds.set(t.file, fd);
-    }
-    const out = new Uint8Array(t.nbytes);
-    let done = 0;
-    while (done < t.nbytes) {
-      const n = readSync(fd, out, done, t.nbytes - done, t.offset + done);
-      if (n <= 0) throw new WeightError(`${t.file}: short read of ${name} (${done} of ${t.nbytes} bytes)`);
-      done += n;
-    }
-    this.bytesRead += t.nbytes;
-    return out;
+    this.info(name);
+    const bytes = this.ckpt.readSync(name);
+    this.bytesRead += bytes.length;
+    return bytes;
   }
   close(): void {
-    for (const fd of this.fds.values()) closeSync(fd);
-    this.fds.clear();
+    this.ckpt.closeSync();
   }
 }
 
-/** Opens `model.safetensors.index.json` (or a single `model.safetensors`) in `dir`. */
-export function openWeights(dir: string): WeightSource {
-  const tensors = new Map<string, TensorInfo>();
-  const indexFile = join(dir, "model.safetensors.index.json");
-  if (existsSync(indexFile)) {
-    let index: { weight_map?: Record<string, string> };
-    try {
-      index = JSON.parse(readFileSync(indexFile, "utf8"));
-    } catch (err) {
-      throw new WeightError(`${indexFile}: not valid JSON (${(err as Error).message})`);
-    }
-    if (!index.weight_map || typeof index.weight_map !== "object") throw new WeightError(`${indexFile}: weight_map is missing`);
-    const shards = [...new Set(Object.values(index.weight_map))].sort();
-    for (const s of shards) {
-      if (typeof s !== "string" || s.includes("/") || s.includes("\\") || s.startsWith(".")) throw new WeightError(`${indexFile}: unsafe shard name ${JSON.stringify(s)}`);
-      readShardHeader(join(dir, s), tensors);
-    }
-    for (const [name, shard] of Object.entries(index.weight_map)) {
-      const t = tensors.get(name);
-      if (!t || t.file !== join(dir, shard)) throw new WeightError(`${indexFile}: ${name} is mapped to ${shard} but that shard does not hold it`);
-    }
-  } else if (existsSync(join(dir, "model.safetensors"))) {
-    readShardHeader(join(dir, "model.safetensors"), tensors);
-  } else {
-    throw new WeightError(`${dir}: no model.safetensors.index.json or model.safetensors`);
+/** Wraps @k3/safetensors' typed errors so the CLI maps them to exit 2 with the file named. */
+function wrap<T>(what: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof SafetensorsError) throw new WeightError(`${what}: ${err.message}`);
+    throw err;
   }
-  return new SafetensorsDir(dir, tensors);
+}
+
+/** Opens a sharded checkpoint (model.safetensors.index.json) or the *.safetensors files in `dir`. */
+export function openWeights(dir: string): WeightSource {
+  return wrap(dir, () => new CheckpointSource(dir, openCheckpointSync(dir)));
 }
 
 /** Opens one safetensors file (e.g. expected.safetensors). */
 export function openSafetensorsFile(file: string): WeightSource {
-  const tensors = new Map<string, TensorInfo>();
-  readShardHeader(file, tensors);
-  return new SafetensorsDir(file, tensors);
+  return wrap(file, () => new CheckpointSource(file, openSafetensorsSync(file)));
 }
 
 // ---------------------------------------------------------------- typed views
