@@ -18,3 +18,20 @@ export {
   type ExpertSource,
   type ExpertStoreStats,
 } from "./expert-store.js";
+export {
+  denseExpertCompute,
+  mxfp4ExpertCompute,
+  type ExpertCompute,
+  type GluActivation,
+  type Mxfp4Kernels,
+  type Mxfp4MatrixView,
+} from "./expert-compute.js";
+export {
+  MoeLayer,
+  overlapOf,
+  type MoeLayerOptions,
+  type MoeForwardStats,
+  type ExpertProvider,
+  type SharedExperts,
+  type LatentProjection,
+} from "./moe-layer.js";

@@ -143,3 +143,16 @@ export function writeSyntheticK3(spec: SynthSpec): string[] {
   writeFileSync(join(spec.dir, "model.safetensors.index.json"), JSON.stringify({ metadata: { total_size: 0 }, weight_map: weightMap }));
   return files;
 }
+
+export interface RawTensor { name: string; dtype: string; shape: number[]; data: Uint8Array }
+
+/** Writes `model.safetensors` in `dir` with the tensors in the given order (header padded to 8). */
+export function writeRawCheckpoint(dir: string, tensors: RawTensor[]): string {
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, "model.safetensors");
+  writeShard(
+    file,
+    tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape, bytes: t.data.byteLength, fill: (b: Uint8Array) => b.set(t.data) })),
+  );
+  return file;
+}

@@ -1,0 +1,109 @@
+/**
+ * How one routed expert turns its input rows into output rows, straight from the bytes the
+ * expert store read (no copy, no dequantised matrix):
+ *
+ *   E(u) = W2 · φ(W1 u, W3 u)      w1 = gate, w3 = up, w2 = down (architecture.md §4.2)
+ *
+ * φ is SiTU-GLU for K3 and SiLU-GLU for Kimi-Linear-48B. Every kernel comes from @k3/dense
+ * (bf16/f32 GEMM, the GLUs) or an MXFP4 provider (@k3/mxfp4); none is written here.
+ */
+import { siluGlu, situGlu } from "@k3/dense";
+import type { ExpertLocation } from "./checkpoint.js";
+import { denseMatrix, matmul, type DenseMatrix } from "./dense-weight.js";
+import { MoeStreamError } from "./errors.js";
+
+export type GluActivation = "situ" | "silu";
+
+export interface ExpertCompute {
+  /** Input width of the expert (K3: the 3584 latent; 48B: hidden). */
+  readonly inDim: number;
+  readonly outDim: number;
+  /** Y[b] = E(X[b]) for b < batch: X [batch, inDim], Y [batch, outDim]. Y[b] must equal the batch-1 result bit for bit. */
+  run(bytes: Uint8Array, loc: ExpertLocation, X: Float32Array, batch: number, Y: Float32Array): void;
+}
+
+function glu(act: GluActivation, g: Float32Array, u: Float32Array, out: Float32Array): void {
+  if (act === "situ") situGlu(g, u, out);
+  else siluGlu(g, u, out);
+}
+
+function tensor(bytes: Uint8Array, loc: ExpertLocation, name: string): { view: Uint8Array; dtype: string; shape: number[] } {
+  const t = loc.tensors[name];
+  if (!t) throw new MoeStreamError(`layer ${loc.layer} expert ${loc.id}: no tensor ${name} (has ${Object.keys(loc.tensors).join(", ")})`);
+  return { view: bytes.subarray(t.offset, t.offset + t.byteLength), dtype: t.dtype, shape: t.shape };
+}
+
+/** Scratch buffers grown on demand and reused across experts (no per-expert allocation). */
+class Scratch {
+  private bufs = new Map<string, Float32Array>();
+  get(name: string, n: number): Float32Array {
+    let b = this.bufs.get(name);
+    if (!b || b.length < n) this.bufs.set(name, (b = new Float32Array(Math.max(n, (b?.length ?? 0) * 2))));
+    return b.subarray(0, n);
+  }
+}
+
+/** Experts stored as dense matrices (48B: BF16 `experts.{e}.w{1,2,3}.weight`; F32 in fixtures). */
+export function denseExpertCompute(opts: { inDim: number; interDim: number; activation: GluActivation }): ExpertCompute {
+  const scratch = new Scratch();
+  const { inDim, interDim, activation } = opts;
+  return {
+    inDim,
+    outDim: inDim,
+    run(bytes, loc, X, batch, Y) {
+      const mat = (n: string, rows: number, cols: number): DenseMatrix => {
+        const t = tensor(bytes, loc, n);
+        if (t.shape[0] !== rows || t.shape[1] !== cols)
+          throw new MoeStreamError(`layer ${loc.layer} expert ${loc.id}: ${n} has shape [${t.shape}], expected [${rows}, ${cols}]`);
+        return denseMatrix(t.view, t.dtype, t.shape, `layer ${loc.layer} expert ${loc.id} ${n}`);
+      };
+      const g = scratch.get("g", batch * interDim);
+      const u = scratch.get("u", batch * interDim);
+      matmul(mat("w1.weight", interDim, inDim), X, batch, g);
+      matmul(mat("w3.weight", interDim, inDim), X, batch, u);
+      glu(activation, g, u, g);
+      matmul(mat("w2.weight", inDim, interDim), g, batch, Y);
+    },
+  };
+}
+
+/** The MXFP4 matrix an MXFP4 provider multiplies: compressed-tensors layout, low nibble = even element. */
+export interface Mxfp4MatrixView {
+  packed: Uint8Array;
+  scales: Uint8Array;
+  rows: number;
+  cols: number;
+}
+
+/** What an MXFP4 kernel provider must offer (e.g. @k3/mxfp4): Y[b] = W X[b], Y[b] bit-identical to batch 1. */
+export interface Mxfp4Kernels {
+  matmul(w: Mxfp4MatrixView, X: Float32Array, batch: number, Y: Float32Array): void;
+}
+
+/** K3 routed experts: MXFP4 w1/w3 [inter, latent], w2 [latent, inter], SiTU-GLU, in the latent space. */
+export function mxfp4ExpertCompute(opts: { inDim: number; interDim: number; activation?: GluActivation; kernels: Mxfp4Kernels }): ExpertCompute {
+  const scratch = new Scratch();
+  const { inDim, interDim, kernels } = opts;
+  const activation = opts.activation ?? "situ";
+  const view = (bytes: Uint8Array, loc: ExpertLocation, w: string, rows: number, cols: number): Mxfp4MatrixView => {
+    const p = tensor(bytes, loc, `${w}.weight_packed`);
+    const s = tensor(bytes, loc, `${w}.weight_scale`);
+    if (p.shape[0] !== rows || p.shape[1] * 2 !== cols || s.shape[0] !== rows || s.shape[1] * 32 !== cols)
+      throw new MoeStreamError(
+        `layer ${loc.layer} expert ${loc.id}: ${w} packed [${p.shape}] / scale [${s.shape}], expected [${rows}, ${cols / 2}] / [${rows}, ${cols / 32}]`,
+      );
+    return { packed: p.view, scales: s.view, rows, cols };
+  };
+  return {
+    inDim,
+    outDim: inDim,
+    run(bytes, loc, X, batch, Y) {
+      const g = scratch.get("g", batch * interDim);
+      const u = scratch.get("u", batch * interDim);
+      kernels.matmul(view(bytes, loc, "w1", interDim, inDim), X, batch, g);
+      kernels.matmul(view(bytes, loc, "w3", interDim, inDim), X, batch, u);
+      glu(activation, g, u, g);
+      kernels.matmul(view(bytes, loc, "w2", inDim, interDim), g, batch, Y);
+    },
+  };
+}

@@ -1,0 +1,225 @@
+/**
+ * One MoE layer streamed from the expert store:
+ *
+ *   K3 (latent MoE):  u = W↓ x;  r = Σ_i w_i E_i(u);  y = W↑ RMSNorm(r) + Shared(x)      (SiTU-GLU)
+ *   48B (plain MoE):  y = Σ_i w_i E_i(x) + Shared(x)                                     (SiLU-GLU)
+ *
+ * w_i already carries routed_scaling_factor (see router.ts). Shared experts are unweighted.
+ *
+ * Chunk-union: for T tokens, each unique expert is read ONCE and run over all the tokens routed
+ * to it as one batch. Experts are computed in completion order (expert j while j+1... are still
+ * being read), each into its own output rows; the weighted sum then runs per token in router
+ * order. So the output does not depend on read order, cache state, or how tokens are chunked:
+ * forward(x, T) equals T calls of forward(x_t, 1) bit for bit.
+ */
+import { rmsNorm } from "@k3/dense";
+import { type DenseMatrix, matmul } from "./dense-weight.js";
+import { MoeStreamError } from "./errors.js";
+import type { ExpertCompute, GluActivation } from "./expert-compute.js";
+import type { ExpertHandle, ExpertRequest } from "./expert-store.js";
+import type { Router, Routing } from "./router.js";
+import { siluGlu, situGlu } from "@k3/dense";
+
+/** Where experts come from: an ExpertStore, or anything with the same request(). */
+export interface ExpertProvider {
+  request(layer: number, ids: ArrayLike<number>): ExpertRequest;
+  stats?(): { ioBusyNs: number; bytesRequested: number; deviceBytes: number };
+}
+
+export interface SharedExperts {
+  gate: DenseMatrix;
+  up: DenseMatrix;
+  down: DenseMatrix;
+}
+
+export interface LatentProjection {
+  /** routed_expert_down_proj [latent, hidden]. */
+  down: DenseMatrix;
+  /** routed_expert_up_proj [hidden, latent]. */
+  up: DenseMatrix;
+  /** routed_expert_norm [latent], applied once to the weighted sum. */
+  norm: Float32Array;
+  eps: number;
+}
+
+export interface MoeLayerOptions {
+  layer: number;
+  hidden: number;
+  router: Router;
+  experts: ExpertProvider;
+  compute: ExpertCompute;
+  /** K3's latent projections; absent for the 48B's plain MoE. */
+  latent?: LatentProjection;
+  shared?: SharedExperts;
+  /** Shared-expert activation (K3 situ, 48B silu). */
+  activation: GluActivation;
+}
+
+/** What one forward() did. Times in ns. */
+export interface MoeForwardStats {
+  tokens: number;
+  /** Expert selections (tokens x k) and unique experts read or found (the union). */
+  selections: number;
+  uniqueExperts: number;
+  residentHits: number;
+  prefetchHits: number;
+  /** Experts' own bytes asked from disk, and bytes the device transferred. */
+  bytesRequested: number;
+  deviceBytes: number;
+  wallNs: number;
+  /** Wall time with a read in flight. */
+  ioNs: number;
+  /** Time spent computing (router, projections, experts, shared). */
+  cpuNs: number;
+  /** Time the compute loop sat waiting for a read. */
+  ioWaitNs: number;
+  /** (t_io + t_cpu - t_wall) / min(t_io, t_cpu); null when either is 0. */
+  overlap: number | null;
+  routing: Routing;
+}
+
+const now = () => process.hrtime.bigint();
+
+export class MoeLayer {
+  readonly opts: MoeLayerOptions;
+  lastStats: MoeForwardStats | null = null;
+
+  constructor(opts: MoeLayerOptions) {
+    const inDim = opts.latent ? opts.latent.down.rows : opts.hidden;
+    if (opts.compute.inDim !== inDim)
+      throw new MoeStreamError(`layer ${opts.layer}: experts take ${opts.compute.inDim} inputs but the ${opts.latent ? "latent" : "hidden"} width is ${inDim}`);
+    if (opts.router.weight.cols !== opts.hidden)
+      throw new MoeStreamError(`layer ${opts.layer}: router takes ${opts.router.weight.cols} inputs, hidden is ${opts.hidden}`);
+    if (opts.latent && (opts.latent.down.cols !== opts.hidden || opts.latent.up.rows !== opts.hidden || opts.latent.up.cols !== inDim || opts.latent.norm.length !== inDim))
+      throw new MoeStreamError(`layer ${opts.layer}: latent projections do not match hidden ${opts.hidden} / latent ${inDim}`);
+    this.opts = opts;
+  }
+
+  /** y [T, hidden] for x [T, hidden]. Rejects (never returns partial output) if any expert read fails. */
+  async forward(x: Float32Array, T: number): Promise<Float32Array> {
+    const { hidden, router, latent, compute } = this.opts;
+    if (!Number.isInteger(T) || T < 1 || x.length < T * hidden)
+      throw new MoeStreamError(`layer ${this.opts.layer}: x holds ${x.length} values, need T=${T} x hidden ${hidden}`);
+    const t0 = now();
+    const before = this.opts.experts.stats?.();
+    let cpu = 0n;
+    let wait = 0n;
+
+    let c0 = now();
+    const routing = router.route(x, T);
+    const k = routing.k;
+    const inDim = compute.inDim;
+    const u = latent ? matmul(latent.down, x, T, new Float32Array(T * inDim)) : x.subarray(0, T * hidden);
+    cpu += now() - c0;
+
+    // The union: unique experts in first-use order, each with the (token, rank) pairs it serves.
+    const users = new Map<number, number[]>();
+    for (let i = 0; i < T * k; i++) {
+      const id = routing.ids[i];
+      const list = users.get(id);
+      if (list) list.push(i);
+      else users.set(id, [i]);
+    }
+    const ids = [...users.keys()];
+    const perSlot = new Float32Array(T * k * compute.outDim); // E_i(u_t) for every (t, rank)
+    let residentHits = 0;
+    let prefetchHits = 0;
+
+    const req = this.opts.experts.request(this.opts.layer, ids);
+    const done = new Set<ExpertHandle>();
+    let maxBatch = 0;
+    for (const l of users.values()) maxBatch = Math.max(maxBatch, l.length);
+    const X = new Float32Array(maxBatch * inDim);
+    const Y = new Float32Array(maxBatch * compute.outDim);
+    try {
+      const it = req.completed();
+      for (;;) {
+        const w0 = now();
+        const next = await it.next();
+        wait += now() - w0;
+        if (next.done) break;
+        const h = next.value;
+        done.add(h);
+        if (h.source === "resident") residentHits++;
+        else if (h.source === "prefetched") prefetchHits++;
+        c0 = now();
+        const list = users.get(h.id)!;
+        for (let b = 0; b < list.length; b++) {
+          const t = Math.floor(list[b] / k);
+          X.set(u.subarray(t * inDim, (t + 1) * inDim), b * inDim);
+        }
+        compute.run(h.bytes, h.location, X, list.length, Y);
+        for (let b = 0; b < list.length; b++) perSlot.set(Y.subarray(b * compute.outDim, (b + 1) * compute.outDim), list[b] * compute.outDim);
+        h.release();
+        cpu += now() - c0;
+      }
+    } catch (err) {
+      // Give back every slot: handles already used, and those that arrive after the failure.
+      for (const p of req.handles) p.then((h) => { if (!done.has(h)) h.release(); }, () => undefined);
+      throw err;
+    }
+
+    c0 = now();
+    // Weighted sum per token, in router order (fixed, so the result is independent of read order).
+    const outDim = compute.outDim;
+    const r = new Float32Array(T * outDim);
+    for (let t = 0; t < T; t++) {
+      const acc = r.subarray(t * outDim, (t + 1) * outDim);
+      for (let j = 0; j < k; j++) {
+        const w = routing.weights[t * k + j];
+        const y = perSlot.subarray((t * k + j) * outDim, (t * k + j + 1) * outDim);
+        for (let d = 0; d < outDim; d++) acc[d] = Math.fround(acc[d] + Math.fround(w * y[d]));
+      }
+    }
+    let out: Float32Array;
+    if (latent) {
+      rmsNorm(r, latent.norm, latent.eps, r, outDim);
+      out = matmul(latent.up, r, T, new Float32Array(T * hidden));
+    } else {
+      out = r;
+    }
+    if (this.opts.shared) {
+      const s = this.sharedForward(x, T);
+      for (let i = 0; i < out.length; i++) out[i] = Math.fround(out[i] + s[i]);
+    }
+    cpu += now() - c0;
+
+    const after = this.opts.experts.stats?.();
+    const wallNs = Number(now() - t0);
+    const ioNs = before && after ? after.ioBusyNs - before.ioBusyNs : 0;
+    const cpuNs = Number(cpu);
+    this.lastStats = {
+      tokens: T,
+      selections: T * k,
+      uniqueExperts: ids.length,
+      residentHits,
+      prefetchHits,
+      bytesRequested: before && after ? after.bytesRequested - before.bytesRequested : 0,
+      deviceBytes: before && after ? after.deviceBytes - before.deviceBytes : 0,
+      wallNs,
+      ioNs,
+      cpuNs,
+      ioWaitNs: Number(wait),
+      overlap: overlapOf(ioNs, cpuNs, wallNs),
+      routing,
+    };
+    return out;
+  }
+
+  private sharedForward(x: Float32Array, T: number): Float32Array {
+    const s = this.opts.shared!;
+    const inter = s.gate.rows;
+    const g = matmul(s.gate, x, T, new Float32Array(T * inter));
+    const u = matmul(s.up, x, T, new Float32Array(T * inter));
+    if (this.opts.activation === "situ") situGlu(g, u, g);
+    else siluGlu(g, u, g);
+    return matmul(s.down, g, T, new Float32Array(T * this.opts.hidden));
+  }
+}
+
+/** Compute/I-O overlap: 1 = the shorter of the two was fully hidden behind the other, 0 = serial. */
+export function overlapOf(ioNs: number, cpuNs: number, wallNs: number): number | null {
+  const m = Math.min(ioNs, cpuNs);
+  if (m <= 0) return null;
+  return Math.max(0, Math.min(1, (ioNs + cpuNs - wallNs) / m));
+}

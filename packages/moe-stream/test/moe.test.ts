@@ -1,0 +1,100 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { openCheckpointIndex } from "../src/checkpoint.js";
+import { denseMatrix } from "../src/dense-weight.js";
+import { ExpertReadError } from "../src/errors.js";
+import { denseExpertCompute } from "../src/expert-compute.js";
+import { ExpertStore } from "../src/expert-store.js";
+import { MoeLayer } from "../src/moe-layer.js";
+import { Router } from "../src/router.js";
+import { loadFixture, worstRatio, type Fixture } from "./fixtures.js";
+import { writeRawCheckpoint, type RawTensor } from "./make-checkpoint.js";
+
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+const LAYER = 1;
+const P = `language_model.model.layers.${LAYER}.block_sparse_moe.`;
+
+/** Puts the fixture's experts into a one-shard checkpoint in the released layout. */
+function expertCheckpoint(fx: Fixture): string {
+  const dir = mkdtempSync(join(tmpdir(), "k3-moe-"));
+  dirs.push(dir);
+  const tensors: RawTensor[] = [];
+  for (const name of fx.names().filter((n) => n.startsWith("experts.")).sort()) {
+    const a = fx.get(name);
+    const dtype = a instanceof Float32Array ? "F32" : a instanceof Uint16Array ? "BF16" : "U8";
+    tensors.push({ name: P + name, dtype, shape: fx.shape(name), data: new Uint8Array(a.buffer, a.byteOffset, a.byteLength) });
+  }
+  writeRawCheckpoint(dir, tensors);
+  return dir;
+}
+
+const f32m = (fx: Fixture, n: string) => {
+  const a = fx.f32(n);
+  return denseMatrix(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), "F32", fx.shape(n), n);
+};
+
+function layer48b(opts: { slotsPerLayer?: number; ioSlots?: number } = {}) {
+  const fx = loadFixture("moe_48b.safetensors");
+  const ckpt = openCheckpointIndex(expertCheckpoint(fx));
+  const store = ExpertStore.open({ experts: ckpt.experts(LAYER), ioSlots: opts.ioSlots ?? 4, slotsPerLayer: opts.slotsPerLayer ?? 0, readers: 4 });
+  const [E, D] = fx.shape("gate.weight");
+  const router = new Router({ numExperts: E, topK: 2, routedScalingFactor: 2.446 }, f32m(fx, "gate.weight"), fx.f32("gate.e_score_correction_bias"));
+  const moe = new MoeLayer({
+    layer: LAYER,
+    hidden: D,
+    router,
+    experts: store,
+    compute: denseExpertCompute({ inDim: D, interDim: fx.shape("experts.0.w1.weight")[0], activation: "silu" }),
+    shared: { gate: f32m(fx, "shared_experts.gate_proj.weight"), up: f32m(fx, "shared_experts.up_proj.weight"), down: f32m(fx, "shared_experts.down_proj.weight") },
+    activation: "silu",
+  });
+  return { fx, store, moe, D, x: fx.f32("x"), T: fx.shape("x")[0] };
+}
+
+describe("MoeLayer, Kimi-Linear-48B plain MoE (bf16 experts, SiLU-GLU, x routed_scaling_factor)", () => {
+  it("matches the PyTorch reference (moe_48b)", async () => {
+    const { fx, store, moe, x, T } = layer48b();
+    try {
+      const y = await moe.forward(x, T);
+      expect(worstRatio(y, fx.f64("out"))).toBeLessThanOrEqual(1);
+      const s = moe.lastStats!;
+      // Chunk-union: one read per unique expert, not per selection.
+      expect(s.selections).toBe(T * 2);
+      expect(store.stats().reads).toBe(s.uniqueExperts);
+      expect(s.uniqueExperts).toBeLessThan(s.selections);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("a chunk gives the same bits as token-by-token, with or without a warm cache", async () => {
+    const { store, moe, x, T, D } = layer48b({ slotsPerLayer: 8 });
+    try {
+      const chunk = await moe.forward(x, T);
+      for (let t = 0; t < T; t++) {
+        const one = await moe.forward(x.slice(t * D, (t + 1) * D), 1);
+        expect(Buffer.from(one.buffer).equals(Buffer.from(chunk.buffer, t * D * 4, D * 4))).toBe(true);
+      }
+      expect(store.stats().residentHits).toBeGreaterThan(0);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("a read error mid-forward rejects (no output) and leaves the store usable", async () => {
+    const { fx, store, moe, x, T } = layer48b({ ioSlots: 2 });
+    try {
+      store.injectFault(1, "eio");
+      await expect(moe.forward(x, T)).rejects.toBeInstanceOf(ExpertReadError);
+      await new Promise((r) => setTimeout(r, 20));
+      const y = await moe.forward(x, T);
+      expect(worstRatio(y, fx.f64("out"))).toBeLessThanOrEqual(1);
+    } finally {
+      store.close();
+    }
+  });
+});
