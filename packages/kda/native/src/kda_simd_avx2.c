@@ -1,0 +1,178 @@
+/*
+ * kda_simd_avx2.c: AVX2 + FMA inner loops. Same per-element operations, in the same order, as
+ * kda_simd_scalar.c (see kda_simd.h). Columns that do not fill a vector run the scalar formula
+ * (fmaf compiles to the same single-rounding FMA instruction here).
+ */
+#pragma GCC target("avx2,fma")
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include "kda_exp.h"
+#include "kda_simd.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* ---------------------------------------------------------------- exp */
+
+static __m256 kexp8(__m256 x) {
+    __m256 xc = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(KEXP_HIGH)), _mm256_set1_ps(KEXP_LOW));
+    __m256 n = _mm256_floor_ps(_mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(KEXP_LOG2E)), _mm256_set1_ps(0.5f)));
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KEXP_LN2_HI), xc);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KEXP_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(KEXP_P0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KEXP_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KEXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KEXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KEXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KEXP_P5));
+    __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 res = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    res = _mm256_blendv_ps(res, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(KEXP_LOW), _CMP_LE_OQ));
+    res = _mm256_blendv_ps(res, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(x, _mm256_set1_ps(KEXP_HIGH), _CMP_GT_OQ));
+    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+static void exp_diff(const float *a, const float *b, float *out, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(a + i);
+        if (b) x = _mm256_sub_ps(x, _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(out + i, kexp8(x));
+    }
+    if (i < n) { /* the tail through a padded buffer, so it runs the same vector formula */
+        float buf[8] = {0};
+        for (size_t t = 0; t < n - i; t++) buf[t] = b ? a[i + t] - b[i + t] : a[i + t];
+        _mm256_storeu_ps(buf, kexp8(_mm256_loadu_ps(buf)));
+        memcpy(out + i, buf, (n - i) * sizeof(float));
+    }
+}
+
+/* ---------------------------------------------------------------- recurrence step */
+
+INLINE void step_block(const int V, float *S, size_t dk, size_t dv, size_t j0, const float *alpha, const float *k,
+                       const float *q, const float *v, float beta, float *o) {
+    __m256 e[4], acc[4];
+    for (int u = 0; u < V; u++) e[u] = _mm256_setzero_ps();
+    for (size_t d = 0; d < dk; d++) {
+        const float *row = S + d * dv + j0;
+        __m256 a = _mm256_set1_ps(alpha[d]), kd = _mm256_set1_ps(k[d]);
+        for (int u = 0; u < V; u++) e[u] = _mm256_fmadd_ps(kd, _mm256_mul_ps(_mm256_loadu_ps(row + 8 * u), a), e[u]);
+    }
+    for (int u = 0; u < V; u++) {
+        e[u] = _mm256_sub_ps(_mm256_loadu_ps(v + j0 + 8 * u), e[u]);
+        acc[u] = _mm256_setzero_ps();
+    }
+    for (size_t d = 0; d < dk; d++) {
+        float *row = S + d * dv + j0;
+        __m256 a = _mm256_set1_ps(alpha[d]), bk = _mm256_set1_ps(beta * k[d]), qd = _mm256_set1_ps(q[d]);
+        for (int u = 0; u < V; u++) {
+            __m256 s = _mm256_fmadd_ps(bk, e[u], _mm256_mul_ps(_mm256_loadu_ps(row + 8 * u), a));
+            _mm256_storeu_ps(row + 8 * u, s);
+            acc[u] = _mm256_fmadd_ps(qd, s, acc[u]);
+        }
+    }
+    for (int u = 0; u < V; u++) _mm256_storeu_ps(o + j0 + 8 * u, acc[u]);
+}
+
+/* Leftover columns [j0, dv): the scalar formula, column by column. */
+static void step_tail(float *S, size_t dk, size_t dv, size_t j0, const float *alpha, const float *k, const float *q,
+                      const float *v, float beta, float *o) {
+    for (size_t j = j0; j < dv; j++) {
+        float e = 0.0f, acc = 0.0f;
+        for (size_t d = 0; d < dk; d++) e = fmaf(k[d], S[d * dv + j] * alpha[d], e);
+        e = v[j] - e;
+        for (size_t d = 0; d < dk; d++) {
+            float s = fmaf(beta * k[d], e, S[d * dv + j] * alpha[d]);
+            S[d * dv + j] = s;
+            acc = fmaf(q[d], s, acc);
+        }
+        o[j] = acc;
+    }
+}
+
+static void step_head(float *S, size_t dk, size_t dv, const float *alpha, const float *k, const float *q,
+                      const float *v, float beta, float *o, float *e_scratch) {
+    (void)e_scratch;
+    size_t j = 0;
+    for (; j + 32 <= dv; j += 32) step_block(4, S, dk, dv, j, alpha, k, q, v, beta, o);
+    for (; j + 8 <= dv; j += 8) step_block(1, S, dk, dv, j, alpha, k, q, v, beta, o);
+    if (j < dv) step_tail(S, dk, dv, j, alpha, k, q, v, beta, o);
+}
+
+/* ---------------------------------------------------------------- small products */
+
+INLINE void gemm_tile(const int R, const int V, size_t kk, const float *A, size_t lda, const float *B, size_t ldb,
+                      float *C, size_t ldc) {
+    __m256 acc[4][2];
+    for (int r = 0; r < R; r++)
+        for (int u = 0; u < V; u++) acc[r][u] = _mm256_loadu_ps(C + r * ldc + 8 * u);
+    for (size_t p = 0; p < kk; p++) {
+        __m256 b[2];
+        for (int u = 0; u < V; u++) b[u] = _mm256_loadu_ps(B + p * ldb + 8 * u);
+        for (int r = 0; r < R; r++) {
+            __m256 a = _mm256_set1_ps(A[r * lda + p]);
+            for (int u = 0; u < V; u++) acc[r][u] = _mm256_fmadd_ps(a, b[u], acc[r][u]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int u = 0; u < V; u++) _mm256_storeu_ps(C + r * ldc + 8 * u, acc[r][u]);
+}
+
+static void gemm_acc(size_t m, size_t n, size_t kk, const float *A, size_t lda, const float *B, size_t ldb, float *C,
+                     size_t ldc) {
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        size_t i = 0;
+        for (; i + 4 <= m; i += 4) gemm_tile(4, 2, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc);
+        for (; i < m; i++) gemm_tile(1, 2, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc);
+    }
+    for (; j + 8 <= n; j += 8) {
+        size_t i = 0;
+        for (; i + 4 <= m; i += 4) gemm_tile(4, 1, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc);
+        for (; i < m; i++) gemm_tile(1, 1, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc);
+    }
+    for (; j < n; j++)
+        for (size_t i = 0; i < m; i++) {
+            float acc = C[i * ldc + j];
+            for (size_t p = 0; p < kk; p++) acc = fmaf(A[i * lda + p], B[p * ldb + j], acc);
+            C[i * ldc + j] = acc;
+        }
+}
+
+/* lane[i] += lane[i+h] for h = 8, 4, 2, 1; lanes 0-7 in lo, 8-15 in hi. */
+static float reduce16(__m256 lo, __m256 hi) {
+    __m256 s8 = _mm256_add_ps(lo, hi);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+    return _mm_cvtss_f32(s1);
+}
+
+static float dot(const float *a, const float *b, size_t n) {
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    size_t p = 0;
+    for (; p + 16 <= n; p += 16) {
+        lo = _mm256_fmadd_ps(_mm256_loadu_ps(a + p), _mm256_loadu_ps(b + p), lo);
+        hi = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 8), _mm256_loadu_ps(b + p + 8), hi);
+    }
+    if (p < n) { /* lanes p%16 for the tail, one by one, exactly as the scalar reference */
+        float lane[16];
+        _mm256_storeu_ps(lane, lo);
+        _mm256_storeu_ps(lane + 8, hi);
+        for (size_t t = p; t < n; t++) lane[t - p] = fmaf(a[t], b[t], lane[t - p]);
+        lo = _mm256_loadu_ps(lane);
+        hi = _mm256_loadu_ps(lane + 8);
+    }
+    return reduce16(lo, hi);
+}
+
+static void axpy(float a, const float *x, float *y, size_t n) {
+    __m256 av = _mm256_set1_ps(a);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+
+const kda_kernels kda_kernels_avx2 = {step_head, gemm_acc, dot, exp_diff, axpy};

@@ -1,0 +1,148 @@
+/*
+ * kda_simd_avx512.c: AVX-512 inner loops. Same per-element operations, in the same order, as
+ * kda_simd_scalar.c (see kda_simd.h); vectors only run many columns side by side.
+ */
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
+#include <immintrin.h>
+#include <stdint.h>
+#include "kda_exp.h"
+#include "kda_simd.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+static __mmask16 mask_for(size_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
+
+/* ---------------------------------------------------------------- exp */
+
+static __m512 kexp16(__m512 x) {
+    __m512 xc = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(KEXP_HIGH)), _mm512_set1_ps(KEXP_LOW));
+    __m512 n = _mm512_roundscale_ps(_mm512_add_ps(_mm512_mul_ps(xc, _mm512_set1_ps(KEXP_LOG2E)), _mm512_set1_ps(0.5f)),
+                                    _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KEXP_LN2_HI), xc);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KEXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(KEXP_P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KEXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KEXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KEXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KEXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KEXP_P5));
+    __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    __m512 res = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+    res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, _mm512_set1_ps(KEXP_LOW), _CMP_LE_OQ), _mm512_setzero_ps());
+    res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, _mm512_set1_ps(KEXP_HIGH), _CMP_GT_OQ),
+                             _mm512_set1_ps(__builtin_inff()));
+    return _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+static void exp_diff(const float *a, const float *b, float *out, size_t n) {
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = mask_for(n - i);
+        __m512 x = _mm512_maskz_loadu_ps(m, a + i);
+        if (b) x = _mm512_sub_ps(x, _mm512_maskz_loadu_ps(m, b + i));
+        _mm512_mask_storeu_ps(out + i, m, kexp16(x));
+    }
+}
+
+/* ---------------------------------------------------------------- recurrence step */
+
+/* Columns [j0, j0 + 16*V) of one head; the last vector keeps only the lanes in `last`. */
+INLINE void step_block(const int V, float *S, size_t dk, size_t dv, size_t j0, __mmask16 last, const float *alpha,
+                       const float *k, const float *q, const float *v, float beta, float *o) {
+    __m512 e[8], acc[8];
+    for (int u = 0; u < V; u++) e[u] = _mm512_setzero_ps();
+    for (size_t d = 0; d < dk; d++) {
+        const float *row = S + d * dv + j0;
+        __m512 a = _mm512_set1_ps(alpha[d]), kd = _mm512_set1_ps(k[d]);
+        for (int u = 0; u < V; u++) {
+            __m512 s = _mm512_maskz_loadu_ps(u == V - 1 ? last : 0xFFFF, row + 16 * u);
+            e[u] = _mm512_fmadd_ps(kd, _mm512_mul_ps(s, a), e[u]);
+        }
+    }
+    for (int u = 0; u < V; u++) {
+        e[u] = _mm512_sub_ps(_mm512_maskz_loadu_ps(u == V - 1 ? last : 0xFFFF, v + j0 + 16 * u), e[u]);
+        acc[u] = _mm512_setzero_ps();
+    }
+    for (size_t d = 0; d < dk; d++) {
+        float *row = S + d * dv + j0;
+        __m512 a = _mm512_set1_ps(alpha[d]), bk = _mm512_set1_ps(beta * k[d]), qd = _mm512_set1_ps(q[d]);
+        for (int u = 0; u < V; u++) {
+            __mmask16 m = u == V - 1 ? last : 0xFFFF;
+            __m512 s = _mm512_fmadd_ps(bk, e[u], _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + 16 * u), a));
+            _mm512_mask_storeu_ps(row + 16 * u, m, s);
+            acc[u] = _mm512_fmadd_ps(qd, s, acc[u]);
+        }
+    }
+    for (int u = 0; u < V; u++) _mm512_mask_storeu_ps(o + j0 + 16 * u, u == V - 1 ? last : 0xFFFF, acc[u]);
+}
+
+static void step_head(float *S, size_t dk, size_t dv, const float *alpha, const float *k, const float *q,
+                      const float *v, float beta, float *o, float *e_scratch) {
+    (void)e_scratch;
+    size_t j = 0;
+    for (; j + 128 <= dv; j += 128) step_block(8, S, dk, dv, j, 0xFFFF, alpha, k, q, v, beta, o);
+    for (; j < dv; j += 16) step_block(1, S, dk, dv, j, mask_for(dv - j), alpha, k, q, v, beta, o);
+}
+
+/* ---------------------------------------------------------------- small products */
+
+INLINE void gemm_tile(const int R, const int V, size_t kk, const float *A, size_t lda, const float *B, size_t ldb,
+                      float *C, size_t ldc, __mmask16 last) {
+    __m512 acc[4][2];
+    for (int r = 0; r < R; r++)
+        for (int u = 0; u < V; u++) acc[r][u] = _mm512_maskz_loadu_ps(u == V - 1 ? last : 0xFFFF, C + r * ldc + 16 * u);
+    for (size_t p = 0; p < kk; p++) {
+        __m512 b[2];
+        for (int u = 0; u < V; u++) b[u] = _mm512_maskz_loadu_ps(u == V - 1 ? last : 0xFFFF, B + p * ldb + 16 * u);
+        for (int r = 0; r < R; r++) {
+            __m512 a = _mm512_set1_ps(A[r * lda + p]);
+            for (int u = 0; u < V; u++) acc[r][u] = _mm512_fmadd_ps(a, b[u], acc[r][u]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int u = 0; u < V; u++) _mm512_mask_storeu_ps(C + r * ldc + 16 * u, u == V - 1 ? last : 0xFFFF, acc[r][u]);
+}
+
+static void gemm_acc(size_t m, size_t n, size_t kk, const float *A, size_t lda, const float *B, size_t ldb, float *C,
+                     size_t ldc) {
+    size_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+        size_t i = 0;
+        for (; i + 4 <= m; i += 4) gemm_tile(4, 2, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, 0xFFFF);
+        for (; i < m; i++) gemm_tile(1, 2, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, 0xFFFF);
+    }
+    for (; j < n; j += 16) {
+        __mmask16 last = mask_for(n - j);
+        size_t i = 0;
+        for (; i + 4 <= m; i += 4) gemm_tile(4, 1, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, last);
+        for (; i < m; i++) gemm_tile(1, 1, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, last);
+    }
+}
+
+static float reduce16(__m512 v) {
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+    return _mm_cvtss_f32(s1);
+}
+
+static float dot(const float *a, const float *b, size_t n) {
+    __m512 acc = _mm512_setzero_ps();
+    for (size_t p = 0; p < n; p += 16) {
+        __mmask16 m = mask_for(n - p);
+        acc = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, a + p), _mm512_maskz_loadu_ps(m, b + p), acc, m);
+    }
+    return reduce16(acc);
+}
+
+static void axpy(float a, const float *x, float *y, size_t n) {
+    __m512 av = _mm512_set1_ps(a);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = mask_for(n - i);
+        __m512 r = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i));
+        _mm512_mask_storeu_ps(y + i, m, r);
+    }
+}
+
+const kda_kernels kda_kernels_avx512 = {step_head, gemm_acc, dot, exp_diff, axpy};

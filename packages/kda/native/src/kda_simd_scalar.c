@@ -1,0 +1,82 @@
+/* kda_simd_scalar.c: the reference inner loops (orders in kda_simd.h). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include "kda_exp.h"
+#include "kda_simd.h"
+
+/* ---------------------------------------------------------------- exp */
+
+static float kexp(float x) {
+    if (x != x) return x;
+    if (x <= KEXP_LOW) return 0.0f;
+    if (x > KEXP_HIGH) return INFINITY;
+    float n = floorf(x * KEXP_LOG2E + 0.5f);
+    float r = fmaf(n, -KEXP_LN2_HI, x);
+    r = fmaf(n, -KEXP_LN2_LO, r);
+    float p = KEXP_P0;
+    p = fmaf(p, r, KEXP_P1);
+    p = fmaf(p, r, KEXP_P2);
+    p = fmaf(p, r, KEXP_P3);
+    p = fmaf(p, r, KEXP_P4);
+    p = fmaf(p, r, KEXP_P5);
+    float y = fmaf(p, r * r, r) + 1.0f;
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return y * scale;
+}
+
+static void exp_diff(const float *a, const float *b, float *out, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = kexp(b ? a[i] - b[i] : a[i]);
+}
+
+/* ---------------------------------------------------------------- recurrence step */
+
+static void step_head(float *S, size_t dk, size_t dv, const float *alpha, const float *k, const float *q,
+                      const float *v, float beta, float *o, float *e) {
+    for (size_t j = 0; j < dv; j++) e[j] = 0.0f;
+    for (size_t d = 0; d < dk; d++) {
+        const float *row = S + d * dv;
+        for (size_t j = 0; j < dv; j++) e[j] = fmaf(k[d], row[j] * alpha[d], e[j]);
+    }
+    for (size_t j = 0; j < dv; j++) {
+        e[j] = v[j] - e[j];
+        o[j] = 0.0f;
+    }
+    for (size_t d = 0; d < dk; d++) {
+        float *row = S + d * dv;
+        float bk = beta * k[d];
+        for (size_t j = 0; j < dv; j++) {
+            float s = fmaf(bk, e[j], row[j] * alpha[d]);
+            row[j] = s;
+            o[j] = fmaf(q[d], s, o[j]);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- small products */
+
+static void gemm_acc(size_t m, size_t n, size_t kk, const float *A, size_t lda, const float *B, size_t ldb,
+                     float *C, size_t ldc) {
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            float acc = C[i * ldc + j];
+            for (size_t p = 0; p < kk; p++) acc = fmaf(A[i * lda + p], B[p * ldb + j], acc);
+            C[i * ldc + j] = acc;
+        }
+}
+
+static float dot(const float *a, const float *b, size_t n) {
+    float lane[16] = {0};
+    for (size_t p = 0; p < n; p++) lane[p % 16] = fmaf(a[p], b[p], lane[p % 16]);
+    for (int h = 8; h >= 1; h /= 2)
+        for (int i = 0; i < h; i++) lane[i] += lane[i + h];
+    return lane[0];
+}
+
+static void axpy(float a, const float *x, float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+
+const kda_kernels kda_kernels_scalar = {step_head, gemm_acc, dot, exp_diff, axpy};

@@ -1,0 +1,166 @@
+/**
+ * One KDA mixer layer (architecture.md section 2): x [T][D] (already input-normed) -> out [T][D].
+ * Projections run on @k3/dense (batched GEMM for T > 1, bit-identical per row to the one-token
+ * GEMV); the attention math (conv, gate, recurrence / chunked prefill) is this package's native code.
+ */
+import { l2Normalize, rmsNorm, sigmoid } from "@k3/dense";
+import { checkConfig, headALog, type KdaConfig } from "./config.js";
+import { chunked, forgetGate, recurrent, shortConv } from "./core.js";
+import { KdaError } from "./errors.js";
+import { KdaState, type StateDtype } from "./state.js";
+import { anyVectorF32, Linear, rowsOf, vectorF32, type WeightTensor } from "./weights.js";
+
+/** One layer's tensors, by checkpoint suffix (`...self_attn.<name>.weight` or `A_log`/`dt_bias`). */
+export interface KdaWeights {
+  q_proj: WeightTensor;
+  k_proj: WeightTensor;
+  v_proj: WeightTensor;
+  q_conv1d: WeightTensor;
+  k_conv1d: WeightTensor;
+  v_conv1d: WeightTensor;
+  f_a_proj: WeightTensor;
+  f_b_proj: WeightTensor;
+  b_proj: WeightTensor;
+  A_log: WeightTensor;
+  dt_bias: WeightTensor;
+  o_norm: WeightTensor;
+  /** K3: full-rank output gate [H*dv, D]. */
+  g_proj?: WeightTensor;
+  /** 48B: low-rank output gate, no bias. */
+  g_a_proj?: WeightTensor;
+  g_b_proj?: WeightTensor;
+  o_proj: WeightTensor;
+}
+
+export interface ForwardOptions {
+  /** 'auto' (default): recurrence for one token, chunked WY/UT form for more. */
+  core?: "auto" | "chunked" | "recurrent";
+  /** Chunk length of the chunked form (default 64). */
+  chunk?: number;
+}
+
+/** Intermediates of the last call (for tests and debugging). */
+export interface KdaTrace {
+  q: Float32Array;
+  k: Float32Array;
+  v: Float32Array;
+  g: Float32Array;
+  beta: Float32Array;
+  oCore: Float32Array;
+}
+
+export class KdaLayer {
+  readonly config: KdaConfig;
+  private readonly qProj: Linear;
+  private readonly kProj: Linear;
+  private readonly vProj: Linear;
+  private readonly fA: Linear;
+  private readonly fB: Linear;
+  private readonly bProj: Linear;
+  private readonly gProj?: Linear;
+  private readonly gA?: Linear;
+  private readonly gB?: Linear;
+  private readonly oProj: Linear;
+  private readonly convQ: Float32Array;
+  private readonly convK: Float32Array;
+  private readonly convV: Float32Array;
+  /** A_log per head (sliced and checked). */
+  readonly aLog: Float32Array;
+  private readonly dtBias: Float32Array;
+  private readonly oNorm: Float32Array;
+  /** Set by forward when `trace` is on. */
+  lastTrace?: KdaTrace;
+  trace = false;
+
+  constructor(weights: KdaWeights, config: KdaConfig) {
+    this.config = checkConfig(config);
+    if (typeof weights !== "object" || weights === null) throw new KdaError("weight", "weights must be an object of tensors");
+    const { hidden: D, numHeads: H, headDim: dk, convKernel: K } = this.config;
+    const P = H * dk;
+    this.qProj = new Linear("q_proj", weights.q_proj, P, D);
+    this.kProj = new Linear("k_proj", weights.k_proj, P, D);
+    this.vProj = new Linear("v_proj", weights.v_proj, P, D);
+    this.convQ = vectorF32("q_conv1d", weights.q_conv1d, [P, 1, K]);
+    this.convK = vectorF32("k_conv1d", weights.k_conv1d, [P, 1, K]);
+    this.convV = vectorF32("v_conv1d", weights.v_conv1d, [P, 1, K]);
+    const rank = rowsOf("f_a_proj", weights.f_a_proj, D);
+    this.fA = new Linear("f_a_proj", weights.f_a_proj, rank, D);
+    this.fB = new Linear("f_b_proj", weights.f_b_proj, P, rank);
+    this.bProj = new Linear("b_proj", weights.b_proj, H, D);
+    this.aLog = headALog(anyVectorF32("A_log", weights.A_log).values, this.config);
+    this.dtBias = vectorF32("dt_bias", weights.dt_bias, [P]);
+    this.oNorm = vectorF32("o_norm", weights.o_norm, [dk]);
+    const lowRank = weights.g_a_proj !== undefined || weights.g_b_proj !== undefined;
+    if (weights.g_proj !== undefined && lowRank) throw new KdaError("weight", "both g_proj (full-rank gate) and g_a_proj/g_b_proj (low-rank gate) given; expected one");
+    if (weights.g_proj !== undefined) {
+      this.gProj = new Linear("g_proj", weights.g_proj, P, D);
+    } else if (lowRank) {
+      const gRank = rowsOf("g_a_proj", weights.g_a_proj, D);
+      this.gA = new Linear("g_a_proj", weights.g_a_proj, gRank, D);
+      this.gB = new Linear("g_b_proj", weights.g_b_proj, P, gRank);
+    } else {
+      throw new KdaError("weight", "missing output gate: g_proj (K3) or g_a_proj + g_b_proj (48B)");
+    }
+    this.oProj = new Linear("o_proj", weights.o_proj, D, P);
+  }
+
+  /** A zeroed state for this layer (fp32 by default). */
+  newState(dtype: StateDtype = "f32"): KdaState {
+    return new KdaState(this.config, dtype);
+  }
+
+  /** Bytes of weights read per forward call (the decode memory traffic). */
+  get weightBytes(): number {
+    const lin = [this.qProj, this.kProj, this.vProj, this.fA, this.fB, this.bProj, this.oProj, this.gProj, this.gA, this.gB];
+    return lin.reduce((a, l) => a + (l ? l.bytes : 0), 0);
+  }
+
+  /**
+   * Runs T = x.length / hidden tokens, carrying `state` (updated in place). Returns out [T][hidden].
+   */
+  forward(x: Float32Array, state: KdaState, options: ForwardOptions = {}, out?: Float32Array): Float32Array {
+    const { hidden: D, numHeads: H, headDim: dk, convKernel: K } = this.config;
+    if (!(x instanceof Float32Array)) throw new KdaError("input", "forward: x must be a Float32Array");
+    if (x.length === 0 || x.length % D !== 0) throw new KdaError("input", `forward: x has ${x.length} values, expected a positive multiple of hidden = ${D}`);
+    if (!(state instanceof KdaState)) throw new KdaError("input", "forward: state must be a KdaState (layer.newState())");
+    const sc = state.config;
+    if (sc.numHeads !== H || sc.headDim !== dk || sc.convKernel !== K || sc.hidden !== D || sc.gate !== this.config.gate)
+      throw new KdaError("input", `forward: state is for numHeads=${sc.numHeads} headDim=${sc.headDim} hidden=${sc.hidden}, layer has ${H}/${dk}/${D}`);
+    const T = x.length / D;
+    const P = H * dk;
+    if (out && out.length !== T * D) throw new KdaError("input", `forward: out has ${out.length} values, expected ${T * D}`);
+    const core = options.core ?? "auto";
+    if (core !== "auto" && core !== "chunked" && core !== "recurrent") throw new KdaError("input", `forward: options.core must be auto, chunked or recurrent, got ${JSON.stringify(core)}`);
+
+    // q, k, v: projection, short conv + SiLU, then L2 norm of q and k per head; q scaled by dk^-1/2
+    const q = shortConv(this.qProj.apply(x, T), this.convQ, state.convQ, new Float32Array(T * P), P, K);
+    const k = shortConv(this.kProj.apply(x, T), this.convK, state.convK, new Float32Array(T * P), P, K);
+    const v = shortConv(this.vProj.apply(x, T), this.convV, state.convV, new Float32Array(T * P), P, K);
+    l2Normalize(q, q, dk, 1e-6);
+    l2Normalize(k, k, dk, 1e-6);
+    const scale = Math.fround(1 / Math.sqrt(dk));
+    for (let i = 0; i < q.length; i++) q[i] *= scale;
+
+    // forget gate (per channel, A_log per head) and beta
+    const zRaw = this.fB.apply(this.fA.apply(x, T), T);
+    const g = forgetGate(zRaw, this.dtBias, this.aLog, new Float32Array(T * P), H, dk, this.config.gate, this.config.lowerBound);
+    const beta = sigmoid(this.bProj.apply(x, T), new Float32Array(T * H));
+
+    // the recurrence (decode) or the chunked WY/UT form (prefill)
+    const o = new Float32Array(T * P);
+    const shape = { tokens: T, heads: H, dk, dv: dk };
+    const useChunked = core === "chunked" || (core === "auto" && T > 1);
+    if (useChunked) chunked(q, k, v, g, beta, state.S, o, shape, options.chunk ?? 64);
+    else recurrent(q, k, v, g, beta, state.S, o, shape);
+    if (this.trace) this.lastTrace = { q, k, v, g, beta, oCore: o.slice() };
+
+    // per-head RMSNorm first, then the sigmoid output gate, then o_proj
+    rmsNorm(o, this.oNorm, this.config.rmsNormEps, o, dk);
+    const gate = this.gProj ? this.gProj.apply(x, T) : this.gB!.apply(this.gA!.apply(x, T), T);
+    sigmoid(gate, gate);
+    for (let i = 0; i < o.length; i++) o[i] *= gate[i];
+    const y = this.oProj.apply(o, T, out);
+    state.tokens += T;
+    return y;
+  }
+}
