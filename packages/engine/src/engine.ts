@@ -1,0 +1,268 @@
+/**
+ * The engine: a loaded model with its tokenizer, memory plan and generation loop.
+ *
+ *   const engine = await Engine.load("path/to/Kimi-K3", { preset: "auto" });
+ *   for await (const ev of engine.generate("Hello", { maxTokens: 32, temperature: 0 })) process.stdout.write(ev.text);
+ *
+ * Greedy and seeded sampling are deterministic; K3 stops on both [EOS] and <|end_of_msg|>
+ * (Kimi-Linear on [EOS] and <|im_end|>); an AbortSignal is honoured between layers.
+ */
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { basename, join } from "node:path";
+import { setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
+import { encodeChat, loadKimiTokenizer, type ChatMessage, type Tokenizer } from "@k3/tiktoken-bpe";
+import { censusOf, type Census } from "./census.js";
+import { checkTokenizerMatch, configFingerprint, fnv1a64, readConfig, type ModelConfig } from "./config.js";
+import { AbortError, UsageError } from "./errors.js";
+import { Model, type ModelState } from "./model.js";
+import { budgetsFor, checkContextFits, checkPlanFits, formatPlan, planMemory, readMemInfo, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
+import { buildReport, emptyCounters, type RunCounters, type RunReport } from "./report.js";
+import { Sampler, type SamplingOptions } from "./sampler.js";
+
+export interface EngineOptions {
+  /** Memory preset (default auto). */
+  preset?: PresetName;
+  /** Override budgets of the preset (bytes). */
+  budgets?: Partial<Budgets>;
+  /** Threads of the shared pool (default: the machine's). */
+  threads?: number;
+  /** Force a SIMD level (default: the best the CPU has). */
+  simd?: SimdLevel;
+  /** Prefill chunk size in tokens (default 64). */
+  chunkSize?: number;
+  /** Where the plan and notes go (default: nowhere). */
+  log?: (line: string) => void;
+  /** Memory figures for planning (default: /proc/meminfo). */
+  mem?: MemInfo;
+}
+
+export interface GenerateOptions extends SamplingOptions {
+  /** Tokens to generate at most (default 256). */
+  maxTokens?: number;
+  /** Extra stop strings (the text before them is returned). */
+  stop?: string[];
+  /** Extra stop ids, on top of the model's end ids. */
+  stopIds?: number[];
+  signal?: AbortSignal;
+  /** Continue this state instead of a fresh one (chat); it is advanced in place. */
+  state?: ModelState;
+  /** Random stream id (chat turns use their turn number). */
+  stream?: number;
+}
+
+export interface TokenEvent {
+  /** The sampled id. */
+  token: number;
+  /** Text completed by this token (UTF-8 safe: never half a character; held back near a stop string). */
+  text: string;
+  stats: { index: number; promptTokens: number; elapsedSeconds: number; tokensPerSecond: number };
+}
+
+export type ChatFormat = "k3" | "kimi-linear";
+
+/** Everything `generate` finished with. */
+export interface GenerationResult {
+  ids: number[];
+  text: string;
+  stopReason: "stop" | "length" | "abort";
+  /** The stop id that ended it (not fed to the model yet), if any. */
+  stopId: number | null;
+  report: RunReport;
+}
+
+function checkpointFingerprint(dir: string, cfg: ModelConfig): string {
+  const index = join(dir, "model.safetensors.index.json");
+  const weights = existsSync(index) ? readFileSync(index, "utf8") : existsSync(join(dir, "model.safetensors")) ? String(statSync(join(dir, "model.safetensors")).size) : "";
+  return `${configFingerprint(cfg)}-${fnv1a64(weights)}`;
+}
+
+export class Engine {
+  readonly dir: string;
+  readonly config: ModelConfig;
+  readonly census: Census;
+  readonly plan: MemoryPlan;
+  readonly model: Model;
+  readonly tokenizer: Tokenizer;
+  readonly chatFormat: ChatFormat;
+  /** Ids that end a generation: the model's end ids from the tokenizer and config. */
+  readonly stopIds: number[];
+  /** Identifies model + config (state files carry it). */
+  readonly fingerprint: string;
+  readonly modelId: string;
+  private readonly chunkSize: number;
+  lastResult: GenerationResult | null = null;
+
+  private constructor(dir: string, cfg: ModelConfig, tok: Tokenizer, plan: MemoryPlan, census: Census, model: Model, chunkSize: number) {
+    this.dir = dir;
+    this.config = cfg;
+    this.tokenizer = tok;
+    this.plan = plan;
+    this.census = census;
+    this.model = model;
+    this.chunkSize = chunkSize;
+    this.chatFormat = cfg.family === "k3" ? "k3" : "kimi-linear";
+    const names = cfg.family === "k3" ? ["[EOS]", "<|end_of_msg|>"] : ["[EOS]", "<|im_end|>"];
+    const ids = new Set<number>([cfg.eosTokenId]);
+    for (const n of names) {
+      const id = tok.specialTokens.get(n);
+      if (id !== undefined) ids.add(id);
+    }
+    this.stopIds = [...ids].sort((a, b) => a - b);
+    this.fingerprint = checkpointFingerprint(dir, cfg);
+    this.modelId = basename(dir.replace(/\/+$/, ""));
+  }
+
+  /** Reads config + tokenizer, plans memory (printing the plan), refuses if it cannot fit, loads. */
+  static async load(dir: string, options: EngineOptions = {}): Promise<Engine> {
+    if (options.threads !== undefined) {
+      if (!Number.isInteger(options.threads) || options.threads < 1) throw new UsageError(`--threads ${options.threads}: expected an integer >= 1`);
+      setThreadCount(options.threads);
+    }
+    if (options.simd) setSimdLevel(options.simd);
+    const cfg = readConfig(dir);
+    const tok = loadKimiTokenizer(dir, { specials: cfg.family === "k3" ? "k3" : "k2" });
+    checkTokenizerMatch(cfg, tok.nVocab, join(dir, "config.json"));
+    const census = censusOf(cfg);
+    const mem = options.mem ?? readMemInfo();
+    const preset = options.preset ?? "auto";
+    const budgets = { ...budgetsFor(preset, census, mem), ...options.budgets };
+    const plan = planMemory(census, budgets, options.budgets ? "custom" : preset, mem);
+    options.log?.(formatPlan(plan, cfg.numLayers));
+    checkPlanFits(plan);
+    // Low-memory presets run lm_head in row chunks (at most 4096 rows, at least 16 chunks).
+    const headChunkRows = plan.embedHeadResident ? undefined : Math.max(1, Math.min(4096, Math.ceil(cfg.vocabSize / 16)));
+    const model = Model.load(dir, { headChunkRows });
+    return new Engine(dir, cfg, tok, plan, census, model, options.chunkSize ?? 64);
+  }
+
+  /** Encodes plain text (specials are NOT interpreted: literal "<|open|>" stays text). */
+  encodeText(text: string, bos = true): number[] {
+    const ids = this.tokenizer.encode(text, { disallowedSpecial: [] });
+    return bos ? [this.config.bosTokenId, ...ids] : ids;
+  }
+
+  /** Renders a conversation in the model's chat format (user text with specials disabled). */
+  encodeChat(messages: ChatMessage[], options: { thinking?: boolean; effort?: "low" | "high" | "max" | null; addGenerationPrompt?: boolean } = {}): number[] {
+    return encodeChat(this.tokenizer, messages, { format: this.chatFormat, ...options });
+  }
+
+  newState(): ModelState {
+    return this.model.newState();
+  }
+
+  /**
+   * Generates after `input` (text is encoded with a BOS, ids are used verbatim). Yields one event
+   * per token; the return value holds the ids, text, stop reason and the run report.
+   */
+  async *generate(input: string | number[], options: GenerateOptions = {}): AsyncGenerator<TokenEvent, GenerationResult, void> {
+    const t0 = performance.now();
+    const maxTokens = options.maxTokens ?? 256;
+    if (!Number.isInteger(maxTokens) || maxTokens < 1 || maxTokens > 1 << 20) throw new UsageError(`max tokens ${maxTokens}: expected an integer >= 1`);
+    const sampler = new Sampler(options, options.stream ?? 0);
+    const promptIds = typeof input === "string" ? this.encodeText(input) : input;
+    if (promptIds.length === 0) throw new UsageError("the prompt is empty");
+    const state = options.state ?? this.newState();
+    checkContextFits(this.plan, state.pos + promptIds.length + maxTokens, this.census.kvBytesPerToken);
+    const stopIds = new Set([...this.stopIds, ...(options.stopIds ?? [])]);
+    const stops = (options.stop ?? []).filter((s) => s.length > 0);
+    const counters = this.model.counters;
+    Object.assign(counters, emptyCounters());
+    counters.promptTokens = promptIds.length;
+    const decoder = this.tokenizer.streamDecoder();
+    const generated: number[] = [];
+    let text = "";
+    let emitted = 0;
+    let stopReason: GenerationResult["stopReason"] = "length";
+    let stopId: number | null = null;
+    let cutByString = false;
+    const signal = options.signal;
+    const fwd = { chunkSize: this.chunkSize, signal };
+
+    let logits: Float32Array;
+    try {
+      const tp = performance.now();
+      logits = this.model.forward(promptIds, state, fwd);
+      counters.prefillSeconds = (performance.now() - tp) / 1000;
+      const td = performance.now();
+      for (let i = 0; i < maxTokens; i++) {
+        const id = sampler.sample(logits);
+        if (stopIds.has(id)) {
+          stopReason = "stop";
+          stopId = id;
+          break;
+        }
+        generated.push(id);
+        counters.generatedTokens = generated.length;
+        text += decoder.push(id);
+        // Stop strings: cut at the first match; hold back a tail that could start one.
+        let cut = -1;
+        for (const s of stops) {
+          const at = text.indexOf(s, Math.max(0, emitted - s.length + 1));
+          if (at >= 0 && (cut < 0 || at < cut)) cut = at;
+        }
+        if (cut >= 0) {
+          text = text.slice(0, cut);
+          stopReason = "stop";
+          cutByString = true;
+        }
+        let safe = text.length;
+        if (cut < 0) {
+          for (const s of stops) {
+            for (let k = Math.min(s.length - 1, text.length); k > 0; k--) {
+              if (text.endsWith(s.slice(0, k))) {
+                safe = Math.min(safe, text.length - k);
+                break;
+              }
+            }
+          }
+        }
+        const piece = text.slice(emitted, Math.max(emitted, safe));
+        emitted = Math.max(emitted, safe);
+        const elapsed = (performance.now() - t0) / 1000;
+        yield { token: id, text: piece, stats: { index: i, promptTokens: promptIds.length, elapsedSeconds: elapsed, tokensPerSecond: (i + 1) / elapsed } };
+        if (cut >= 0 || i === maxTokens - 1) break;
+        if (signal?.aborted) throw new AbortError();
+        logits = this.model.forward([id], state, fwd);
+        counters.decodeSeconds = (performance.now() - td) / 1000;
+      }
+      counters.decodeSeconds = (performance.now() - td) / 1000;
+    } catch (err) {
+      if (!(err instanceof AbortError) && !signal?.aborted) throw err;
+      stopReason = "abort";
+    }
+    if (!cutByString) text += decoder.flush();
+    const rest = text.slice(emitted);
+    if (rest && stopReason !== "abort") {
+      const elapsed = (performance.now() - t0) / 1000;
+      yield { token: -1, text: rest, stats: { index: generated.length, promptTokens: promptIds.length, elapsedSeconds: elapsed, tokensPerSecond: generated.length / elapsed } };
+    }
+    const report = this.report(promptIds, generated, text, stopReason, counters, (performance.now() - t0) / 1000);
+    const result: GenerationResult = { ids: generated, text, stopReason, stopId, report };
+    this.lastResult = result;
+    return result;
+  }
+
+  /** Runs a generation to the end and returns its result (convenience for scripts and tests). */
+  async complete(input: string | number[], options: GenerateOptions = {}): Promise<GenerationResult> {
+    const it = this.generate(input, options);
+    for (;;) {
+      const r = await it.next();
+      if (r.done) return r.value;
+    }
+  }
+
+  private report(promptIds: number[], ids: number[], text: string, stop: RunReport["stop_reason"], counters: RunCounters, wall: number): RunReport {
+    return buildReport({
+      model: this.dir,
+      preset: this.plan.preset,
+      threads: threadCount(),
+      simd: simdLevel(),
+      promptIds,
+      generatedIds: ids,
+      text,
+      stopReason: stop,
+      counters,
+      wallSeconds: wall,
+    });
+  }
+}
