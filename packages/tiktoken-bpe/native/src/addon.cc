@@ -1,0 +1,158 @@
+// addon.cc: N-API glue for @k3/tiktoken-bpe. Checks every argument (k3_napi.h), then calls the C core.
+#include <napi.h>
+#include <string>
+#include "k3_napi.h"
+extern "C" {
+#include "encoder.h"
+}
+
+// The handle is an External tagged with this type tag, so a foreign External cannot be passed in.
+static const napi_type_tag kEncoderTag = {0x6b33746b74626570ULL, 0x656e636f64657231ULL};
+
+static k3_encoder *get_encoder(const Napi::CallbackInfo &info, const char *fn) {
+    Napi::Env env = info.Env();
+    bool tagged = false;
+    if (info.Length() < 1 || !info[0].IsExternal() ||
+        napi_check_object_type_tag(env, info[0], &kEncoderTag, &tagged) != napi_ok || !tagged) {
+        k3::fail(env, fn, "argument 'handle' must be a tokenizer handle from create()");
+        return nullptr;
+    }
+    return info[0].As<Napi::External<k3_encoder>>().Data();
+}
+
+static bool get_u32(const Napi::CallbackInfo &info, size_t index, const char *fn, const char *name, uint32_t **out,
+                    size_t *count) {
+    if (info.Length() <= index || !info[index].IsTypedArray() ||
+        info[index].As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array)
+        return k3::fail(info.Env(), fn, std::string("argument '") + name + "' must be a Uint32Array");
+    Napi::Uint32Array a = info[index].As<Napi::Uint32Array>();
+    *out = a.Data();
+    *count = a.ElementLength();
+    return true;
+}
+
+static bool get_u8(const Napi::CallbackInfo &info, size_t index, const char *fn, const char *name, uint8_t **out,
+                   size_t *count, bool nullable) {
+    if (nullable && info.Length() > index && info[index].IsNull()) {
+        *out = nullptr;
+        *count = 0;
+        return true;
+    }
+    if (info.Length() <= index || !info[index].IsTypedArray() ||
+        info[index].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+        return k3::fail(info.Env(), fn, std::string("argument '") + name + "' must be a Uint8Array" + (nullable ? " or null" : ""));
+    Napi::Uint8Array a = info[index].As<Napi::Uint8Array>();
+    *out = a.Data();
+    *count = a.ElementLength();
+    return true;
+}
+
+// create(pool, offsets, ranks, family, specialPool, specialOffsets, specialIds)
+static Napi::Value Create(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "create";
+    uint8_t *pool, *spool;
+    uint32_t *offsets, *ranks, *soff, *sids;
+    size_t pool_len, n_off, n_ranks, spool_len, n_soff, n_sids, family;
+    if (!get_u8(info, 0, fn, "pool", &pool, &pool_len, false) || !get_u32(info, 1, fn, "offsets", &offsets, &n_off) ||
+        !get_u32(info, 2, fn, "ranks", &ranks, &n_ranks) || !k3::get_size(info, 3, fn, "family", &family) ||
+        !get_u8(info, 4, fn, "specialPool", &spool, &spool_len, false) ||
+        !get_u32(info, 5, fn, "specialOffsets", &soff, &n_soff) || !get_u32(info, 6, fn, "specialIds", &sids, &n_sids))
+        return env.Undefined();
+    if (family > 2) return k3::fail(env, fn, "family must be 0 (cl100k), 1 (o200k) or 2 (kimi)", true), env.Undefined();
+    if (n_ranks == 0 || n_off != n_ranks + 1)
+        return k3::fail(env, fn, "offsets must hold ranks.length + 1 values and ranks must not be empty", true), env.Undefined();
+    if (n_soff != n_sids + 1)
+        return k3::fail(env, fn, "specialOffsets must hold specialIds.length + 1 values", true), env.Undefined();
+    if (offsets[0] != 0 || soff[0] != 0) return k3::fail(env, fn, "offsets must start at 0", true), env.Undefined();
+    char err[256];
+    k3_encoder *e = k3_encoder_new(pool, pool_len, offsets, ranks, n_ranks, (k3_family)family, spool, spool_len, soff,
+                                   sids, n_sids, err, sizeof err);
+    if (!e) return k3::fail(env, fn, err, true), env.Undefined();
+    Napi::External<k3_encoder> handle =
+        Napi::External<k3_encoder>::New(env, e, [](Napi::Env, k3_encoder *p) { k3_encoder_free(p); });
+    napi_type_tag_object(env, handle, &kEncoderTag);
+    return handle;
+}
+
+// Shared checks of (handle, bytes, len, mask) for encode/count/findSpecial.
+static bool text_args(const Napi::CallbackInfo &info, const char *fn, bool mask_nullable, k3_encoder **e, uint8_t **s,
+                      size_t *len, uint8_t **mask) {
+    size_t cap, mask_len;
+    if (!(*e = get_encoder(info, fn)) || !get_u8(info, 1, fn, "bytes", s, &cap, false) ||
+        !k3::get_size(info, 2, fn, "len", len) || !get_u8(info, 3, fn, "mask", mask, &mask_len, mask_nullable))
+        return false;
+    if (*len > cap) return k3::fail(info.Env(), fn, "len is larger than bytes.length", true);
+    if (*mask && mask_len != (*e)->n_special)
+        return k3::fail(info.Env(), fn,
+                        "mask must have one entry per special token (" + std::to_string((*e)->n_special) + ")", true);
+    return true;
+}
+
+// encode(handle, bytes, len, allowed | null, out) -> count
+static Napi::Value Encode(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "encode";
+    k3_encoder *e;
+    uint8_t *s, *mask;
+    uint32_t *out;
+    size_t len, out_len;
+    if (!text_args(info, fn, true, &e, &s, &len, &mask) || !get_u32(info, 4, fn, "out", &out, &out_len))
+        return env.Undefined();
+    if (out_len < len) return k3::fail(env, fn, "out must hold at least len ids", true), env.Undefined();
+    size_t n = k3_encoder_encode(e, s, len, mask, out);
+    if (n == (size_t)-1) return k3::fail(env, fn, "out of memory", true), env.Undefined();
+    return Napi::Number::New(env, (double)n);
+}
+
+// count(handle, bytes, len, allowed | null) -> count
+static Napi::Value Count(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    k3_encoder *e;
+    uint8_t *s, *mask;
+    size_t len;
+    if (!text_args(info, "count", true, &e, &s, &len, &mask)) return env.Undefined();
+    size_t n = k3_encoder_encode(e, s, len, mask, nullptr);
+    if (n == (size_t)-1) return k3::fail(env, "count", "out of memory", true), env.Undefined();
+    return Napi::Number::New(env, (double)n);
+}
+
+// findSpecial(handle, bytes, len, mask) -> special index or -1
+static Napi::Value FindSpecial(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    k3_encoder *e;
+    uint8_t *s, *mask;
+    size_t len, pos = 0;
+    if (!text_args(info, "findSpecial", false, &e, &s, &len, &mask)) return env.Undefined();
+    return Napi::Number::New(env, (double)k3_encoder_find_special(e, s, 0, len, mask, &pos));
+}
+
+// mergePiece(handle, piece, heap, out) -> count (test hook: linear vs heap merge, no whole-piece lookup)
+static Napi::Value MergePiece(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "mergePiece";
+    k3_encoder *e;
+    uint8_t *s;
+    uint32_t *out;
+    size_t len, heap, out_len;
+    if (!(e = get_encoder(info, fn)) || !get_u8(info, 1, fn, "piece", &s, &len, false) ||
+        !k3::get_size(info, 2, fn, "heap", &heap) || !get_u32(info, 3, fn, "out", &out, &out_len))
+        return env.Undefined();
+    if (out_len < len) return k3::fail(env, fn, "out must hold at least piece.length ids", true), env.Undefined();
+    if (!heap && len > K3_HEAP_THRESHOLD)
+        return k3::fail(env, fn, "the linear merge takes pieces of at most 100 bytes", true), env.Undefined();
+    size_t n = k3_bpe_encode(&e->table, s, len, out, &e->scratch, heap ? 2 : 1);
+    if (n == (size_t)-1) return k3::fail(env, fn, "out of memory", true), env.Undefined();
+    return Napi::Number::New(env, (double)n);
+}
+
+static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+    exports["create"] = Napi::Function::New(env, Create);
+    exports["encode"] = Napi::Function::New(env, Encode);
+    exports["count"] = Napi::Function::New(env, Count);
+    exports["findSpecial"] = Napi::Function::New(env, FindSpecial);
+    exports["mergePiece"] = Napi::Function::New(env, MergePiece);
+    return exports;
+}
+
+NODE_API_MODULE(k3_tiktoken_bpe, Init)

@@ -1,0 +1,161 @@
+/*
+ * bpe.c: merge the adjacent pair whose concatenated bytes have the lowest rank (ties: leftmost)
+ * until no concatenation is a token.
+ * - linear: tiktoken's `_byte_pair_merge` (parts of (start, rank), one scan per merge), O(n^2)
+ *   but fastest for the short pieces that make up almost all text;
+ * - heap: a linked list of parts and a min-heap of (rank << 32 | start) with lazy invalidation:
+ *   an entry is stale when its part is gone or its pair now has another rank (a (start, rank)
+ *   pair names one byte span, since ranks are unique). Same merges, same order, O(n log n).
+ */
+#include "bpe.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ linear */
+
+static size_t linear_merge(const k3_rank_table *t, const uint8_t *s, size_t n, uint32_t *out) {
+    uint32_t pos[K3_HEAP_THRESHOLD + 1], rank[K3_HEAP_THRESHOLD + 1];
+    size_t count = n + 1; /* boundaries */
+    for (size_t i = 0; i <= n; i++) pos[i] = (uint32_t)i;
+    for (size_t i = 0; i + 1 < n; i++) rank[i] = t->pair[(size_t)s[i] << 8 | s[i + 1]];
+    rank[n - 1] = K3_NO_RANK;
+    rank[n] = K3_NO_RANK;
+    for (;;) {
+        uint32_t best = K3_NO_RANK;
+        size_t at = 0;
+        for (size_t i = 0; i + 1 < count; i++)
+            if (rank[i] < best) {
+                best = rank[i];
+                at = i;
+            }
+        if (best == K3_NO_RANK) break;
+        memmove(pos + at + 1, pos + at + 2, (count - at - 2) * sizeof *pos);
+        memmove(rank + at + 1, rank + at + 2, (count - at - 2) * sizeof *rank);
+        count--;
+        rank[at] = at + 2 < count ? k3_rank_lookup(t, s + pos[at], pos[at + 2] - pos[at]) : K3_NO_RANK;
+        if (at > 0) rank[at - 1] = k3_rank_lookup(t, s + pos[at - 1], pos[at + 1] - pos[at - 1]);
+    }
+    if (out)
+        for (size_t i = 0; i + 1 < count; i++) out[i] = k3_rank_lookup(t, s + pos[i], pos[i + 1] - pos[i]);
+    return count - 1;
+}
+
+/* ------------------------------------------------------------------ heap */
+
+static void heap_push(uint64_t *h, size_t *n, uint64_t v) {
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (h[p] <= v) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = v;
+}
+
+static uint64_t heap_pop(uint64_t *h, size_t *n) {
+    uint64_t top = h[0], last = h[--*n];
+    size_t i = 0, m = *n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= m) break;
+        if (c + 1 < m && h[c + 1] < h[c]) c++;
+        if (h[c] >= last) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (m) h[i] = last;
+    return top;
+}
+
+static int reserve(k3_bpe_scratch *sc, size_t n) {
+    if (sc->cap < n) {
+        uint32_t *a = realloc(sc->next, n * sizeof *a), *b = a ? realloc(sc->prev, n * sizeof *b) : NULL;
+        if (a) sc->next = a;
+        if (b) sc->prev = b;
+        uint32_t *c = b ? realloc(sc->pair_rank, n * sizeof *c) : NULL;
+        if (c) sc->pair_rank = c;
+        if (!a || !b || !c) return -1;
+        sc->cap = n;
+    }
+    /* Each merge pushes at most two entries: n initial + 2n. */
+    if (sc->heap_cap < 3 * n) {
+        uint64_t *h = realloc(sc->heap, 3 * n * sizeof *h);
+        if (!h) return -1;
+        sc->heap = h;
+        sc->heap_cap = 3 * n;
+    }
+    return 0;
+}
+
+#define NIL 0xFFFFFFFFu
+
+static size_t heap_merge(const k3_rank_table *t, const uint8_t *s, size_t n, uint32_t *out, k3_bpe_scratch *sc) {
+    if (reserve(sc, n)) return (size_t)-1;
+    uint32_t *next = sc->next, *prev = sc->prev, *pr = sc->pair_rank;
+    uint64_t *heap = sc->heap;
+    size_t hn = 0;
+    for (size_t i = 0; i < n; i++) {
+        next[i] = i + 1 < n ? (uint32_t)(i + 1) : NIL;
+        prev[i] = i ? (uint32_t)(i - 1) : NIL;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        pr[i] = t->pair[(size_t)s[i] << 8 | s[i + 1]];
+        if (pr[i] != K3_NO_RANK) heap_push(heap, &hn, (uint64_t)pr[i] << 32 | i);
+    }
+    pr[n - 1] = K3_NO_RANK;
+    while (hn) {
+        uint64_t k = heap_pop(heap, &hn);
+        uint32_t i = (uint32_t)k, r = (uint32_t)(k >> 32);
+        /* A removed part has pair_rank NIL-ed below, so one test covers both staleness cases. */
+        if (pr[i] != r) continue;
+        uint32_t j = next[i];
+        next[i] = next[j];
+        if (next[j] != NIL) prev[next[j]] = i;
+        pr[j] = K3_NO_RANK;
+        if (next[i] != NIL) {
+            uint32_t e = next[next[i]] == NIL ? (uint32_t)n : next[next[i]];
+            pr[i] = k3_rank_lookup(t, s + i, e - i);
+            if (pr[i] != K3_NO_RANK) heap_push(heap, &hn, (uint64_t)pr[i] << 32 | i);
+        } else
+            pr[i] = K3_NO_RANK;
+        uint32_t p = prev[i];
+        if (p != NIL) {
+            uint32_t e = next[i] == NIL ? (uint32_t)n : next[i];
+            pr[p] = k3_rank_lookup(t, s + p, e - p);
+            if (pr[p] != K3_NO_RANK) heap_push(heap, &hn, (uint64_t)pr[p] << 32 | p);
+        }
+    }
+    size_t count = 0;
+    for (uint32_t i = 0; i != NIL; i = next[i]) {
+        if (out) {
+            uint32_t e = next[i] == NIL ? (uint32_t)n : next[i];
+            out[count] = k3_rank_lookup(t, s + i, e - i);
+        }
+        count++;
+    }
+    return count;
+}
+
+/* ------------------------------------------------------------------ entry */
+
+size_t k3_bpe_encode(const k3_rank_table *t, const uint8_t *piece, size_t len, uint32_t *out, k3_bpe_scratch *scratch,
+                     int strategy) {
+    if (len == 0) return 0;
+    uint32_t whole = strategy == 0 ? k3_rank_lookup(t, piece, len) : K3_NO_RANK;
+    if (whole != K3_NO_RANK) {
+        if (out) out[0] = whole;
+        return 1;
+    }
+    int heap = strategy == 2 || (strategy == 0 && len >= K3_HEAP_THRESHOLD);
+    if (!heap && len > K3_HEAP_THRESHOLD) heap = 1; /* the linear path's stack arrays hold 100 */
+    return heap ? heap_merge(t, piece, len, out, scratch) : linear_merge(t, piece, len, out);
+}
+
+void k3_bpe_scratch_free(k3_bpe_scratch *s) {
+    free(s->next);
+    free(s->prev);
+    free(s->pair_rank);
+    free(s->heap);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,34 @@
+/* rank_table.h: token bytes → rank, an open-addressing hash table over one byte pool. */
+#ifndef K3_RANK_TABLE_H
+#define K3_RANK_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define K3_NO_RANK 0xFFFFFFFFu
+
+typedef struct {
+    uint32_t token; /* index into offsets/ranks, K3_NO_RANK = empty */
+    uint32_t hash;
+} k3_slot;
+
+typedef struct {
+    uint8_t *pool;      /* all token bytes (owned copy) */
+    uint32_t *offsets;  /* n + 1 */
+    uint32_t *ranks;    /* n */
+    size_t n;
+    k3_slot *slots;
+    size_t mask;
+    uint32_t *pair;     /* 65536 ranks of the two-byte tokens, K3_NO_RANK when absent */
+} k3_rank_table;
+
+/* Copies the vocabulary and builds the table. Returns 0, or -1 with a message in err
+ * (duplicate token bytes, empty token, missing single byte, out of memory). */
+int k3_rank_table_init(k3_rank_table *t, const uint8_t *pool, size_t pool_len, const uint32_t *offsets,
+                       const uint32_t *ranks, size_t n, char *err, size_t err_n);
+void k3_rank_table_free(k3_rank_table *t);
+
+/* Rank of s[0, len), or K3_NO_RANK. */
+uint32_t k3_rank_lookup(const k3_rank_table *t, const uint8_t *s, size_t len);
+
+#endif

@@ -1,0 +1,283 @@
+/**
+ * The Tokenizer: tiktoken's Encoding semantics (encode / encode_ordinary / special-token checks /
+ * decode) over any rank file, pattern and special-token map, on the native core when it loads and
+ * on the TypeScript fallback otherwise. Ids are returned as `number[]`; decode accepts `number[]`
+ * or `Uint32Array`.
+ */
+import { DisallowedSpecialError, TokenizerError, UnknownTokenError, VocabularyError } from "./errors.js";
+import { encodeKimiHf } from "./kimi-hf.js";
+import { NativeBackend } from "./native-backend.js";
+import { nativeBinding } from "./native.js";
+import { familyOf } from "./patterns.js";
+import type { Family } from "./pretokenize.js";
+import { parseRanks } from "./ranks.js";
+import type { Vocabulary } from "./rank-table.js";
+import { RegexBackend } from "./regex-backend.js";
+import { translatePattern } from "./regex-pattern.js";
+import { SpecialMatcher, type SpecialToken } from "./specials.js";
+import { TypeScriptBackend, type EncoderBackend } from "./ts-backend.js";
+
+export type SpecialSet = "all" | Iterable<string>;
+
+export interface TokenizerOptions {
+  /** Parsed vocabulary, or the contents of a tiktoken rank file (bytes or text). */
+  ranks: Vocabulary | Uint8Array | string;
+  /** tiktoken pat_str. The cl100k, o200k and Kimi patterns run hand-written splitters. */
+  pattern: string;
+  /** Special-token text → id. Ids must not collide with ranks. */
+  specialTokens?: Record<string, number> | Map<string, number>;
+  name?: string;
+  /** `auto` (default): native when the addon loads, else TypeScript. */
+  backend?: "auto" | "native" | "typescript";
+}
+
+export interface EncodeOptions {
+  /** Specials encoded as their id. Default: none. */
+  allowedSpecial?: SpecialSet;
+  /** Specials whose text throws DisallowedSpecialError. Default `all` (minus the allowed ones). */
+  disallowedSpecial?: SpecialSet;
+  /**
+   * `tiktoken` (default): plain tiktoken. `kimi-hf`: Kimi's HF `TikTokenTokenizer.encode`
+   * (400,000-code-point chunks, 25,000-code-point space/non-space runs, specials as text).
+   */
+  mode?: "tiktoken" | "kimi-hf";
+}
+
+/** Incremental decoder: never returns part of a UTF-8 character. */
+export interface StreamDecoder {
+  /** Adds one id; returns the text that is now complete ("" if the character is unfinished). */
+  push(id: number): string;
+  /** Ends the stream: an unfinished tail becomes U+FFFD. */
+  flush(): string;
+}
+
+const utf8 = new TextEncoder();
+
+export class Tokenizer {
+  readonly name: string;
+  readonly pattern: string;
+  /** max id + 1 (tiktoken's n_vocab). */
+  readonly nVocab: number;
+  /** Number of BPE ranks (ids below the specials, for the standard files). */
+  readonly nRanks: number;
+  /** Special-token text → id. */
+  readonly specialTokens: ReadonlyMap<string, number>;
+  /** `native` or `typescript`: which encoder runs. */
+  readonly backendKind: "native" | "typescript";
+
+  private readonly vocab: Vocabulary;
+  private readonly specials: SpecialToken[];
+  private readonly specialIndex = new Map<string, number>();
+  private readonly backend: EncoderBackend;
+  private readonly family: Family | undefined;
+  /** id → offset/length in decodePool; length -1 = unknown id. */
+  private readonly decodeStart: Uint32Array;
+  private readonly decodeLen: Int32Array;
+  private readonly decodePool: Uint8Array;
+  private scratch = new Uint8Array(4096);
+  private readonly allMask: Uint8Array;
+  private readonly isRank: Uint8Array;
+
+  constructor(options: TokenizerOptions) {
+    const { pattern } = options;
+    if (typeof pattern !== "string" || pattern.length === 0) throw new TokenizerError("Tokenizer: `pattern` must be a non-empty pat_str string");
+    this.pattern = pattern;
+    this.name = options.name ?? "custom";
+    const r = options.ranks;
+    this.vocab =
+      typeof r === "string" ? parseRanks(utf8.encode(r)) : r instanceof Uint8Array ? parseRanks(r) : checkVocabulary(r);
+    this.nRanks = this.vocab.ranks.length;
+
+    // Specials
+    const entries = options.specialTokens instanceof Map ? [...options.specialTokens] : Object.entries(options.specialTokens ?? {});
+    let maxRank = 0;
+    for (const x of this.vocab.ranks) if (x > maxRank) maxRank = x;
+    const rankSet = new Uint8Array(maxRank + 1);
+    for (const x of this.vocab.ranks) rankSet[x] = 1;
+    this.isRank = rankSet;
+    const seenIds = new Set<number>();
+    this.specials = entries.map(([name, id]) => {
+      if (typeof name !== "string" || name.length === 0) throw new VocabularyError("specialTokens: a name is empty");
+      if (!Number.isInteger(id) || id < 0 || id > 0x7fffffff)
+        throw new VocabularyError(`specialTokens: id of ${JSON.stringify(name)} must be a non-negative integer, got ${id}`);
+      if (id <= maxRank && rankSet[id]) throw new VocabularyError(`specialTokens: id ${id} of ${JSON.stringify(name)} is also a BPE rank`);
+      if (seenIds.has(id)) throw new VocabularyError(`specialTokens: id ${id} is used twice`);
+      seenIds.add(id);
+      return { name, id, bytes: utf8.encode(name) };
+    });
+    this.specials.forEach((t, i) => this.specialIndex.set(t.name, i));
+    this.specialTokens = new Map(this.specials.map((t) => [t.name, t.id]));
+    this.allMask = new Uint8Array(this.specials.length).fill(1);
+    let maxId = maxRank;
+    for (const t of this.specials) if (t.id > maxId) maxId = t.id;
+    this.nVocab = maxId + 1;
+
+    // Decode tables
+    const specialBytes = this.specials.reduce((s, t) => s + t.bytes.length, 0);
+    this.decodePool = new Uint8Array(this.vocab.pool.length + specialBytes);
+    this.decodePool.set(this.vocab.pool);
+    this.decodeStart = new Uint32Array(maxId + 1);
+    this.decodeLen = new Int32Array(maxId + 1).fill(-1);
+    const { offsets, ranks } = this.vocab;
+    for (let i = 0; i < ranks.length; i++) {
+      this.decodeStart[ranks[i]] = offsets[i];
+      this.decodeLen[ranks[i]] = offsets[i + 1] - offsets[i];
+    }
+    let w = this.vocab.pool.length;
+    for (const t of this.specials) {
+      this.decodePool.set(t.bytes, w);
+      this.decodeStart[t.id] = w;
+      this.decodeLen[t.id] = t.bytes.length;
+      w += t.bytes.length;
+    }
+
+    // Encoder
+    this.family = familyOf(pattern);
+    const matcher = new SpecialMatcher(this.specials);
+    const want = options.backend ?? "auto";
+    const binding = want === "typescript" || this.family === undefined ? undefined : nativeBinding();
+    if (want === "native" && !binding)
+      throw new TokenizerError(
+        this.family === undefined
+          ? "Tokenizer: backend 'native' covers the cl100k, o200k and Kimi patterns only"
+          : "Tokenizer: backend 'native' requested but the addon did not load (see nativeLoadError())",
+      );
+    if (binding && this.family !== undefined) this.backend = new NativeBackend(binding, this.vocab, this.family, this.specials);
+    else if (this.family !== undefined) this.backend = new TypeScriptBackend(this.vocab, this.family, matcher);
+    else this.backend = new RegexBackend(this.vocab, translatePattern(pattern), matcher);
+    this.backendKind = this.backend.kind;
+  }
+
+  /** tiktoken `encode`: specials per options; throws DisallowedSpecialError by default on special text. */
+  encode(text: string, options: EncodeOptions = {}): number[] {
+    if (options.mode === "kimi-hf") return encodeKimiHf(this, text);
+    if (options.mode !== undefined && options.mode !== "tiktoken")
+      throw new TokenizerError(`encode: mode must be 'tiktoken' or 'kimi-hf', got ${JSON.stringify(options.mode)}`);
+    const len = this.toUtf8(text);
+    const allowed = this.checkSpecials(len, options);
+    return this.backend.encode(this.scratch, len, allowed);
+  }
+
+  /** tiktoken `encode_ordinary`: special-token text is ordinary text. */
+  encodeOrdinary(text: string): number[] {
+    const len = this.toUtf8(text);
+    return this.backend.encode(this.scratch, len, null);
+  }
+
+  /** tiktoken `encode_with_special_tokens`: every special's text becomes its id. */
+  encodeWithSpecialTokens(text: string): number[] {
+    const len = this.toUtf8(text);
+    return this.backend.encode(this.scratch, len, this.specials.length ? this.allMask : null);
+  }
+
+  /** Number of ids encode(text, options) would return, without building them. */
+  countTokens(text: string, options: EncodeOptions = {}): number {
+    if (options.mode === "kimi-hf") return encodeKimiHf(this, text).length;
+    const len = this.toUtf8(text);
+    const allowed = this.checkSpecials(len, options);
+    return this.backend.count(this.scratch, len, allowed);
+  }
+
+  /** Concatenated bytes of the ids (specials give their UTF-8 text). Unknown ids throw. */
+  decodeBytes(ids: ArrayLike<number>): Uint8Array {
+    const { decodeStart, decodeLen, decodePool } = this;
+    let total = 0;
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i];
+      const l = id >= 0 && id < decodeLen.length ? decodeLen[id] : -1;
+      if (l < 0 || !Number.isInteger(id)) throw new UnknownTokenError(id, i);
+      total += l;
+    }
+    const out = new Uint8Array(total);
+    let w = 0;
+    for (let i = 0; i < ids.length; i++) {
+      const s = decodeStart[ids[i]];
+      const l = decodeLen[ids[i]];
+      if (l === 1) out[w++] = decodePool[s];
+      else {
+        out.set(decodePool.subarray(s, s + l), w);
+        w += l;
+      }
+    }
+    return out;
+  }
+
+  /** Text of the ids; invalid UTF-8 becomes U+FFFD per maximal invalid subpart; a BOM is kept. */
+  decode(ids: ArrayLike<number>): string {
+    return new TextDecoder("utf-8", { ignoreBOM: true }).decode(this.decodeBytes(ids));
+  }
+
+  /** Bytes of one id (tiktoken `decode_single_token_bytes`). */
+  tokenBytes(id: number): Uint8Array {
+    return this.decodeBytes([id]);
+  }
+
+  /** Decoder for a stream of ids that holds back an unfinished UTF-8 character. */
+  streamDecoder(): StreamDecoder {
+    const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
+    return {
+      push: (id: number) => decoder.decode(this.decodeBytes([id]), { stream: true }),
+      flush: () => decoder.decode(),
+    };
+  }
+
+  /** Id of a special token; throws when the name is not one. */
+  specialTokenId(name: string): number {
+    const id = this.specialTokens.get(name);
+    if (id === undefined) throw new TokenizerError(`specialTokenId: ${JSON.stringify(name)} is not a special token of ${this.name}`);
+    return id;
+  }
+
+  /** True when id is a special token's id. */
+  isSpecialId(id: number): boolean {
+    return id >= 0 && id < this.decodeLen.length && this.decodeLen[id] >= 0 && (id >= this.isRank.length || !this.isRank[id]);
+  }
+
+  // ------------------------------------------------------------------ internals
+
+  /** UTF-8 of text in this.scratch (lone surrogates → U+FFFD, as tiktoken); returns the length. */
+  private toUtf8(text: string): number {
+    if (typeof text !== "string") throw new TokenizerError(`encode: text must be a string, got ${typeof text}`);
+    if (this.scratch.length < text.length * 3) this.scratch = new Uint8Array(Math.max(text.length * 3, this.scratch.length * 2));
+    return utf8.encodeInto(text, this.scratch).written;
+  }
+
+  private resolveSet(set: SpecialSet | undefined, what: string): Uint8Array | null {
+    if (set === undefined) return null;
+    if (set === "all") return this.specials.length ? this.allMask.slice() : null;
+    if (typeof set === "string") throw new TokenizerError(`encode: ${what} must be 'all' or an iterable of special-token names`);
+    const mask = new Uint8Array(this.specials.length);
+    let any = false;
+    for (const name of set) {
+      const i = this.specialIndex.get(name);
+      if (i === undefined) throw new TokenizerError(`encode: ${what} names ${JSON.stringify(name)}, which is not a special token of ${this.name}`);
+      mask[i] = 1;
+      any = true;
+    }
+    return any ? mask : null;
+  }
+
+  /** Throws on disallowed special text; returns the allowed mask (null = none). */
+  private checkSpecials(len: number, options: EncodeOptions): Uint8Array | null {
+    const allowed = this.resolveSet(options.allowedSpecial, "allowedSpecial");
+    let disallowed = this.resolveSet(options.disallowedSpecial ?? "all", "disallowedSpecial");
+    if (disallowed && allowed) {
+      disallowed = disallowed.map((d, i) => (d && !allowed[i] ? 1 : 0));
+    }
+    if (disallowed && disallowed.some((d) => d === 1)) {
+      const i = this.backend.findSpecial(this.scratch, len, disallowed);
+      if (i >= 0) throw new DisallowedSpecialError(this.specials[i].name);
+    }
+    return allowed;
+  }
+}
+
+function checkVocabulary(v: Vocabulary): Vocabulary {
+  if (!(v && v.pool instanceof Uint8Array && v.offsets instanceof Uint32Array && v.ranks instanceof Uint32Array))
+    throw new VocabularyError("Tokenizer: `ranks` must be a Vocabulary {pool, offsets, ranks}, rank-file bytes or rank-file text");
+  if (v.offsets.length !== v.ranks.length + 1 || v.offsets[v.ranks.length] > v.pool.length)
+    throw new VocabularyError("Tokenizer: vocabulary offsets do not match ranks/pool");
+  for (let i = 0; i < v.ranks.length; i++)
+    if (v.offsets[i + 1] <= v.offsets[i]) throw new VocabularyError(`Tokenizer: token ${i} of the vocabulary is empty or out of order`);
+  return v;
+}
