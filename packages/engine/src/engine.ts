@@ -14,6 +14,7 @@ import { encodeChat, loadKimiTokenizer, type ChatMessage, type Tokenizer } from 
 import { censusOf, type Census } from "./census.js";
 import { checkTokenizerMatch, configFingerprint, fnv1a64, readConfig, type ModelConfig } from "./config.js";
 import { AbortError, UsageError } from "./errors.js";
+import type { KdaCore } from "./layers/kda.js";
 import { Model, type ModelState } from "./model.js";
 import { budgetsFor, checkContextFits, checkPlanFits, formatPlan, planMemory, readMemInfo, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
 import { buildReport, emptyCounters, type RunCounters, type RunReport } from "./report.js";
@@ -30,6 +31,8 @@ export interface EngineOptions {
   simd?: SimdLevel;
   /** Prefill chunk size in tokens (default 64). */
   chunkSize?: number;
+  /** KDA form for multi-token chunks: "auto" (chunked WY/UT, fast) or "recurrent" (bit-equal to decode). */
+  kdaCore?: KdaCore;
   /** Where the plan and notes go (default: nowhere). */
   log?: (line: string) => void;
   /** Memory figures for planning (default: /proc/meminfo). */
@@ -131,7 +134,7 @@ export class Engine {
     checkPlanFits(plan);
     // Low-memory presets run lm_head in row chunks (at most 4096 rows, at least 16 chunks).
     const headChunkRows = plan.embedHeadResident ? undefined : Math.max(1, Math.min(4096, Math.ceil(cfg.vocabSize / 16)));
-    const model = Model.load(dir, { headChunkRows });
+    const model = Model.load(dir, { headChunkRows, kdaCore: options.kdaCore });
     return new Engine(dir, cfg, tok, plan, census, model, options.chunkSize ?? 64);
   }
 

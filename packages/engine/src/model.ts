@@ -10,7 +10,7 @@ import { rmsNorm } from "@k3/dense";
 import { isMoeLayer, readConfig, type ModelConfig } from "./config.js";
 import { AbortError } from "./errors.js";
 import { attnResMix, fuseResWeights } from "./layers/attnres.js";
-import { KdaMixer, type KdaState } from "./layers/kda.js";
+import { KdaMixer, KdaState, type KdaCore } from "./layers/kda.js";
 import { MlaMixer, type MlaState } from "./layers/mla.js";
 import { GluMlp } from "./layers/mlp.js";
 import { MoeFfn } from "./layers/moe.js";
@@ -53,6 +53,8 @@ export interface ForwardOptions {
 export interface LoadOptions {
   /** lm_head rows per GEMV chunk (the chunked head used by low-memory presets); default all. */
   headChunkRows?: number;
+  /** KDA prefill form: chunked WY/UT for multi-token chunks (default "auto") or the recurrence everywhere. */
+  kdaCore?: KdaCore;
 }
 
 export class Model {
@@ -91,7 +93,7 @@ export class Model {
       const layer: Layer = {
         inNorm: loadVector(src, p + "input_layernorm.weight", D),
         postNorm: loadVector(src, p + "post_attention_layernorm.weight", D),
-        mixer: kind === "kda" ? new KdaMixer(cfg, src, p + "self_attn.") : new MlaMixer(cfg, src, p + "self_attn."),
+        mixer: kind === "kda" ? new KdaMixer(cfg, src, p + "self_attn.", options.kdaCore ?? "auto") : new MlaMixer(cfg, src, p + "self_attn."),
         ffn: isMoeLayer(cfg, l) ? new MoeFfn(cfg, src, p + "block_sparse_moe.") : new GluMlp(cfg, src, p + "mlp.", D, cfg.denseIntermediate),
       };
       if (cfg.attnResBlockSize !== null) {
@@ -124,7 +126,7 @@ export class Model {
     return {
       pos: s.pos,
       ids: [...s.ids],
-      layers: s.layers.map((l) => (l.kind === "kda" ? { kind: "kda", S: l.S.slice(), conv: l.conv.slice() } : { kind: "mla", len: l.len, c: l.c.slice(), kpe: l.kpe.slice() })),
+      layers: s.layers.map((l) => (l instanceof KdaState ? l.clone() : { kind: "mla", len: l.len, c: l.c.slice(), kpe: l.kpe.slice() })),
     };
   }
 
