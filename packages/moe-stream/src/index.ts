@@ -35,3 +35,19 @@ export {
   type SharedExperts,
   type LatentProjection,
 } from "./moe-layer.js";
+export { ProgressMeter, progressPrinter, type Progress } from "./progress.js";
+export {
+  packTrunk,
+  planTrunk,
+  verifyTrunkFile,
+  readTrunkManifest,
+  TRUNK_ALIGN,
+  TRUNK_FILE,
+  TRUNK_MANIFEST,
+  type PackTrunkOptions,
+  type PackTrunkResult,
+  type TrunkManifest,
+  type TrunkGroup,
+  type TrunkTensor,
+} from "./trunk-pack.js";
+export { TrunkStreamer, type TrunkStreamerOptions, type TrunkLayer, type TrunkStreamerStats } from "./trunk-stream.js";

@@ -173,7 +173,11 @@ class Store : public Napi::ObjectWrap<Store> {
             return k3::fail(env, fn, "file index " + std::to_string(file) + " out of range", true), env.Undefined();
         if (slot >= n_slots_)
             return k3::fail(env, fn, "slot " + std::to_string(slot) + " out of range", true), env.Undefined();
-        if (length == 0 || k3_file_superset_bytes(length, files_[file].offset_align) > slot_bytes_)
+        // The exact aligned span an O_DIRECT read of [offset, offset+length) covers must fit the slot.
+        uint64_t a = files_[file].offset_align;
+        if (offset > UINT64_MAX - length - a) return k3::fail(env, fn, "offset + length overflows", true), env.Undefined();
+        uint64_t span = (offset + length + a - 1) / a * a - offset / a * a;
+        if (length == 0 || span > slot_bytes_)
             return k3::fail(env, fn,
                             "length " + std::to_string(length) + " (plus alignment) does not fit a " +
                                 std::to_string(slot_bytes_) + "-byte slot",

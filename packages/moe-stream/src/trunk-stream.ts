@@ -1,0 +1,325 @@
+/**
+ * TrunkStreamer: serves each layer's trunk weights from a packed trunk (see trunk-pack.ts) under a
+ * fixed budget: N pinned layers loaded once, the rest streamed through a ring of layer-sized slots.
+ *
+ * With >= 2 ring slots, acquiring layer L starts reading the next streamed layer of the schedule
+ * into a free slot, so reading L+1 overlaps computing L. With one slot there is nothing to overlap
+ * with: the async reader is never started and each layer is read when it is acquired.
+ * Every layer read is split into `chunkBytes` pieces (4 KiB-aligned, O_DIRECT), all in flight at
+ * once on the store's reader threads.
+ */
+import { join } from "node:path";
+import { crc32 } from "node:zlib";
+import { BudgetError, ChecksumError, MoeStreamError, StoreStateError, formatBytes } from "./errors.js";
+import { native, type NativeExpertStore, type NativeReadDone } from "./native.js";
+import { readTrunkManifest, TRUNK_FILE, type TrunkGroup, type TrunkManifest, type TrunkTensor } from "./trunk-pack.js";
+
+export interface TrunkStreamerOptions {
+  /** Directory holding trunk.bin and trunk.json. */
+  dir: string;
+  /** Layers kept resident. */
+  pinnedLayers?: number[];
+  /** Ring slots for streamed layers (>= 1; 2 overlaps reading L+1 with computing L). */
+  ringSlots?: number;
+  /** Read piece size (multiple of 4096; default 64 MiB). */
+  chunkBytes?: number;
+  readers?: number;
+  direct?: boolean;
+  /** Check every tensor's crc32 when its layer is loaded: "pinned" (default), "all", or "none". */
+  verify?: "pinned" | "all" | "none";
+  /** Fails with BudgetError before loading anything when the arena would exceed it. */
+  budgetBytes?: number;
+  /** Streamed layers in the order they will be acquired (default: ascending, cyclic). */
+  schedule?: number[];
+  prefault?: boolean;
+}
+
+/** One layer's trunk tensors, valid until release(). */
+export interface TrunkLayer {
+  layer: number;
+  pinned: boolean;
+  tensor(name: string): Uint8Array;
+  info(name: string): TrunkTensor;
+  names(): string[];
+  release(): void;
+}
+
+export interface TrunkStreamerStats {
+  pinnedLayers: number;
+  pinnedBytes: number;
+  ringSlots: number;
+  ringSlotBytes: number;
+  arenaBytes: number;
+  /** Streamed-layer loads, and how many of them were started ahead by the async reader. */
+  layerLoads: number;
+  aheadLoads: number;
+  /** Acquires that found their layer already fully read (the read was hidden). */
+  readyOnAcquire: number;
+  bytesRead: number;
+  ioBusyNs: number;
+  asyncReaderStarted: boolean;
+}
+
+interface RingSlot {
+  index: number;
+  firstChunk: number;
+  layer: number | null;
+  users: number;
+  loading: Promise<void> | null;
+  loaded: boolean;
+  ahead: boolean;
+}
+
+export class TrunkStreamer {
+  readonly manifest: TrunkManifest;
+  private readonly groups = new Map<number, TrunkGroup>();
+  private readonly nativeStore: NativeExpertStore;
+  private readonly arena: Uint8Array;
+  private readonly chunkBytes: number;
+  private readonly pinned = new Map<number, number>(); // layer -> first chunk
+  private readonly ring: RingSlot[] = [];
+  private readonly schedule: number[];
+  private readonly verify: "pinned" | "all" | "none";
+  private readonly jobs = new Map<number, (d: NativeReadDone) => void>();
+  private readonly slotWaiters: Array<() => void> = [];
+  private nextJob = 1;
+  private pending = 0;
+  private closed = false;
+  private readonly counters = { layerLoads: 0, aheadLoads: 0, readyOnAcquire: 0, bytesRead: 0 };
+  private asyncReaderStarted = false;
+  readonly arenaBytes: number;
+  readonly ringSlotBytes: number;
+  readonly pinnedBytes: number;
+
+  /** Opens the trunk and loads the pinned layers (verified by default). */
+  static async open(opts: TrunkStreamerOptions): Promise<TrunkStreamer> {
+    const s = new TrunkStreamer(opts);
+    try {
+      await s.loadPinned();
+    } catch (e) {
+      s.close();
+      throw e;
+    }
+    return s;
+  }
+
+  /** Arena bytes for these options, without opening anything but the manifest. */
+  static arenaBytesFor(manifest: TrunkManifest, pinnedLayers: number[], ringSlots: number, chunkBytes = 64 << 20): { pinnedBytes: number; ringSlotBytes: number; bytes: number } {
+    const chunk = (n: number) => Math.ceil(n / chunkBytes);
+    const layers = manifest.groups.filter((g) => g.layer !== null);
+    const pinnedSet = new Set(pinnedLayers);
+    const pinnedBytes = layers.filter((g) => pinnedSet.has(g.layer!)).reduce((a, g) => a + chunk(g.byteLength) * chunkBytes, 0);
+    const streamed = layers.filter((g) => !pinnedSet.has(g.layer!));
+    const ringSlotBytes = streamed.length ? Math.max(...streamed.map((g) => chunk(g.byteLength))) * chunkBytes : 0;
+    return { pinnedBytes, ringSlotBytes, bytes: pinnedBytes + (streamed.length ? ringSlots : 0) * ringSlotBytes };
+  }
+
+  private constructor(opts: TrunkStreamerOptions) {
+    this.manifest = readTrunkManifest(opts.dir);
+    for (const g of this.manifest.groups) if (g.layer !== null) this.groups.set(g.layer, g);
+    const chunkBytes = opts.chunkBytes ?? 64 << 20;
+    if (!Number.isInteger(chunkBytes) || chunkBytes < 4096 || chunkBytes % 4096 !== 0)
+      throw new MoeStreamError(`TrunkStreamer: chunkBytes must be a positive multiple of 4096, got ${chunkBytes}`);
+    const ringSlots = opts.ringSlots ?? 2;
+    if (!Number.isInteger(ringSlots) || ringSlots < 1) throw new MoeStreamError(`TrunkStreamer: ringSlots must be >= 1, got ${ringSlots}`);
+    const pinnedLayers = [...new Set(opts.pinnedLayers ?? [])].sort((a, b) => a - b);
+    for (const l of pinnedLayers) if (!this.groups.has(l)) throw new MoeStreamError(`TrunkStreamer: pinned layer ${l} is not in the trunk`);
+    const { pinnedBytes, ringSlotBytes, bytes } = TrunkStreamer.arenaBytesFor(this.manifest, pinnedLayers, ringSlots, chunkBytes);
+    if (opts.budgetBytes !== undefined && bytes > opts.budgetBytes)
+      throw new BudgetError(`trunk arena (${pinnedLayers.length} pinned layers ${formatBytes(pinnedBytes)} + ${ringSlots} ring slots of ${formatBytes(ringSlotBytes)})`, bytes, opts.budgetBytes);
+    this.chunkBytes = chunkBytes;
+    this.arenaBytes = bytes;
+    this.ringSlotBytes = ringSlotBytes;
+    this.pinnedBytes = pinnedBytes;
+    this.verify = opts.verify ?? "pinned";
+    const chunks = Math.max(1, bytes / chunkBytes);
+    this.nativeStore = new native.NativeExpertStore(
+      [join(opts.dir, TRUNK_FILE)], chunkBytes, chunks, opts.readers ?? 8, opts.direct ?? true, 1, opts.prefault ?? true,
+      (d) => this.onDone(d),
+    );
+    const size = this.nativeStore.fileInfo(0).size;
+    if (size !== this.manifest.bytes) {
+      this.nativeStore.close();
+      throw new MoeStreamError(`${join(opts.dir, TRUNK_FILE)}: ${size} bytes, the manifest says ${this.manifest.bytes} (truncated or from another pack)`);
+    }
+    this.arena = new Uint8Array(this.nativeStore.arena());
+    let at = 0;
+    for (const l of pinnedLayers) {
+      this.pinned.set(l, at);
+      at += Math.ceil(this.groups.get(l)!.byteLength / chunkBytes);
+    }
+    const streamed = [...this.groups.keys()].filter((l) => !this.pinned.has(l)).sort((a, b) => a - b);
+    if (streamed.length > 0) {
+      const perSlot = ringSlotBytes / chunkBytes;
+      for (let i = 0; i < ringSlots; i++) this.ring.push({ index: i, firstChunk: at + i * perSlot, layer: null, users: 0, loading: null, loaded: false, ahead: false });
+    }
+    this.schedule = opts.schedule ?? streamed;
+  }
+
+  stats(): TrunkStreamerStats {
+    const n = this.closed ? null : this.nativeStore.stats();
+    return {
+      pinnedLayers: this.pinned.size,
+      pinnedBytes: this.pinnedBytes,
+      ringSlots: this.ring.length,
+      ringSlotBytes: this.ringSlotBytes,
+      arenaBytes: this.arenaBytes,
+      ...this.counters,
+      ioBusyNs: n?.busyNs ?? 0,
+      asyncReaderStarted: this.asyncReaderStarted,
+    };
+  }
+
+  /** The layer's tensors; waits for its read if it is streamed. Call release() when done computing. */
+  async acquire(layer: number): Promise<TrunkLayer> {
+    if (this.closed) throw new StoreStateError("TrunkStreamer: used after close()");
+    const g = this.groups.get(layer);
+    if (!g) throw new MoeStreamError(`TrunkStreamer: no layer ${layer} in the trunk`);
+    const pinnedChunk = this.pinned.get(layer);
+    if (pinnedChunk !== undefined) return this.view(g, pinnedChunk, true, () => undefined);
+    let slot = this.ring.find((s) => s.layer === layer);
+    if (slot) {
+      if (slot.loaded) this.counters.readyOnAcquire++;
+    } else {
+      slot = await this.freeSlot();
+      this.load(slot, g, false);
+    }
+    slot.users++;
+    // Start the next streamed layer now, so its read overlaps this layer's compute.
+    if (this.ring.length >= 2) this.readAhead(layer);
+    try {
+      await slot.loading;
+    } catch (e) {
+      slot.users--;
+      throw e;
+    }
+    const s = slot;
+    return this.view(g, s.firstChunk, false, () => {
+      s.users--;
+      this.wakeSlotWaiter();
+    });
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.nativeStore.close();
+  }
+
+  // ---------------------------------------------------------------- internals
+
+  private view(g: TrunkGroup, firstChunk: number, pinned: boolean, onRelease: () => void): TrunkLayer {
+    const base = firstChunk * this.chunkBytes;
+    let released = false;
+    return {
+      layer: g.layer!,
+      pinned,
+      names: () => Object.keys(g.tensors),
+      info: (name) => {
+        const t = g.tensors[name];
+        if (!t) throw new MoeStreamError(`trunk layer ${g.layer}: no tensor ${name}`);
+        return t;
+      },
+      tensor: (name) => {
+        const t = g.tensors[name];
+        if (!t) throw new MoeStreamError(`trunk layer ${g.layer}: no tensor ${name}`);
+        return this.arena.subarray(base + t.offset, base + t.offset + t.byteLength);
+      },
+      release: () => {
+        if (!released) {
+          released = true;
+          onRelease();
+        }
+      },
+    };
+  }
+
+  private readAhead(current: number): void {
+    const i = this.schedule.indexOf(current);
+    const next = this.schedule[(i + 1) % this.schedule.length];
+    if (next === undefined || next === current || this.ring.some((s) => s.layer === next)) return;
+    const slot = this.ring.find((s) => s.users === 0 && s.layer !== current && (s.loading === null || s.loaded));
+    if (!slot) return;
+    this.asyncReaderStarted = true;
+    this.counters.aheadLoads++;
+    this.load(slot, this.groups.get(next)!, true);
+    slot.loading!.catch(() => undefined); // surfaced to whoever acquires it
+  }
+
+  private async freeSlot(): Promise<RingSlot> {
+    for (;;) {
+      const s = this.ring.find((r) => r.users === 0 && (r.loading === null || r.loaded) && !r.ahead) ?? this.ring.find((r) => r.users === 0 && (r.loading === null || r.loaded));
+      if (s) return s;
+      await new Promise<void>((r) => this.slotWaiters.push(r));
+    }
+  }
+
+  private wakeSlotWaiter(): void {
+    this.slotWaiters.splice(0).forEach((f) => f());
+  }
+
+  private load(slot: RingSlot, g: TrunkGroup, ahead: boolean): void {
+    slot.layer = g.layer;
+    slot.loaded = false;
+    slot.ahead = ahead;
+    this.counters.layerLoads++;
+    const verify = this.verify === "all";
+    slot.loading = this.readGroup(g, slot.firstChunk, verify).then(
+      () => {
+        slot.loaded = true;
+        slot.ahead = false;
+        this.wakeSlotWaiter();
+      },
+      (e) => {
+        slot.layer = null;
+        slot.loading = null;
+        slot.ahead = false;
+        this.wakeSlotWaiter();
+        throw e;
+      },
+    );
+  }
+
+  private async loadPinned(): Promise<void> {
+    await Promise.all([...this.pinned].map(([l, c]) => this.readGroup(this.groups.get(l)!, c, this.verify !== "none")));
+  }
+
+  /** Reads a group in chunk-sized pieces, all in flight at once; optionally verifies crc32s. */
+  private async readGroup(g: TrunkGroup, firstChunk: number, verify: boolean): Promise<void> {
+    const n = Math.ceil(g.byteLength / this.chunkBytes);
+    const reads: Promise<void>[] = [];
+    for (let i = 0; i < n; i++) {
+      const off = i * this.chunkBytes;
+      const len = Math.min(this.chunkBytes, g.byteLength - off);
+      reads.push(this.readChunk(g.offset + off, len, firstChunk + i, g));
+    }
+    await Promise.all(reads);
+    this.counters.bytesRead += g.byteLength;
+    if (!verify) return;
+    const base = firstChunk * this.chunkBytes;
+    for (const [name, t] of Object.entries(g.tensors)) {
+      const got = crc32(this.arena.subarray(base + t.offset, base + t.offset + t.byteLength)) >>> 0;
+      if (got !== t.crc32) throw new ChecksumError(TRUNK_FILE, name, t.crc32, got);
+    }
+  }
+
+  private readChunk(offset: number, length: number, slot: number, g: TrunkGroup): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const id = this.nextJob++;
+      this.jobs.set(id, (d) => {
+        if (d.status !== 0 || d.cancelled) reject(new MoeStreamError(`trunk layer ${g.layer}: ${d.cancelled ? "read cancelled (closed)" : d.message}`));
+        else if (d.dataOffset !== 0) reject(new MoeStreamError(`trunk layer ${g.layer}: chunk at ${offset} is not 4 KiB-aligned in the file`));
+        else resolve();
+      });
+      if (this.pending++ === 0) this.nativeStore.ref();
+      this.nativeStore.read(id, 0, offset, length, slot, false);
+    });
+  }
+
+  private onDone(d: NativeReadDone): void {
+    const cb = this.jobs.get(d.id);
+    this.jobs.delete(d.id);
+    if (--this.pending === 0 && !this.closed) this.nativeStore.unref();
+    cb?.(d);
+  }
+}
