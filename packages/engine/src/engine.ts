@@ -68,8 +68,10 @@ export interface GenerationResult {
   ids: number[];
   text: string;
   stopReason: "stop" | "length" | "abort";
-  /** The stop id that ended it (not fed to the model yet), if any. */
+  /** The stop id that ended it, if any. */
   stopId: number | null;
+  /** Ids sampled but not yet fed to the state (the last token, or the stop id): a chat feeds them next turn. */
+  unfed: number[];
   report: RunReport;
 }
 
@@ -178,6 +180,7 @@ export class Engine {
     let stopReason: GenerationResult["stopReason"] = "length";
     let stopId: number | null = null;
     let cutByString = false;
+    let unfed: number[] = [];
     const signal = options.signal;
     const fwd = { chunkSize: this.chunkSize, signal };
 
@@ -189,6 +192,7 @@ export class Engine {
       const td = performance.now();
       for (let i = 0; i < maxTokens; i++) {
         const id = sampler.sample(logits);
+        unfed = [id];
         if (stopIds.has(id)) {
           stopReason = "stop";
           stopId = id;
@@ -226,6 +230,7 @@ export class Engine {
         if (cut >= 0 || i === maxTokens - 1) break;
         if (signal?.aborted) throw new AbortError();
         logits = this.model.forward([id], state, fwd);
+        unfed = [];
         counters.decodeSeconds = (performance.now() - td) / 1000;
       }
       counters.decodeSeconds = (performance.now() - td) / 1000;
@@ -240,7 +245,7 @@ export class Engine {
       yield { token: -1, text: rest, stats: { index: generated.length, promptTokens: promptIds.length, elapsedSeconds: elapsed, tokensPerSecond: generated.length / elapsed } };
     }
     const report = this.report(promptIds, generated, text, stopReason, counters, (performance.now() - t0) / 1000);
-    const result: GenerationResult = { ids: generated, text, stopReason, stopId, report };
+    const result: GenerationResult = { ids: generated, text, stopReason, stopId, unfed, report };
     this.lastResult = result;
     return result;
   }

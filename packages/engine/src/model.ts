@@ -130,6 +130,36 @@ export class Model {
     };
   }
 
+  /** Serialises one layer's state (KDA: @k3/kda's checked format; MLA: the occupied cache rows). */
+  saveLayerState(s: LayerState): Uint8Array {
+    if (s instanceof KdaState) return s.save();
+    const m = this.cfg.mla;
+    const c = s.c.subarray(0, s.len * m.kvLoraRank);
+    const k = s.kpe.subarray(0, s.len * m.qkRopeHeadDim);
+    const out = new Uint8Array(8 + c.byteLength + k.byteLength);
+    new DataView(out.buffer).setFloat64(0, s.len, true);
+    out.set(new Uint8Array(c.buffer, c.byteOffset, c.byteLength), 8);
+    out.set(new Uint8Array(k.buffer, k.byteOffset, k.byteLength), 8 + c.byteLength);
+    return out;
+  }
+
+  /** Restores layer l's state from saveLayerState bytes; throws a message naming what is wrong. */
+  loadLayerState(l: number, bytes: Uint8Array): LayerState {
+    const L = this.layers[l];
+    if (L.mixer instanceof KdaMixer) return KdaState.load(bytes, L.mixer.layer.config);
+    const m = this.cfg.mla;
+    if (bytes.length < 8) throw new Error(`layer ${l}: MLA cache record of ${bytes.length} bytes is truncated`);
+    const len = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getFloat64(0, true);
+    const want = 8 + len * (m.kvLoraRank + m.qkRopeHeadDim) * 4;
+    if (!Number.isSafeInteger(len) || len < 0 || bytes.length !== want) throw new Error(`layer ${l}: MLA cache record has ${bytes.length} bytes, expected ${want} for ${len} positions`);
+    const st = (L.mixer as MlaMixer).newState(Math.max(16, len));
+    const body = bytes.slice(8);
+    st.c.set(new Float32Array(body.buffer, 0, len * m.kvLoraRank));
+    st.kpe.set(new Float32Array(body.buffer, len * m.kvLoraRank * 4, len * m.qkRopeHeadDim));
+    st.len = len;
+    return st;
+  }
+
   private embedRows(ids: number[], out: Float32Array): void {
     const D = this.cfg.hiddenSize;
     const V = this.cfg.vocabSize;

@@ -1,0 +1,147 @@
+/**
+ * A conversation held in process: the model state (KDA recurrent + conv state, MLA latent cache)
+ * carries over between turns, so a new turn only prefills its own tokens, never the history.
+ * Saves to and loads from a state file stamped with the model+config fingerprint.
+ *
+ * Each turn feeds: what the last turn sampled but did not feed (its end id or last token), then the ids
+ * the chat format adds for the new user message and the generation prompt (the difference between
+ * the rendered conversation with and without them).
+ */
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
+import type { ChatMessage } from "@k3/tiktoken-bpe";
+import type { Engine, GenerateOptions, GenerationResult, TokenEvent } from "./engine.js";
+import { StateFileError, UsageError } from "./errors.js";
+import type { ModelState } from "./model.js";
+
+export interface ChatOptions {
+  system?: string;
+  /** K3 thinking channel (default true). */
+  thinking?: boolean;
+  /** K3 thinking effort (default "max" as the released encoder). */
+  effort?: "low" | "high" | "max";
+}
+
+const MAGIC = "K3ST";
+const VERSION = 1;
+
+export class ChatSession {
+  messages: ChatMessage[] = [];
+  private state: ModelState;
+  /** Ids the last turn sampled but did not feed (its last token or the end id). */
+  private pending: number[] = [];
+  turn = 0;
+  /** Tokens prefilled by the last turn (the delta, not the history). */
+  lastPrefillTokens = 0;
+
+  constructor(readonly engine: Engine, readonly options: ChatOptions = {}) {
+    if (options.effort !== undefined && !["low", "high", "max"].includes(options.effort)) {
+      throw new UsageError(`--effort ${options.effort}: expected low, high or max ("medium" does not exist for K3)`);
+    }
+    this.state = engine.newState();
+    this.reset();
+  }
+
+  private render(messages: ChatMessage[], addGenerationPrompt: boolean): number[] {
+    return this.engine.encodeChat(messages, { thinking: this.options.thinking ?? true, effort: this.options.effort, addGenerationPrompt });
+  }
+
+  /** Forgets the conversation (keeps the system message). */
+  reset(): void {
+    this.messages = this.options.system ? [{ role: "system", content: this.options.system }] : [];
+    this.state = this.engine.newState();
+    this.pending = [];
+    this.turn = 0;
+  }
+
+  /** Sends a user message; yields the reply's tokens; returns the result (reply text is the raw output). */
+  async *send(userText: string, options: GenerateOptions = {}): AsyncGenerator<TokenEvent, GenerationResult, void> {
+    const withUser: ChatMessage[] = [...this.messages, { role: "user", content: userText }];
+    const full = this.render(withUser, true);
+    let delta: number[];
+    if (this.state.pos === 0) {
+      delta = full;
+    } else {
+      const before = this.render(this.messages, false);
+      const prefixOk = before.length <= full.length && before.every((id, i) => id === full[i]);
+      if (!prefixOk) throw new UsageError("the chat format re-renders earlier turns differently; /reset to start over");
+      delta = [...this.pending, ...full.slice(before.length)];
+    }
+    this.lastPrefillTokens = delta.length;
+    const gen = this.engine.generate(delta, { ...options, state: this.state, stream: this.turn });
+    let r = await gen.next();
+    while (!r.done) {
+      yield r.value;
+      r = await gen.next();
+    }
+    const result = r.value;
+    this.pending = result.unfed;
+    const raw = this.engine.tokenizer.decode(result.ids);
+    this.messages = [...withUser, { role: "assistant", content: raw }];
+    this.turn++;
+    return result;
+  }
+
+  /** Writes the conversation and model state (atomically: temp file + rename). */
+  save(file: string): void {
+    const layers = this.state.layers.map((s) => this.engine.model.saveLayerState(s));
+    const header = JSON.stringify({
+      fingerprint: this.engine.fingerprint,
+      pos: this.state.pos,
+      ids: this.state.ids,
+      messages: this.messages,
+      pending: this.pending,
+      turn: this.turn,
+      options: this.options,
+      layerBytes: layers.map((b) => b.length),
+    });
+    const head = Buffer.from(header, "utf8");
+    const pre = Buffer.alloc(12);
+    pre.write(MAGIC, 0, "ascii");
+    pre.writeUInt32LE(VERSION, 4);
+    pre.writeUInt32LE(head.length, 8);
+    const tmp = `${file}.tmp-${process.pid}`;
+    writeFileSync(tmp, Buffer.concat([pre, head, ...layers]));
+    renameSync(tmp, file);
+  }
+
+  /** Restores a saved conversation; refuses another model/config or a damaged file. */
+  load(file: string): void {
+    let buf: Buffer;
+    try {
+      buf = readFileSync(file);
+    } catch (err) {
+      throw new StateFileError(file, `cannot read (${(err as NodeJS.ErrnoException).code})`);
+    }
+    if (buf.length < 12 || buf.toString("ascii", 0, 4) !== MAGIC) throw new StateFileError(file, "not a k3 state file (bad magic)");
+    if (buf.readUInt32LE(4) !== VERSION) throw new StateFileError(file, `version ${buf.readUInt32LE(4)}, expected ${VERSION}`);
+    const hlen = buf.readUInt32LE(8);
+    if (12 + hlen > buf.length) throw new StateFileError(file, "truncated header");
+    let h: { fingerprint: string; pos: number; ids: number[]; messages: ChatMessage[]; pending: number[]; turn: number; layerBytes: number[] };
+    try {
+      h = JSON.parse(buf.toString("utf8", 12, 12 + hlen));
+    } catch {
+      throw new StateFileError(file, "header is not valid JSON");
+    }
+    if (h.fingerprint !== this.engine.fingerprint) {
+      throw new StateFileError(file, `saved for model fingerprint ${h.fingerprint}, this model is ${this.engine.fingerprint}: refusing to mix states`);
+    }
+    const n = this.engine.config.numLayers;
+    if (!Array.isArray(h.layerBytes) || h.layerBytes.length !== n) throw new StateFileError(file, `has ${h.layerBytes?.length} layer records, the model has ${n} layers`);
+    const total = 12 + hlen + h.layerBytes.reduce((a, b) => a + b, 0);
+    if (buf.length !== total) throw new StateFileError(file, `${buf.length} bytes, expected ${total} (truncated or padded)`);
+    let off = 12 + hlen;
+    const layers = h.layerBytes.map((len, l) => {
+      const bytes = new Uint8Array(buf.buffer, buf.byteOffset + off, len).slice();
+      off += len;
+      try {
+        return this.engine.model.loadLayerState(l, bytes);
+      } catch (err) {
+        throw new StateFileError(file, `layer ${l}: ${(err as Error).message}`);
+      }
+    });
+    this.state = { layers, pos: h.pos, ids: h.ids };
+    this.messages = h.messages;
+    this.pending = Array.isArray(h.pending) ? h.pending : [];
+    this.turn = h.turn;
+  }
+}

@@ -1,0 +1,68 @@
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setThreadCount } from "@k3/dense";
+import { describe, expect, it } from "vitest";
+import { ChatSession } from "../src/chat.js";
+import { Engine } from "../src/engine.js";
+import { GB } from "../src/presets.js";
+import { TINY_48B, TINY_K3 } from "./helpers.js";
+
+const bigBox = { totalBytes: 256 * GB, availableBytes: 250 * GB };
+const dir = mkdtempSync(join(tmpdir(), "k3-chat-"));
+
+async function reply(session: ChatSession, text: string, maxTokens = 8) {
+  const gen = session.send(text, { maxTokens });
+  let r = await gen.next();
+  while (!r.done) r = await gen.next();
+  return r.value;
+}
+
+describe("chat sessions", async () => {
+  setThreadCount(1);
+  const engine = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop", kdaCore: "recurrent" });
+
+  it("carries state across turns: turn 2 prefills only its delta and equals a full re-prefill", async () => {
+    const s = new ChatSession(engine, { system: "Be brief.", effort: "high" });
+    const r1 = await reply(s, "Hello there");
+    const afterTurn1 = s.lastPrefillTokens;
+    const r2 = await reply(s, "And again?");
+    expect(s.lastPrefillTokens).toBeLessThan(afterTurn1 + r1.ids.length);
+    // The same transcript fed from scratch gives the same reply.
+    const fed: number[] = (s as any).state.ids;
+    // Turn 2's own tokens in the state: all of them when it stopped on an end id, all but the last otherwise.
+    const fedReply = r2.stopId === null ? r2.ids.length - 1 : r2.ids.length;
+    const fresh = await engine.complete(fed.slice(0, fed.length - fedReply), { maxTokens: 8 });
+    expect(fresh.ids).toEqual(r2.ids);
+    expect(s.messages.map((m) => m.role)).toEqual(["system", "user", "assistant", "user", "assistant"]);
+  });
+
+  it("saves and loads: the continuation is identical; other models and damaged files are refused", async () => {
+    const a = new ChatSession(engine);
+    await reply(a, "First question");
+    const file = join(dir, "conv.k3st");
+    a.save(file);
+    const b = new ChatSession(engine);
+    b.load(file);
+    expect(b.messages).toEqual(a.messages);
+    const ra = await reply(a, "Second");
+    const rb = await reply(b, "Second");
+    expect(rb.ids).toEqual(ra.ids);
+
+    const other = await Engine.load(TINY_48B, { mem: bigBox, preset: "laptop" });
+    expect(() => new ChatSession(other).load(file)).toThrow(/fingerprint .* refusing to mix states/);
+    const bytes = readFileSync(file);
+    writeFileSync(join(dir, "short.k3st"), bytes.subarray(0, bytes.length - 10));
+    expect(() => new ChatSession(engine).load(join(dir, "short.k3st"))).toThrow(/truncated or padded/);
+    writeFileSync(join(dir, "junk.k3st"), "hello");
+    expect(() => new ChatSession(engine).load(join(dir, "junk.k3st"))).toThrow(/bad magic/);
+  });
+
+  it("refuses effort medium and resets to the system message", async () => {
+    expect(() => new ChatSession(engine, { effort: "medium" as never })).toThrow(/medium/);
+    const s = new ChatSession(engine, { system: "S" });
+    await reply(s, "x", 2);
+    s.reset();
+    expect(s.messages).toEqual([{ role: "system", content: "S" }]);
+  });
+});
