@@ -51,3 +51,4 @@ export {
   type TrunkTensor,
 } from "./trunk-pack.js";
 export { TrunkStreamer, type TrunkStreamerOptions, type TrunkLayer, type TrunkStreamerStats } from "./trunk-stream.js";
+export { planMemory, censusFromConfig, type PlanOptions, type MemoryPlan, type ModelCensus } from "./plan.js";
