@@ -12,8 +12,10 @@ export const componentsDir = join(repoRoot, "fixtures", "components");
 export interface FixtureTensor {
   dtype: string;
   shape: number[];
-  /** F32 -> Float32Array, F64 -> Float64Array, I64 -> Float64Array (exact below 2^53). */
+  /** F32 -> Float32Array, F64 -> Float64Array, I64 -> Float64Array (exact below 2^53), BF16 -> widened. */
   data: Float32Array | Float64Array;
+  /** BF16 only: the raw bits. */
+  bits?: Uint16Array;
 }
 
 export function fixtureExists(file: string): boolean {
@@ -34,7 +36,13 @@ export function readFixture(file: string): Map<string, FixtureTensor> {
     if (t.dtype === "F32") data = new Float32Array(raw);
     else if (t.dtype === "F64") data = new Float64Array(raw);
     else if (t.dtype === "I64") data = Float64Array.from(new BigInt64Array(raw), (v) => Number(v));
-    else throw new Error(`test reader: ${file}:${name} has dtype ${t.dtype}`);
+    else if (t.dtype === "BF16") {
+      const bits = new Uint16Array(raw);
+      const wide = new Uint32Array(bits.length);
+      for (let i = 0; i < bits.length; i++) wide[i] = bits[i] << 16;
+      out.set(name, { dtype: t.dtype, shape: t.shape, data: new Float32Array(wide.buffer), bits });
+      continue;
+    } else throw new Error(`test reader: ${file}:${name} has dtype ${t.dtype}`);
     out.set(name, { dtype: t.dtype, shape: t.shape, data });
   }
   return out;

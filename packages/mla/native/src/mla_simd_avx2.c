@@ -1,0 +1,134 @@
+/*
+ * mla_simd_avx2.c: AVX2 + FMA inner loops, same per-element order as mla_simd_scalar.c. A dot's
+ * 16 lanes live in two registers (lanes 0-7, 8-15); a tail shorter than 16 finishes lane by lane
+ * with fmaf (one rounding, like the vector FMA).
+ */
+#pragma GCC target("avx2,fma")
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+#include "mla_simd.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __m256 load8(const void *base, const int bf16, size_t idx) {
+    if (bf16) {
+        __m128i raw = _mm_loadu_si128((const __m128i *)((const uint16_t *)base + idx));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
+    }
+    return _mm256_loadu_ps((const float *)base + idx);
+}
+
+INLINE float elem(const void *base, const int bf16, size_t idx) {
+    if (bf16) {
+        uint32_t w = (uint32_t)((const uint16_t *)base)[idx] << 16;
+        float f;
+        memcpy(&f, &w, sizeof f);
+        return f;
+    }
+    return ((const float *)base)[idx];
+}
+
+static float reduce16(__m256 lo, __m256 hi) {
+    __m256 s8 = _mm256_add_ps(lo, hi);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+    return _mm_cvtss_f32(s1);
+}
+
+/* One query row against NP positions. */
+INLINE void score_tile(const int NP, const int bf16, size_t D, const float *q, const void *K, size_t ldk, float *out) {
+    __m256 lo[4], hi[4];
+    for (int s = 0; s < NP; s++) lo[s] = hi[s] = _mm256_setzero_ps();
+    size_t p = 0;
+    for (; p + 16 <= D; p += 16) {
+        __m256 q0 = _mm256_loadu_ps(q + p), q1 = _mm256_loadu_ps(q + p + 8);
+        for (int s = 0; s < NP; s++) {
+            lo[s] = _mm256_fmadd_ps(q0, load8(K, bf16, s * ldk + p), lo[s]);
+            hi[s] = _mm256_fmadd_ps(q1, load8(K, bf16, s * ldk + p + 8), hi[s]);
+        }
+    }
+    for (int s = 0; s < NP; s++) {
+        if (p < D) {
+            float lane[16];
+            _mm256_storeu_ps(lane, lo[s]);
+            _mm256_storeu_ps(lane + 8, hi[s]);
+            for (size_t t = p; t < D; t++) lane[t - p] = fmaf(q[t], elem(K, bf16, s * ldk + t), lane[t - p]);
+            lo[s] = _mm256_loadu_ps(lane);
+            hi[s] = _mm256_loadu_ps(lane + 8);
+        }
+        out[s] = reduce16(lo[s], hi[s]);
+    }
+}
+
+INLINE void scores_impl(const int bf16, size_t nrows, size_t npos, size_t D, const float *Q, size_t ldq, const void *K,
+                        size_t ldk, float *out, size_t ldo) {
+    size_t esz = bf16 ? 2 : 4;
+    for (size_t r = 0; r < nrows; r++) {
+        size_t s = 0;
+        for (; s + 4 <= npos; s += 4) score_tile(4, bf16, D, Q + r * ldq, (const char *)K + s * ldk * esz, ldk, out + r * ldo + s);
+        for (; s < npos; s++) score_tile(1, bf16, D, Q + r * ldq, (const char *)K + s * ldk * esz, ldk, out + r * ldo + s);
+    }
+}
+
+static void scores_f32(size_t nrows, size_t npos, size_t D, const float *Q, size_t ldq, const float *K, size_t ldk,
+                       float *out, size_t ldo) {
+    scores_impl(0, nrows, npos, D, Q, ldq, K, ldk, out, ldo);
+}
+
+static void scores_bf16(size_t nrows, size_t npos, size_t D, const float *Q, size_t ldq, const uint16_t *K, size_t ldk,
+                        float *out, size_t ldo) {
+    scores_impl(1, nrows, npos, D, Q, ldq, K, ldk, out, ldo);
+}
+
+INLINE void acc_tile(const int R, const int NV, const int bf16, size_t npos, const float *P, size_t ldp, const void *V,
+                     size_t ldv, float *acc, size_t lda) {
+    __m256 a[4][2];
+    for (int r = 0; r < R; r++)
+        for (int u = 0; u < NV; u++) a[r][u] = _mm256_loadu_ps(acc + r * lda + 8 * u);
+    for (size_t s = 0; s < npos; s++) {
+        __m256 v[2];
+        for (int u = 0; u < NV; u++) v[u] = load8(V, bf16, s * ldv + 8 * u);
+        for (int r = 0; r < R; r++) {
+            __m256 p = _mm256_set1_ps(P[r * ldp + s]);
+            for (int u = 0; u < NV; u++) a[r][u] = _mm256_fmadd_ps(p, v[u], a[r][u]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int u = 0; u < NV; u++) _mm256_storeu_ps(acc + r * lda + 8 * u, a[r][u]);
+}
+
+INLINE void accumulate_impl(const int bf16, size_t nrows, size_t npos, size_t dv, const float *P, size_t ldp,
+                            const void *V, size_t ldv, float *acc, size_t lda) {
+    size_t esz = bf16 ? 2 : 4;
+    size_t c = 0;
+    for (; c + 16 <= dv; c += 16) {
+        const void *Vc = (const char *)V + c * esz;
+        size_t r = 0;
+        for (; r + 4 <= nrows; r += 4) acc_tile(4, 2, bf16, npos, P + r * ldp, ldp, Vc, ldv, acc + r * lda + c, lda);
+        for (; r < nrows; r++) acc_tile(1, 2, bf16, npos, P + r * ldp, ldp, Vc, ldv, acc + r * lda + c, lda);
+    }
+    for (; c + 8 <= dv; c += 8) {
+        const void *Vc = (const char *)V + c * esz;
+        for (size_t r = 0; r < nrows; r++) acc_tile(1, 1, bf16, npos, P + r * ldp, ldp, Vc, ldv, acc + r * lda + c, lda);
+    }
+    for (; c < dv; c++)
+        for (size_t r = 0; r < nrows; r++) {
+            float a = acc[r * lda + c];
+            for (size_t s = 0; s < npos; s++) a = fmaf(P[r * ldp + s], elem(V, bf16, s * ldv + c), a);
+            acc[r * lda + c] = a;
+        }
+}
+
+static void accumulate_f32(size_t nrows, size_t npos, size_t dv, const float *P, size_t ldp, const float *V, size_t ldv,
+                           float *acc, size_t lda) {
+    accumulate_impl(0, nrows, npos, dv, P, ldp, V, ldv, acc, lda);
+}
+
+static void accumulate_bf16(size_t nrows, size_t npos, size_t dv, const float *P, size_t ldp, const uint16_t *V,
+                            size_t ldv, float *acc, size_t lda) {
+    accumulate_impl(1, nrows, npos, dv, P, ldp, V, ldv, acc, lda);
+}
+
+const mla_kernels mla_kernels_avx2 = {scores_f32, scores_bf16, accumulate_f32, accumulate_bf16};

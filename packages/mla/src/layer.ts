@@ -1,0 +1,164 @@
+/**
+ * One MLA mixer layer (architecture.md section 3) in absorbed form: x [T][D] (already input-normed)
+ * -> out [T][D], appending T positions to a latent cache of kvLora + rope values each.
+ *   q      = q_b(RMSNorm(q_a x)) (K3) or q_proj x (48B), per head [q_nope | q_pe]
+ *   a      = kv_a_proj_with_mqa x;  c = RMSNorm_{kvLora}(a[:kvLora]);  k_pe = a[kvLora:] (never rotated)
+ *   q~_h   = W_UK^h^T q_nope_h;  o~_h = softmax((q~_h.c_s + q_pe_h.k_pe_s) (nope+rope)^-1/2) c_s
+ *   o_h    = W_UV^h o~_h;  o = o * sigmoid(g_proj x) (K3);  out = o_proj o
+ * kv_b_proj rows per head: [256h, 256h+128) = W_UK^h, [256h+128, 256h+256) = W_UV^h.
+ */
+import { rmsNorm, sigmoid } from "@k3/dense";
+import { MlaCache, type CacheDtype } from "./cache.js";
+import { checkConfig, softmaxScale, type MlaConfig } from "./config.js";
+import { attendLatent } from "./core.js";
+import { MlaError } from "./errors.js";
+import { Linear, vectorF32, type WeightTensor } from "./weights.js";
+
+export interface MlaWeights {
+  /** 48B. */
+  q_proj?: WeightTensor;
+  /** K3 (q_lora). */
+  q_a_proj?: WeightTensor;
+  q_a_layernorm?: WeightTensor;
+  q_b_proj?: WeightTensor;
+  kv_a_proj_with_mqa: WeightTensor;
+  kv_a_layernorm: WeightTensor;
+  kv_b_proj: WeightTensor;
+  /** K3's output gate. */
+  g_proj?: WeightTensor;
+  o_proj: WeightTensor;
+}
+
+/** Intermediates of the last call (tests). */
+export interface MlaTrace {
+  c: Float32Array;
+  kPe: Float32Array;
+  latentOut: Float32Array;
+}
+
+export class MlaLayer {
+  readonly config: MlaConfig;
+  readonly scale: number;
+  private readonly qProj?: Linear;
+  private readonly qA?: Linear;
+  private readonly qANorm?: Float32Array;
+  private readonly qB?: Linear;
+  private readonly kvA: Linear;
+  private readonly kvANorm: Float32Array;
+  private readonly kvB: Linear;
+  private readonly gProj?: Linear;
+  private readonly oProj: Linear;
+  /** Per head: W_UK^h transposed [kvLora][nope] (absorbs q_nope into the latent space). */
+  private readonly ukT: Linear[] = [];
+  /** Per head: W_UV^h [vHead][kvLora], a window of kv_b_proj. */
+  private readonly uv: Linear[] = [];
+  trace = false;
+  lastTrace?: MlaTrace;
+
+  constructor(weights: MlaWeights, config: MlaConfig) {
+    this.config = checkConfig(config);
+    if (typeof weights !== "object" || weights === null) throw new MlaError("weight", "weights must be an object of tensors");
+    const c = this.config;
+    const { hidden: D, numHeads: H, qkNope: n, qkRope: r, vHead: v, kvLoraRank: L } = c;
+    const qWidth = H * (n + r);
+    if (c.qLoraRank === null) {
+      if (weights.q_a_proj !== undefined) throw new MlaError("weight", "q_a_proj given but config.qLoraRank is null (48B uses q_proj)");
+      this.qProj = new Linear("q_proj", weights.q_proj, qWidth, D);
+    } else {
+      if (weights.q_proj !== undefined) throw new MlaError("weight", `q_proj given but config.qLoraRank is ${c.qLoraRank} (K3 uses q_a_proj/q_b_proj)`);
+      this.qA = new Linear("q_a_proj", weights.q_a_proj, c.qLoraRank, D);
+      this.qANorm = vectorF32("q_a_layernorm", weights.q_a_layernorm, [c.qLoraRank]);
+      this.qB = new Linear("q_b_proj", weights.q_b_proj, qWidth, c.qLoraRank);
+    }
+    this.kvA = new Linear("kv_a_proj_with_mqa", weights.kv_a_proj_with_mqa, L + r, D);
+    this.kvANorm = vectorF32("kv_a_layernorm", weights.kv_a_layernorm, [L]);
+    this.kvB = new Linear("kv_b_proj", weights.kv_b_proj, H * (n + v), L);
+    if (c.outputGate) this.gProj = new Linear("g_proj", weights.g_proj, H * v, D);
+    else if (weights.g_proj !== undefined) throw new MlaError("weight", "g_proj given but config.outputGate is false");
+    this.oProj = new Linear("o_proj", weights.o_proj, D, H * v);
+    this.scale = softmaxScale(c);
+    // absorption: W_UK^h transposed once (same dtype as the checkpoint), W_UV^h as windows
+    const raw = this.kvB.raw;
+    for (let h = 0; h < H; h++) {
+      const base = h * (n + v) * L;
+      const t = raw instanceof Float32Array ? new Float32Array(L * n) : new Uint16Array(L * n);
+      for (let row = 0; row < n; row++) for (let col = 0; col < L; col++) t[col * n + row] = raw[base + row * L + col];
+      this.ukT.push(Linear.window(t, 0, L, n, n));
+      this.uv.push(Linear.window(raw, base + n * L, v, L, L));
+    }
+  }
+
+  /** An empty latent cache for `capacityTokens` positions (f32 by default, bf16 halves it). */
+  newCache(capacityTokens: number, options: { dtype?: CacheDtype } = {}): MlaCache {
+    return new MlaCache(this.config, capacityTokens, options.dtype ?? "f32");
+  }
+
+  /** Runs T = x.length / hidden new tokens at positions cache.length.., appending them to the cache. */
+  forward(x: Float32Array, cache: MlaCache, out?: Float32Array): Float32Array {
+    const c = this.config;
+    const { hidden: D, numHeads: H, qkNope: n, qkRope: r, vHead: v, kvLoraRank: L } = c;
+    if (!(x instanceof Float32Array)) throw new MlaError("input", "forward: x must be a Float32Array");
+    if (x.length === 0 || x.length % D !== 0) throw new MlaError("input", `forward: x has ${x.length} values, expected a positive multiple of hidden = ${D}`);
+    if (!(cache instanceof MlaCache)) throw new MlaError("input", "forward: cache must be an MlaCache (layer.newCache())");
+    const cc = cache.config;
+    if (cc.kvLoraRank !== L || cc.qkRope !== r || cc.numHeads !== H || cc.qkNope !== n)
+      throw new MlaError("input", `forward: cache is for kvLoraRank=${cc.kvLoraRank} qkRope=${cc.qkRope} numHeads=${cc.numHeads}, layer has ${L}/${r}/${H}`);
+    const T = x.length / D;
+    if (cache.length + T > cache.capacity) throw new MlaError("cache", `cache full: ${cache.length} + ${T} positions exceed the capacity of ${cache.capacity}`);
+    if (out && out.length !== T * D) throw new MlaError("input", `forward: out has ${out.length} values, expected ${T * D}`);
+
+    // queries
+    let q: Float32Array;
+    if (this.qProj) q = this.qProj.apply(x, T);
+    else {
+      const qa = this.qA!.apply(x, T);
+      rmsNorm(qa, this.qANorm!, c.normEps, qa, c.qLoraRank!);
+      q = this.qB!.apply(qa, T);
+    }
+    // the latent and the shared k_pe, appended to the cache
+    const a = this.kvA.apply(x, T);
+    const lat = new Float32Array(T * L);
+    for (let t = 0; t < T; t++) lat.set(a.subarray(t * (L + r), t * (L + r) + L), t * L);
+    rmsNorm(lat, this.kvANorm, c.normEps, lat, L);
+    const rows = new Float32Array(T * (L + r));
+    const kPe = new Float32Array(T * r);
+    for (let t = 0; t < T; t++) {
+      rows.set(lat.subarray(t * L, (t + 1) * L), t * (L + r));
+      rows.set(a.subarray(t * (L + r) + L, (t + 1) * (L + r)), t * (L + r) + L);
+      kPe.set(a.subarray(t * (L + r) + L, (t + 1) * (L + r)), t * r);
+    }
+    const pos0 = cache.length;
+    cache.append(rows);
+
+    // absorbed queries [T][H][L + r] = [W_UK^h^T q_nope | q_pe]
+    const qAbs = new Float32Array(T * H * (L + r));
+    const qn = new Float32Array(T * n);
+    const qt = new Float32Array(T * L);
+    for (let h = 0; h < H; h++) {
+      for (let t = 0; t < T; t++) qn.set(q.subarray((t * H + h) * (n + r), (t * H + h) * (n + r) + n), t * n);
+      this.ukT[h].apply(qn, T, qt);
+      for (let t = 0; t < T; t++) {
+        const dst = (t * H + h) * (L + r);
+        qAbs.set(qt.subarray(t * L, (t + 1) * L), dst);
+        qAbs.set(q.subarray((t * H + h) * (n + r) + n, (t * H + h + 1) * (n + r)), dst + L);
+      }
+    }
+    const latentOut = attendLatent(qAbs, T, H, cache, pos0, this.scale);
+    if (this.trace) this.lastTrace = { c: lat, kPe, latentOut };
+
+    // o_h = W_UV^h o~_h, then the K3 gate, then o_proj
+    const o = new Float32Array(T * H * v);
+    const lo = new Float32Array(T * L);
+    const oh = new Float32Array(T * v);
+    for (let h = 0; h < H; h++) {
+      for (let t = 0; t < T; t++) lo.set(latentOut.subarray((t * H + h) * L, (t * H + h + 1) * L), t * L);
+      this.uv[h].apply(lo, T, oh);
+      for (let t = 0; t < T; t++) o.set(oh.subarray(t * v, (t + 1) * v), (t * H + h) * v);
+    }
+    if (this.gProj) {
+      const gate = sigmoid(this.gProj.apply(x, T), new Float32Array(T * H * v));
+      for (let i = 0; i < o.length; i++) o[i] *= gate[i];
+    }
+    return this.oProj.apply(o, T, out);
+  }
+}
