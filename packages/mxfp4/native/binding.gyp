@@ -1,0 +1,26 @@
+{
+  "targets": [
+    {
+      "target_name": "k3_mxfp4",
+      "sources": [
+        "src/addon.cc",
+        "src/api.c",
+        "src/scale.c",
+        "src/matmul.c",
+        "src/matmul_scalar.c",
+        "src/matmul_avx2.c",
+        "src/matmul_avx512.c"
+      ],
+      "include_dirs": [
+        "include",
+        "<!(node -p \"require('node-addon-api').include_dir\")",
+        "<!(node -p \"require('path').join(require('path').dirname(require.resolve('@k3/native/package.json')), 'include')\")",
+        "<!(node -p \"require('path').join(require('path').dirname(require.resolve('@k3/dense/package.json')), 'native', 'include')\")"
+      ],
+      "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS"],
+      "cflags_c": ["-std=gnu11", "-O3", "-ffp-contract=off", "-fno-math-errno", "-Wall", "-Wextra"],
+      "cflags_cc": ["-std=c++17", "-O3", "-ffp-contract=off"],
+      "libraries": ["-lpthread", "-lm"]
+    }
+  ]
+}

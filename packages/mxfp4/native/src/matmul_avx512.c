@@ -1,0 +1,107 @@
+/*
+ * matmul_avx512.c: packed MXFP4 on AVX-512 (order in include/k3_mxfp4.h).
+ *
+ * Decoding a block of one row (16 bytes = 32 weights) takes: one zero-extending load of the 16 bytes
+ * into 16 dword lanes, one multiply of the 16-entry E2M1 table by the block scale (exact), and two
+ * vpermps: the low nibble indexes the table directly (vpermps reads only the low 4 index bits) and
+ * the high nibble after a 4-bit shift. The decoded even/odd vectors then feed one FMA each per
+ * activation row. Each (row, batch row) keeps two accumulators: lanes 0-15 (even) and 16-31 (odd).
+ *
+ * Tiles: R rows x NB activation rows, R and NB compile-time constants (the tile function is inlined
+ * at every call site): 4 x 1 for decode (8 independent FMA chains hide the FMA latency), 2 x 4 for
+ * batches (each decoded block is used 4 times, 16 accumulators).
+ */
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
+#include <immintrin.h>
+#include "mxfp4.h"
+
+/* How many tiles ahead the packed bytes are prefetched (see tile()). */
+#define PREFETCH_TILES 2
+
+static float reduce32(__m512 even, __m512 odd) {
+    __m512 v = _mm512_add_ps(even, odd); /* h = 16 */
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+    return _mm_cvtss_f32(s1);
+}
+
+/* Rows r0 .. r0+R-1 against activation rows b0 .. b0+NB-1. */
+static inline __attribute__((always_inline)) void tile(const k3_mxfp4_matrix *m, const float *xs, float *y,
+                                                       size_t r0, size_t b0, const int R, const int NB) {
+    const size_t cols = m->cols, n_blocks = cols / 32;
+    const __m512 table = _mm512_loadu_ps(k3_e2m1);
+    const uint8_t *packed[4], *scales[4];
+    __m512 acc_even[4][4], acc_odd[4][4];
+    for (int i = 0; i < R; i++) {
+        packed[i] = m->packed + (r0 + i) * (cols / 2);
+        scales[i] = m->scales + (r0 + i) * n_blocks;
+        for (int j = 0; j < NB; j++) acc_even[i][j] = acc_odd[i][j] = _mm512_setzero_ps();
+    }
+    const float *x0 = xs + b0 * cols;
+    /* Rows are contiguous, so the tile is one run of R * cols/2 bytes. While it is consumed (R * 16
+       bytes per block) prefetch the same span PREFETCH_TILES tiles ahead, one line per 64 bytes: the
+       hardware prefetcher alone leaves DRAM latency exposed on these short interleaved row streams. */
+    const uint8_t *ahead = packed[0] + (size_t)PREFETCH_TILES * R * (cols / 2);
+    const uint8_t *scales_ahead = scales[0] + (size_t)PREFETCH_TILES * R * n_blocks;
+    for (size_t blk = 0; blk < n_blocks; blk++) {
+        __m512 w_even[4], w_odd[4];
+        if ((blk * R) % 4 == 0) _mm_prefetch((const char *)(ahead + blk * R * 16), _MM_HINT_T0);
+        if ((blk & 15) == 0) _mm_prefetch((const char *)(scales_ahead + blk * R), _MM_HINT_T0);
+        for (int i = 0; i < R; i++) {
+            __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(packed[i] + 16 * blk)));
+            __m512 scaled = _mm512_mul_ps(table, _mm512_set1_ps(k3_e8m0[scales[i][blk]]));
+            w_even[i] = _mm512_permutexvar_ps(q, scaled);
+            w_odd[i] = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), scaled);
+        }
+        for (int j = 0; j < NB; j++) {
+            const float *xb = x0 + j * cols + 32 * blk;
+            __m512 x_even = _mm512_loadu_ps(xb), x_odd = _mm512_loadu_ps(xb + 16);
+            for (int i = 0; i < R; i++) {
+                acc_even[i][j] = _mm512_fmadd_ps(w_even[i], x_even, acc_even[i][j]);
+                acc_odd[i][j] = _mm512_fmadd_ps(w_odd[i], x_odd, acc_odd[i][j]);
+            }
+        }
+    }
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < NB; j++) y[(b0 + j) * m->rows + r0 + i] = reduce32(acc_even[i][j], acc_odd[i][j]);
+}
+
+/* One explicit call per (R, NB) so every tile is compiled with constant bounds. */
+static void tile_rows4_batch1(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t r, size_t b) { tile(m, xs, y, r, b, 4, 1); }
+static void tile_rows2_batch4(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t r, size_t b) { tile(m, xs, y, r, b, 2, 4); }
+static void tile_rows2_batch3(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t r, size_t b) { tile(m, xs, y, r, b, 2, 3); }
+static void tile_rows2_batch2(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t r, size_t b) { tile(m, xs, y, r, b, 2, 2); }
+static void tile_rows2_batch1(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t r, size_t b) { tile(m, xs, y, r, b, 2, 1); }
+static void tile_rows1_batch4(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t r, size_t b) { tile(m, xs, y, r, b, 1, 4); }
+static void tile_rows1_batch1(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t r, size_t b) { tile(m, xs, y, r, b, 1, 1); }
+
+typedef void (*tile_fn)(const k3_mxfp4_matrix *, const float *, float *, size_t, size_t);
+
+/* Runs rows [r, r+n_rows) (n_rows 1 or 2) against the whole batch, 4 activation rows at a time. */
+static void rows_with_batch(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t r, int n_rows) {
+    static const tile_fn by_rest2[4] = {0, tile_rows2_batch1, tile_rows2_batch2, tile_rows2_batch3};
+    size_t b = 0;
+    for (; b + 4 <= batch; b += 4) (n_rows == 2 ? tile_rows2_batch4 : tile_rows1_batch4)(m, xs, y, r, b);
+    for (; b < batch; b++) {
+        if (n_rows == 2 && batch - b < 4) {
+            by_rest2[batch - b](m, xs, y, r, b);
+            return;
+        }
+        tile_rows1_batch1(m, xs, y, r, b);
+    }
+}
+
+void k3_mxfp4_rows_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch,
+                          size_t row_begin, size_t row_end) {
+    size_t r = row_begin;
+    if (batch == 1) {
+        for (; r + 4 <= row_end; r += 4) tile_rows4_batch1(m, xs, y, r, 0);
+        for (; r < row_end; r++) tile_rows1_batch1(m, xs, y, r, 0);
+        return;
+    }
+    for (; r + 2 <= row_end; r += 2) rows_with_batch(m, xs, y, batch, r, 2);
+    for (; r < row_end; r++) rows_with_batch(m, xs, y, batch, r, 1);
+}

@@ -1,0 +1,34 @@
+/* mxfp4.h: internal declarations of the packed MXFP4 kernels (order in include/k3_mxfp4.h). */
+#ifndef K3_MXFP4_INTERNAL_H
+#define K3_MXFP4_INTERNAL_H
+#include "k3_mxfp4.h"
+#include "k3_dense.h"
+
+/* E2M1 code -> value (code 8 is -0). */
+extern const float k3_e2m1[16];
+/* E8M0 byte -> 2^(s-127) as f32 (s = 0 is the subnormal 2^-127); entry 255 is NaN, never used. */
+extern float k3_e8m0[256];
+void k3_mxfp4_init_tables(void);
+
+ptrdiff_t k3_mxfp4_find_bad_scale(const uint8_t *scales, size_t n);
+void k3_mxfp4_split_activations(const float *x, size_t cols, size_t batch, float *xs);
+
+/* Rows [row_begin, row_end) of Y for the whole batch, from split activations. */
+typedef void (*k3_mxfp4_rows_fn)(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch,
+                                 size_t row_begin, size_t row_end);
+void k3_mxfp4_rows_scalar(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch,
+                          size_t row_begin, size_t row_end);
+void k3_mxfp4_rows_avx2(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch,
+                        size_t row_begin, size_t row_end);
+void k3_mxfp4_rows_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch,
+                          size_t row_begin, size_t row_end);
+
+/* Threaded entry points (pool and SIMD level come from @k3/dense's table). */
+void k3_mxfp4_set_dense_api(const k3_dense_api *api);
+const k3_dense_api *k3_mxfp4_dense_api(void);
+void k3_mxfp4_matmul_split(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch);
+int k3_mxfp4_matmul(const k3_mxfp4_matrix *m, const float *x, float *y, size_t batch);
+/* W as f32 (exactly the weights the fp32 path multiplies), rows [0, m->rows). */
+void k3_mxfp4_dequantize(const k3_mxfp4_matrix *m, float *out);
+
+#endif

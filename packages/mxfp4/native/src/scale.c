@@ -1,0 +1,47 @@
+/* scale.c: the E2M1 and E8M0 tables, 0xFF detection and the even/odd activation split. */
+#include <math.h>
+#include <string.h>
+#include "mxfp4.h"
+
+const float k3_e2m1[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                           -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+float k3_e8m0[256];
+
+/* 2^(s-127) built from bits, so nothing depends on libm: s >= 1 is a normal float with exponent
+   field s; s = 0 is the subnormal 2^-127 = 2^22 * 2^-149 (mantissa bit 22). */
+void k3_mxfp4_init_tables(void) {
+    for (int s = 0; s < 256; s++) {
+        uint32_t bits = s == 0 ? 0x00400000u : s == 255 ? 0x7FC00000u : (uint32_t)s << 23;
+        memcpy(&k3_e8m0[s], &bits, sizeof bits);
+    }
+}
+
+ptrdiff_t k3_mxfp4_find_bad_scale(const uint8_t *scales, size_t n) {
+    const uint8_t *hit = memchr(scales, 0xFF, n);
+    return hit ? hit - scales : -1;
+}
+
+void k3_mxfp4_split_activations(const float *x, size_t cols, size_t batch, float *xs) {
+    for (size_t b = 0; b < batch; b++) {
+        const float *xr = x + b * cols;
+        float *o = xs + b * cols;
+        for (size_t k = 0; k < cols; k += 32)
+            for (int j = 0; j < 16; j++) {
+                o[k + j] = xr[k + 2 * j];
+                o[k + 16 + j] = xr[k + 2 * j + 1];
+            }
+    }
+}
+
+void k3_mxfp4_dequantize(const k3_mxfp4_matrix *m, float *out) {
+    size_t n_blocks = m->rows * (m->cols / 32);
+    for (size_t blk = 0; blk < n_blocks; blk++) {
+        float scale = k3_e8m0[m->scales[blk]];
+        const uint8_t *q = m->packed + 16 * blk;
+        float *o = out + 32 * blk;
+        for (int j = 0; j < 16; j++) {
+            o[2 * j] = k3_e2m1[q[j] & 15] * scale;
+            o[2 * j + 1] = k3_e2m1[q[j] >> 4] * scale;
+        }
+    }
+}

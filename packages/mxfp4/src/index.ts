@@ -1,0 +1,114 @@
+/**
+ * @k3/mxfp4: MXFP4 weights (FP4 E2M1 elements, one E8M0 scale per 32 along the input dimension)
+ * in the compressed-tensors layout K3 ships, with packed kernels that never dequantize a matrix.
+ *
+ * fp32 path, one fixed order at every SIMD level, thread count and batch size (see
+ * native/include/k3_mxfp4.h): each weight is E2M1[code] * 2^(s-127), exact in f32; 32 lanes per
+ * output (lane j takes the even elements 32b+2j, lane 16+j the odd ones 32b+2j+1) accumulate with
+ * fmaf block after block, then a fixed tree (h = 16, 8, 4, 2, 1). So matvec equals "dequantize, then
+ * that gemv" bit for bit, and matmul's Y[b] equals matvec(X[b]) bit for bit.
+ *
+ * The kernels run on @k3/dense's thread pool and SIMD level (setSimdLevel / setThreadCount there).
+ */
+import { native } from "./native.js";
+import { BLOCK_SIZE, checkMatrix, validateScales, type Mxfp4Matrix } from "./codec.js";
+
+export {
+  BLOCK_SIZE,
+  E2M1_VALUES,
+  Mxfp4Error,
+  blockExponent,
+  e8m0ToNumber,
+  quantizeBf16,
+  quantizeF32,
+  validateScales,
+  type Mxfp4Matrix,
+} from "./codec.js";
+export { GGML_BLOCK_BYTES, fromGgml, fromGptOss, toGgml, toGptOss, type GptOssTensors } from "./layouts.js";
+export {
+  K3_EXPERT_BYTES,
+  K3_EXPERT_SHAPES,
+  expertView,
+  type ExpertLayout,
+  type ExpertMatrices,
+  type ExpertTensorOffsets,
+} from "./expert.js";
+
+// ---------------------------------------------------------------- validated-scale cache
+//
+// A 0xFF scale is refused before any kernel runs. Scanning the scales costs ~2% of a matvec, so
+// each (buffer, offset, length) range is scanned once and remembered; views of checkpoint bytes are
+// not expected to change after loading (if you rewrite scale bytes, call validateScales yourself).
+
+const validated = new WeakMap<ArrayBufferLike, Set<string>>();
+
+function ensureValid(m: Mxfp4Matrix, where: string): void {
+  checkMatrix(m, where);
+  const key = `${m.scales.byteOffset}:${m.scales.byteLength}`;
+  let seen = validated.get(m.scales.buffer);
+  if (seen?.has(key)) return;
+  validateScales(m, where);
+  if (!seen) validated.set(m.scales.buffer, (seen = new Set()));
+  seen.add(key);
+}
+
+// ---------------------------------------------------------------- kernels
+
+/** y = W x on packed data (fp32 path). x has cols values, y has rows. */
+export function matvec(m: Mxfp4Matrix, x: Float32Array, y: Float32Array): Float32Array {
+  ensureValid(m, "matvec");
+  native.matmul(m.packed, m.scales, m.rows, m.cols, x, y, 1);
+  return y;
+}
+
+/**
+ * Y[b] = W X[b] for b < batch (prefill): X is [batch x cols], Y is [batch x rows], row-major. Each
+ * weight byte is read from memory once for the whole batch; Y[b] is bit-identical to matvec(X[b]).
+ */
+export function matmul(m: Mxfp4Matrix, X: Float32Array, Y: Float32Array, batch: number): Float32Array {
+  ensureValid(m, "matmul");
+  native.matmul(m.packed, m.scales, m.rows, m.cols, X, Y, batch);
+  return Y;
+}
+
+/**
+ * Activations reordered for the kernels (per 32-block: 16 even then 16 odd elements). Split once and
+ * pass to matmulSplit for every matrix that reads the same input (all experts' w1 and w3).
+ */
+export function splitActivations(X: Float32Array, cols: number, batch = 1, out = new Float32Array(cols * batch)): Float32Array {
+  native.splitActivations(X, out, cols, batch);
+  return out;
+}
+
+/** As matmul, from splitActivations output; bit-identical to matmul. */
+export function matmulSplit(m: Mxfp4Matrix, XS: Float32Array, Y: Float32Array, batch = 1): Float32Array {
+  ensureValid(m, "matmulSplit");
+  native.matmulSplit(m.packed, m.scales, m.rows, m.cols, XS, Y, batch);
+  return Y;
+}
+
+/** W as f32 [rows x cols] (exactly the weights the fp32 path multiplies). For tests and tools. */
+export function dequantize(m: Mxfp4Matrix): Float32Array {
+  ensureValid(m, "dequantize");
+  const out = new Float32Array(m.rows * m.cols);
+  native.dequantize(m.packed, m.scales, m.rows, m.cols, out);
+  return out;
+}
+
+/** Quantises f32 [rows x cols] (see quantizeF32 for the rounding rules). */
+export { quantizeF32 as quantize } from "./codec.js";
+
+/**
+ * The C function table (`k3_mxfp4_api` in native/include/k3_mxfp4.h) as an N-API external, for
+ * addons (e.g. @k3/moe-stream) that run experts without a JS round trip. They must validate scales
+ * (find_bad_scale) when they load bytes.
+ */
+export function nativeApi(): unknown {
+  return native.api();
+}
+
+/** Bytes of a matrix's packed + scale data (what a matvec streams). */
+export function matrixBytes(m: Pick<Mxfp4Matrix, "rows" | "cols">): number {
+  return (m.rows * m.cols) / 2 + (m.rows * m.cols) / BLOCK_SIZE;
+}
+
