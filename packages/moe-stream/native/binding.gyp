@@ -5,6 +5,7 @@
       "sources": [
         "src/addon.cc",
         "src/arena.c",
+        "src/ceiling.c",
         "src/direct_file.c",
         "src/read_pool.c"
       ],

@@ -52,3 +52,4 @@ export {
 } from "./trunk-pack.js";
 export { TrunkStreamer, type TrunkStreamerOptions, type TrunkLayer, type TrunkStreamerStats } from "./trunk-stream.js";
 export { planMemory, censusFromConfig, type PlanOptions, type MemoryPlan, type ModelCensus } from "./plan.js";
+export { procIo, peakRssBytes, dropPageCache, measureReadCeiling } from "./io-stats.js";

@@ -53,6 +53,8 @@ export interface MoeStreamBinding {
     onDone: (done: NativeReadDone) => void,
   ) => NativeExpertStore;
   supersetBytes(length: number, align: number): number;
+  readCeiling(paths: string[], file: Uint32Array, offset: Float64Array, length: Float64Array, qd: number, direct: boolean): { bytes: number; seconds: number };
+  dropFileCache(path: string): number;
 }
 
 export const addon = loadAddon<MoeStreamBinding>("@k3/moe-stream", import.meta.url);

@@ -183,21 +183,42 @@ export function planMemory(opts: PlanOptions): MemoryPlan {
     room -= trunkTotal + census.globalBytes;
     globalResident = true;
   } else {
+    // Ring slots are sized to the largest STREAMED layer, so pinning the largest layers also
+    // shrinks the ring. Try pinning the p largest (p = 0, 1, ...), then fill what is left with
+    // smaller layers; keep the split that pins the most bytes (fewest bytes read per token).
     const want = Math.max(1, opts.ringSlots ?? 2);
-    ringSlots = room >= want * largest ? want : Math.max(1, Math.floor(room / largest));
-    ringSlotBytes = largest;
-    room -= ringSlots * largest;
+    const sizes = census.layerTrunkBytes;
+    const order = [...sizes.keys()].sort((a, b) => sizes[b] - sizes[a] || a - b);
+    let best: { slots: number; slotBytes: number; pinned: number[]; pinnedBytes: number; rest: number } | null = null;
+    for (const slots of want >= 2 ? [want, 1] : [1]) {
+      for (let p = 0; p < order.length; p++) {
+        const slotBytes = sizes[order[p]];
+        let rest = room - slots * slotBytes;
+        const chosen: number[] = [];
+        for (let i = 0; i < p && rest >= 0; i++) {
+          chosen.push(order[i]);
+          rest -= sizes[order[i]];
+        }
+        if (rest < 0) break;
+        for (let i = p + 1; i < order.length; i++)
+          if (sizes[order[i]] <= rest) {
+            chosen.push(order[i]);
+            rest -= sizes[order[i]];
+          }
+        const pinnedBytes = chosen.reduce((a, l) => a + sizes[l], 0);
+        if (!best || pinnedBytes > best.pinnedBytes) best = { slots, slotBytes, pinned: chosen, pinnedBytes, rest };
+      }
+      if (best) break; // two slots fit in some split: keep the overlap
+    }
+    if (!best) throw new BudgetError("memory plan: no ring slot fits", minimum, budget);
+    ringSlots = best.slots;
+    ringSlotBytes = best.slotBytes;
+    pinned.push(...best.pinned.sort((a, b) => a - b));
+    room = best.rest;
     if (room >= census.globalBytes) {
       globalResident = true;
       room -= census.globalBytes;
     }
-    const order = [...census.layerTrunkBytes.keys()].sort((a, b) => census!.layerTrunkBytes[b] - census!.layerTrunkBytes[a] || a - b);
-    for (const l of order)
-      if (census.layerTrunkBytes[l] <= room) {
-        pinned.push(l);
-        room -= census.layerTrunkBytes[l];
-      }
-    pinned.sort((a, b) => a - b);
   }
   const moe = census.moeLayers.length;
   const cacheSlotsPerLayer = moe > 0 ? Math.min(census.numExperts, Math.floor(room / (moe * expertSlotBytes))) : 0;

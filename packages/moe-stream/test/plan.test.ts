@@ -43,6 +43,9 @@ describe("planMemory", () => {
     expect(p.cacheSlotsPerLayer).toBe(0);
     expect(p.pinnedLayers.length + p.streamedLayers.length).toBe(93);
     expect(p.bytesPerTokenNoCache).toBeGreaterThan(25.8 * GB);
+    // Pinning the 2.34 GB dense layer 0 shrinks both ring slots to the 1.27 GB MoE-layer size.
+    expect(p.pinnedLayers).toContain(0);
+    expect(p.ringSlotBytes).toBe(887_886_848 + 12_848_640 + 102_767_616 + 264_241_152);
   });
 
   it("a big budget pins everything and gives the rest to the expert cache", () => {

@@ -1,0 +1,50 @@
+/**
+ * Honest I/O accounting helpers: device bytes from /proc/self/io (read_bytes counts what the
+ * block layer read for us, page-cache hits excluded), peak RSS, cold-cache control and the disk's
+ * own ceiling for an access pattern.
+ */
+import { readFileSync } from "node:fs";
+import { native } from "./native.js";
+
+/** /proc/self/io: read_bytes (from the device) and rchar (all read() bytes, cache hits included). */
+export function procIo(): { readBytes: number; rchar: number } {
+  try {
+    const text = readFileSync("/proc/self/io", "utf8");
+    const field = (k: string) => Number(new RegExp(`^${k}: (\\d+)$`, "m").exec(text)?.[1] ?? NaN);
+    return { readBytes: field("read_bytes"), rchar: field("rchar") };
+  } catch {
+    return { readBytes: NaN, rchar: NaN };
+  }
+}
+
+/** Peak resident set size of this process, in bytes. */
+export function peakRssBytes(): number {
+  return process.resourceUsage().maxRSS * 1024;
+}
+
+/** fdatasync + POSIX_FADV_DONTNEED: drops the file's clean pages from the page cache (no root needed). */
+export function dropPageCache(file: string): void {
+  const rc = native.dropFileCache(file);
+  if (rc !== 0) throw new Error(`dropPageCache(${file}): errno ${rc}`);
+}
+
+/**
+ * The disk's ceiling for a list of ranges: `queueDepth` plain pread threads, O_DIRECT aligned
+ * supersets, no cache and no JS in the loop. GB = 1e9 bytes.
+ */
+export function measureReadCeiling(
+  reads: Array<{ file: string; offset: number; length: number }>,
+  opts: { queueDepth?: number; direct?: boolean } = {},
+): { bytes: number; seconds: number; gbPerSec: number } {
+  const files = [...new Set(reads.map((r) => r.file))];
+  const index = new Map(files.map((f, i) => [f, i]));
+  const r = native.readCeiling(
+    files,
+    Uint32Array.from(reads, (x) => index.get(x.file)!),
+    Float64Array.from(reads, (x) => x.offset),
+    Float64Array.from(reads, (x) => x.length),
+    opts.queueDepth ?? 16,
+    opts.direct ?? true,
+  );
+  return { ...r, gbPerSec: r.bytes / r.seconds / 1e9 };
+}
