@@ -75,7 +75,7 @@ typedef struct {
     float *o;
     size_t T, H, dk, dv, C;
     float *scratch;
-    size_t per_head;
+    size_t per_task, n_tasks;
 } chunked_job;
 
 /* M and P of one chunk (n tokens): diagonal blocks by direct exps, the rest as small products. */
@@ -148,11 +148,10 @@ static void chunk_step(const kda_kernels *kern, chunk_scratch *s, float *S, size
     kern->gemm_acc(dk, dv, n, s->Bt, n, s->R, dv, S, dv);
 }
 
-static void chunked_head(void *ctx, int task) {
-    const chunked_job *job = ctx;
-    size_t h = (size_t)task, H = job->H, dk = job->dk, dv = job->dv, C = job->C;
+static void chunked_head(const chunked_job *job, size_t h, float *scratch) {
+    size_t H = job->H, dk = job->dk, dv = job->dv, C = job->C;
     size_t state_len = dk * dv;
-    chunk_scratch s = carve(job->scratch + h * job->per_head, C, dk, dv);
+    chunk_scratch s = carve(scratch, C, dk, dv);
     float *S;
     if (job->state_bf16) {
         S = s.S16;
@@ -176,15 +175,24 @@ static void chunked_head(void *ctx, int task) {
     if (job->state_bf16) kda_bf16_round(S, (uint16_t *)job->S + h * state_len, state_len);
 }
 
+/* Task i runs heads i, i + n_tasks, ... with one scratch (every buffer is rewritten per chunk). */
+static void chunked_task(void *ctx, int task) {
+    const chunked_job *job = ctx;
+    for (size_t h = (size_t)task; h < job->H; h += job->n_tasks)
+        chunked_head(job, h, job->scratch + (size_t)task * job->per_task);
+}
+
 int k3_kda_chunked(const float *q, const float *k, const float *v, const float *g, const float *beta, void *S,
                    int state_bf16, float *o, size_t T, size_t H, size_t dk, size_t dv, size_t chunk) {
     if (T == 0) return 0;
     size_t C = chunk < T ? chunk : T;
-    size_t per_head = scratch_floats(C, dk, dv);
-    float *scratch = malloc(H * per_head * sizeof(float));
+    size_t per_task = scratch_floats(C, dk, dv);
+    size_t n_tasks = (size_t)k3_kda_dense()->thread_count() * 4;
+    if (n_tasks > H) n_tasks = H;
+    float *scratch = malloc(n_tasks * per_task * sizeof(float));
     if (!scratch) return -1;
-    chunked_job job = {kda_kernels_current(), q, k, v, g, beta, S, state_bf16, o, T, H, dk, dv, C, scratch, per_head};
-    k3_kda_dense()->parallel_for((int)H, chunked_head, &job);
+    chunked_job job = {kda_kernels_current(), q, k, v, g, beta, S, state_bf16, o, T, H, dk, dv, C, scratch, per_task, n_tasks};
+    k3_kda_dense()->parallel_for((int)n_tasks, chunked_task, &job);
     free(scratch);
     return 0;
 }

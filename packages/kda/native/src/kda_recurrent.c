@@ -16,14 +16,13 @@ typedef struct {
     float *o;
     size_t T, H, dk, dv;
     float *scratch;
-    size_t scratch_per_head;
+    size_t scratch_per_task, n_tasks;
 } recurrent_job;
 
-static void recurrent_head(void *ctx, int task) {
-    const recurrent_job *job = ctx;
-    size_t h = (size_t)task, H = job->H, dk = job->dk, dv = job->dv;
+static void recurrent_head(const recurrent_job *job, size_t h, float *scratch) {
+    size_t H = job->H, dk = job->dk, dv = job->dv;
     size_t state_len = dk * dv;
-    float *alpha = job->scratch + h * job->scratch_per_head, *e = alpha + dk;
+    float *alpha = scratch, *e = alpha + dk;
     float *S;
     if (job->state_bf16) {
         S = e + dv;
@@ -43,13 +42,23 @@ static void recurrent_head(void *ctx, int task) {
     }
 }
 
+/* Task i runs heads i, i + n_tasks, ...: one scratch per task, and each head's result does not
+   depend on which task ran it. */
+static void recurrent_task(void *ctx, int task) {
+    const recurrent_job *job = ctx;
+    for (size_t h = (size_t)task; h < job->H; h += job->n_tasks)
+        recurrent_head(job, h, job->scratch + (size_t)task * job->scratch_per_task);
+}
+
 int k3_kda_recurrent(const float *q, const float *k, const float *v, const float *g, const float *beta, void *S,
                      int state_bf16, float *o, size_t T, size_t H, size_t dk, size_t dv) {
-    size_t per_head = dk + dv + (state_bf16 ? dk * dv : 0);
-    float *scratch = malloc(H * per_head * sizeof(float));
+    size_t per_task = dk + dv + (state_bf16 ? dk * dv : 0);
+    size_t n_tasks = (size_t)k3_kda_dense()->thread_count() * 4;
+    if (n_tasks > H) n_tasks = H;
+    float *scratch = malloc(n_tasks * per_task * sizeof(float));
     if (!scratch) return -1;
-    recurrent_job job = {kda_kernels_current(), q, k, v, g, beta, S, state_bf16, o, T, H, dk, dv, scratch, per_head};
-    k3_kda_dense()->parallel_for((int)H, recurrent_head, &job);
+    recurrent_job job = {kda_kernels_current(), q, k, v, g, beta, S, state_bf16, o, T, H, dk, dv, scratch, per_task, n_tasks};
+    k3_kda_dense()->parallel_for((int)n_tasks, recurrent_task, &job);
     free(scratch);
     return 0;
 }

@@ -3,9 +3,9 @@
  *
  * Every variant reproduces the scalar reference (kda_simd_scalar.c) bit for bit. The orders:
  *   step_head  per column j, sums over rows d in ascending order with fmaf:
- *                acc[j] = fmaf(k[d], S[d][j] * alpha[d], acc[j])          (from 0)
+ *                S[d][j] = S[d][j] * alpha[d];  acc[j] = fmaf(k[d], S[d][j], acc[j])   (from 0)
  *                e[j]   = v[j] - acc[j]
- *                s      = fmaf(beta * k[d], e[j], S[d][j] * alpha[d]);  S[d][j] = s
+ *                s      = fmaf(beta * k[d], e[j], S[d][j]);  S[d][j] = s
  *                o[j]   = fmaf(q[d], s, o[j])                            (from 0)
  *   gemm_acc   C[i][j] = fmaf(A[i][p], B[p][j], C[i][j]) for p = 0, 1, ..., kk-1 (starting from C)
  *   dot        lane[p % 16] = fmaf(a[p], b[p], lane[p % 16]), then lane[i] += lane[i + h], h = 8,4,2,1

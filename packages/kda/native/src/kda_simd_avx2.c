@@ -56,9 +56,13 @@ INLINE void step_block(const int V, float *S, size_t dk, size_t dv, size_t j0, c
     __m256 e[4], acc[4];
     for (int u = 0; u < V; u++) e[u] = _mm256_setzero_ps();
     for (size_t d = 0; d < dk; d++) {
-        const float *row = S + d * dv + j0;
+        float *row = S + d * dv + j0;
         __m256 a = _mm256_set1_ps(alpha[d]), kd = _mm256_set1_ps(k[d]);
-        for (int u = 0; u < V; u++) e[u] = _mm256_fmadd_ps(kd, _mm256_mul_ps(_mm256_loadu_ps(row + 8 * u), a), e[u]);
+        for (int u = 0; u < V; u++) {
+            __m256 s = _mm256_mul_ps(_mm256_loadu_ps(row + 8 * u), a);
+            _mm256_storeu_ps(row + 8 * u, s);
+            e[u] = _mm256_fmadd_ps(kd, s, e[u]);
+        }
     }
     for (int u = 0; u < V; u++) {
         e[u] = _mm256_sub_ps(_mm256_loadu_ps(v + j0 + 8 * u), e[u]);
@@ -66,9 +70,9 @@ INLINE void step_block(const int V, float *S, size_t dk, size_t dv, size_t j0, c
     }
     for (size_t d = 0; d < dk; d++) {
         float *row = S + d * dv + j0;
-        __m256 a = _mm256_set1_ps(alpha[d]), bk = _mm256_set1_ps(beta * k[d]), qd = _mm256_set1_ps(q[d]);
+        __m256 bk = _mm256_set1_ps(beta * k[d]), qd = _mm256_set1_ps(q[d]);
         for (int u = 0; u < V; u++) {
-            __m256 s = _mm256_fmadd_ps(bk, e[u], _mm256_mul_ps(_mm256_loadu_ps(row + 8 * u), a));
+            __m256 s = _mm256_fmadd_ps(bk, e[u], _mm256_loadu_ps(row + 8 * u));
             _mm256_storeu_ps(row + 8 * u, s);
             acc[u] = _mm256_fmadd_ps(qd, s, acc[u]);
         }
@@ -81,10 +85,13 @@ static void step_tail(float *S, size_t dk, size_t dv, size_t j0, const float *al
                       const float *v, float beta, float *o) {
     for (size_t j = j0; j < dv; j++) {
         float e = 0.0f, acc = 0.0f;
-        for (size_t d = 0; d < dk; d++) e = fmaf(k[d], S[d * dv + j] * alpha[d], e);
+        for (size_t d = 0; d < dk; d++) {
+            S[d * dv + j] = S[d * dv + j] * alpha[d];
+            e = fmaf(k[d], S[d * dv + j], e);
+        }
         e = v[j] - e;
         for (size_t d = 0; d < dk; d++) {
-            float s = fmaf(beta * k[d], e, S[d * dv + j] * alpha[d]);
+            float s = fmaf(beta * k[d], e, S[d * dv + j]);
             S[d * dv + j] = s;
             acc = fmaf(q[d], s, acc);
         }

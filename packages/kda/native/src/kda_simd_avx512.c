@@ -52,11 +52,13 @@ INLINE void step_block(const int V, float *S, size_t dk, size_t dv, size_t j0, _
     __m512 e[8], acc[8];
     for (int u = 0; u < V; u++) e[u] = _mm512_setzero_ps();
     for (size_t d = 0; d < dk; d++) {
-        const float *row = S + d * dv + j0;
+        float *row = S + d * dv + j0;
         __m512 a = _mm512_set1_ps(alpha[d]), kd = _mm512_set1_ps(k[d]);
         for (int u = 0; u < V; u++) {
-            __m512 s = _mm512_maskz_loadu_ps(u == V - 1 ? last : 0xFFFF, row + 16 * u);
-            e[u] = _mm512_fmadd_ps(kd, _mm512_mul_ps(s, a), e[u]);
+            __mmask16 m = u == V - 1 ? last : 0xFFFF;
+            __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + 16 * u), a);
+            _mm512_mask_storeu_ps(row + 16 * u, m, s);
+            e[u] = _mm512_fmadd_ps(kd, s, e[u]);
         }
     }
     for (int u = 0; u < V; u++) {
@@ -65,10 +67,10 @@ INLINE void step_block(const int V, float *S, size_t dk, size_t dv, size_t j0, _
     }
     for (size_t d = 0; d < dk; d++) {
         float *row = S + d * dv + j0;
-        __m512 a = _mm512_set1_ps(alpha[d]), bk = _mm512_set1_ps(beta * k[d]), qd = _mm512_set1_ps(q[d]);
+        __m512 bk = _mm512_set1_ps(beta * k[d]), qd = _mm512_set1_ps(q[d]);
         for (int u = 0; u < V; u++) {
             __mmask16 m = u == V - 1 ? last : 0xFFFF;
-            __m512 s = _mm512_fmadd_ps(bk, e[u], _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + 16 * u), a));
+            __m512 s = _mm512_fmadd_ps(bk, e[u], _mm512_maskz_loadu_ps(m, row + 16 * u));
             _mm512_mask_storeu_ps(row + 16 * u, m, s);
             acc[u] = _mm512_fmadd_ps(qd, s, acc[u]);
         }

@@ -37,8 +37,11 @@ static void step_head(float *S, size_t dk, size_t dv, const float *alpha, const 
                       const float *v, float beta, float *o, float *e) {
     for (size_t j = 0; j < dv; j++) e[j] = 0.0f;
     for (size_t d = 0; d < dk; d++) {
-        const float *row = S + d * dv;
-        for (size_t j = 0; j < dv; j++) e[j] = fmaf(k[d], row[j] * alpha[d], e[j]);
+        float *row = S + d * dv;
+        for (size_t j = 0; j < dv; j++) {
+            row[j] = row[j] * alpha[d];
+            e[j] = fmaf(k[d], row[j], e[j]);
+        }
     }
     for (size_t j = 0; j < dv; j++) {
         e[j] = v[j] - e[j];
@@ -48,7 +51,7 @@ static void step_head(float *S, size_t dk, size_t dv, const float *alpha, const 
         float *row = S + d * dv;
         float bk = beta * k[d];
         for (size_t j = 0; j < dv; j++) {
-            float s = fmaf(bk, e[j], row[j] * alpha[d]);
+            float s = fmaf(bk, e[j], row[j]);
             row[j] = s;
             o[j] = fmaf(q[d], s, o[j]);
         }

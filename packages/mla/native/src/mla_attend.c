@@ -25,7 +25,7 @@ typedef struct {
     float *out;
     size_t heads_per_task, groups;
     float *scratch;
-    size_t per_task;
+    size_t per_task, n_tasks;
 } attend_job;
 
 static void block_scores(const attend_job *job, const float *Q, size_t nrows, size_t h0, size_t b0, size_t npos, float *sc) {
@@ -77,13 +77,12 @@ static void softmax_update(float *sc, float *P, size_t npos, float scale, float 
     *m = mx;
 }
 
-static void attend_task(void *ctx, int task) {
-    const attend_job *job = ctx;
-    size_t t = (size_t)task / job->groups, g = (size_t)task % job->groups;
+static void attend_item(const attend_job *job, size_t item, float *scratch) {
+    size_t t = item / job->groups, g = item % job->groups;
     size_t h0 = g * job->heads_per_task;
     size_t h1 = h0 + job->heads_per_task < job->H ? h0 + job->heads_per_task : job->H;
     size_t n = h1 - h0, dv = job->dv;
-    float *m = job->scratch + (size_t)task * job->per_task;
+    float *m = scratch;
     float *l = m + n, *acc = l + n, *sc = acc + n * dv, *P = sc + n * KB;
     for (size_t r = 0; r < n; r++) {
         m[r] = -INFINITY;
@@ -103,6 +102,13 @@ static void attend_task(void *ctx, int task) {
         for (size_t c = 0; c < dv; c++) out[r * dv + c] = acc[r * dv + c] / l[r];
 }
 
+/* Task i runs items i, i + n_tasks, ... (item = token x head group) with one scratch. */
+static void attend_task(void *ctx, int task) {
+    const attend_job *job = ctx;
+    for (size_t item = (size_t)task; item < job->T * job->groups; item += job->n_tasks)
+        attend_item(job, item, job->scratch + (size_t)task * job->per_task);
+}
+
 int k3_mla_attend(const float *q, size_t T, size_t H, size_t dq, size_t dv, const k3_mla_rows *keys,
                   const k3_mla_rows *values, size_t q_pos0, float scale, float *out) {
     if (T == 0 || H == 0) return 0;
@@ -113,10 +119,11 @@ int k3_mla_attend(const float *q, size_t T, size_t H, size_t dq, size_t dv, cons
     size_t per = (H + groups - 1) / groups;
     groups = (H + per - 1) / per;
     size_t per_task = 2 * per + per * dv + 2 * per * KB;
-    float *scratch = malloc(T * groups * per_task * sizeof(float));
+    size_t n_tasks = want < T * groups ? want : T * groups;
+    float *scratch = malloc(n_tasks * per_task * sizeof(float));
     if (!scratch) return -1;
-    attend_job job = {mla_kernels_current(), q, T, H, dq, dv, *keys, *values, q_pos0, scale, out, per, groups, scratch, per_task};
-    k3_mla_dense()->parallel_for((int)(T * groups), attend_task, &job);
+    attend_job job = {mla_kernels_current(), q, T, H, dq, dv, *keys, *values, q_pos0, scale, out, per, groups, scratch, per_task, n_tasks};
+    k3_mla_dense()->parallel_for((int)n_tasks, attend_task, &job);
     free(scratch);
     return 0;
 }
