@@ -150,3 +150,13 @@ class MinHeap {
     return top;
   }
 }
+
+/** Test hook: the heap merge on any piece, without the whole-piece shortcut. */
+export function heapMergeForTest(table: RankTable, bytes: Uint8Array, start: number, end: number, out: number[]): number {
+  return heapMerge(table, bytes, start, end, out);
+}
+
+/** Test hook: the linear merge on any piece, without the whole-piece shortcut. */
+export function linearMergeForTest(table: RankTable, bytes: Uint8Array, start: number, end: number, out: number[]): number {
+  return linearMerge(table, bytes, start, end, out);
+}

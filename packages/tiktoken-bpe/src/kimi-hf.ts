@@ -77,13 +77,15 @@ function cpUnits(text: string, i: number): number {
   return 1;
 }
 
-export function encodeKimiHf(tok: Tokenizer, text: string): number[] {
+export function encodeKimiHf(tok: Tokenizer, text: string): Uint32Array {
   // No cut can happen in a text shorter than one run limit (code points <= UTF-16 units).
   if (text.length <= KIMI_MAX_RUN_CHARS) return tok.encodeOrdinary(text);
-  const out: number[] = [];
-  for (const [a, b] of kimiHfParts(text)) {
-    const ids = tok.encodeOrdinary(text.slice(a, b));
-    for (const id of ids) out.push(id);
+  const parts = kimiHfParts(text).map(([a, b]) => tok.encodeOrdinary(text.slice(a, b)));
+  const out = new Uint32Array(parts.reduce((s, p) => s + p.length, 0));
+  let w = 0;
+  for (const p of parts) {
+    out.set(p, w);
+    w += p.length;
   }
   return out;
 }

@@ -30,22 +30,10 @@ export class NativeBackend implements EncoderBackend {
     return this.binding.findSpecial(this.handle, bytes, len, mask);
   }
 
-  encode(bytes: Uint8Array, len: number, allowed: Uint8Array | null): number[] {
-    const n = this.encodeInto(bytes, len, allowed);
-    const out = this.out;
-    const ids: number[] = new Array(n);
-    for (let i = 0; i < n; i++) ids[i] = out[i];
-    return ids;
-  }
-
-  /** Encodes into the reused buffer; returns the count (ids in this.lastOutput()). */
-  encodeInto(bytes: Uint8Array, len: number, allowed: Uint8Array | null): number {
+  encode(bytes: Uint8Array, len: number, allowed: Uint8Array | null): Uint32Array {
     if (this.out.length < len) this.out = new Uint32Array(Math.max(len, this.out.length * 2));
-    return this.binding.encode(this.handle, bytes, len, allowed, this.out);
-  }
-
-  lastOutput(): Uint32Array {
-    return this.out;
+    const n = this.binding.encode(this.handle, bytes, len, allowed, this.out);
+    return this.out.slice(0, n);
   }
 
   count(bytes: Uint8Array, len: number, allowed: Uint8Array | null): number {

@@ -19,10 +19,10 @@ export class RegexBackend implements EncoderBackend {
     return this.specials.find(bytes, 0, len, mask, { pos: 0 });
   }
 
-  encode(bytes: Uint8Array, len: number, allowed: Uint8Array | null): number[] {
+  encode(bytes: Uint8Array, len: number, allowed: Uint8Array | null): Uint32Array {
     const out: number[] = [];
     this.run(bytes, len, allowed, out);
-    return out;
+    return Uint32Array.from(out);
   }
 
   count(bytes: Uint8Array, len: number, allowed: Uint8Array | null): number {

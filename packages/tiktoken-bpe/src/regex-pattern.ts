@@ -19,8 +19,11 @@ export function translatePattern(pattern: string): RegExp {
   const fail = (what: string) => new TokenizerError(`pattern: ${what} at offset ${i} is not supported by the general RegExp translation`);
   const caseInsensitiveDepth: number[] = [];
   let depth = 0;
+  let afterQuantifier = false; // a `+` right after a quantifier makes it possessive
   while (i < pattern.length) {
     const ch = pattern[i];
+    const wasQuantifier = afterQuantifier;
+    afterQuantifier = false;
     if (ch === "\\") {
       const next = pattern[i + 1];
       if (next === "s") out += `[${WHITE_SPACE}]`;
@@ -53,10 +56,18 @@ export function translatePattern(pattern: string): RegExp {
       if (caseInsensitiveDepth[caseInsensitiveDepth.length - 1] === depth) caseInsensitiveDepth.pop();
       depth--;
     }
-    if (ch === "+" && /[+*?}]/.test(pattern[i - 1] ?? "") && pattern[i - 2] !== "\\") {
+    if (ch === "+" && wasQuantifier) {
       i++; // possessive → greedy
       continue;
     }
+    if (ch === "{" && /^\{\d+(,\d*)?\}/.test(pattern.slice(i))) {
+      const q = (pattern.slice(i).match(/^\{\d+(,\d*)?\}/) as RegExpMatchArray)[0];
+      out += q;
+      i += q.length;
+      afterQuantifier = true;
+      continue;
+    }
+    if (ch === "+" || ch === "*" || ch === "?") afterQuantifier = ch !== "?" || !/[(]/.test(pattern[i - 1] ?? "");
     if (caseInsensitiveDepth.length > 0 && /[a-zA-Z]/.test(ch)) out += `[${ch.toLowerCase()}${ch.toUpperCase()}]`;
     else out += ch;
     i++;

@@ -1,8 +1,8 @@
 /**
  * The Tokenizer: tiktoken's Encoding semantics (encode / encode_ordinary / special-token checks /
  * decode) over any rank file, pattern and special-token map, on the native core when it loads and
- * on the TypeScript fallback otherwise. Ids are returned as `number[]`; decode accepts `number[]`
- * or `Uint32Array`.
+ * on the TypeScript fallback otherwise. Ids are returned as a `Uint32Array` (like the `tiktoken`
+ * npm package; `Array.from(ids)` for a `number[]`); decode accepts `number[]` or `Uint32Array`.
  */
 import { DisallowedSpecialError, TokenizerError, UnknownTokenError, VocabularyError } from "./errors.js";
 import { encodeKimiHf } from "./kimi-hf.js";
@@ -149,7 +149,7 @@ export class Tokenizer {
   }
 
   /** tiktoken `encode`: specials per options; throws DisallowedSpecialError by default on special text. */
-  encode(text: string, options: EncodeOptions = {}): number[] {
+  encode(text: string, options: EncodeOptions = {}): Uint32Array {
     if (options.mode === "kimi-hf") return encodeKimiHf(this, text);
     if (options.mode !== undefined && options.mode !== "tiktoken")
       throw new TokenizerError(`encode: mode must be 'tiktoken' or 'kimi-hf', got ${JSON.stringify(options.mode)}`);
@@ -159,13 +159,13 @@ export class Tokenizer {
   }
 
   /** tiktoken `encode_ordinary`: special-token text is ordinary text. */
-  encodeOrdinary(text: string): number[] {
+  encodeOrdinary(text: string): Uint32Array {
     const len = this.toUtf8(text);
     return this.backend.encode(this.scratch, len, null);
   }
 
   /** tiktoken `encode_with_special_tokens`: every special's text becomes its id. */
-  encodeWithSpecialTokens(text: string): number[] {
+  encodeWithSpecialTokens(text: string): Uint32Array {
     const len = this.toUtf8(text);
     return this.backend.encode(this.scratch, len, this.specials.length ? this.allMask : null);
   }

@@ -12,7 +12,7 @@ export interface EncoderBackend {
   /** Index of the leftmost special (of those with mask 1) in bytes[0, len), -1 when none. */
   findSpecial(bytes: Uint8Array, len: number, mask: Uint8Array): number;
   /** Ids of bytes[0, len); specials with allowed[i] = 1 become their id, null = none allowed. */
-  encode(bytes: Uint8Array, len: number, allowed: Uint8Array | null): number[];
+  encode(bytes: Uint8Array, len: number, allowed: Uint8Array | null): Uint32Array;
   /** Same count as encode(...).length without building the array. */
   count(bytes: Uint8Array, len: number, allowed: Uint8Array | null): number;
 }
@@ -29,10 +29,10 @@ export class TypeScriptBackend implements EncoderBackend {
     return this.specials.find(bytes, 0, len, mask, { pos: 0 });
   }
 
-  encode(bytes: Uint8Array, len: number, allowed: Uint8Array | null): number[] {
+  encode(bytes: Uint8Array, len: number, allowed: Uint8Array | null): Uint32Array {
     const out: number[] = [];
     this.run(bytes, len, allowed, out);
-    return out;
+    return Uint32Array.from(out);
   }
 
   count(bytes: Uint8Array, len: number, allowed: Uint8Array | null): number {

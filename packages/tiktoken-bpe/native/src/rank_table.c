@@ -8,9 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* First min(len, 8) bytes as a zero-padded word. */
+static inline uint64_t head_of(const uint8_t *s, size_t len) {
+    uint64_t w = 0;
+    memcpy(&w, s, len < 8 ? len : 8);
+    return w;
+}
+
 /* A multiply-xorshift hash over 8-byte words; cheap for the short keys BPE looks up. */
 static inline uint32_t hash_bytes(const uint8_t *s, size_t len) {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)len;
+    if (len <= 8) {
+        h = (h ^ head_of(s, len)) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 31;
+        h *= 0x94D049BB133111EBull;
+        return (uint32_t)(h >> 32);
+    }
     while (len >= 8) {
         uint64_t w;
         memcpy(&w, s, 8);
@@ -32,12 +45,12 @@ static inline uint32_t hash_bytes(const uint8_t *s, size_t len) {
 uint32_t k3_rank_lookup(const k3_rank_table *t, const uint8_t *s, size_t len) {
     if (len == 2) return t->pair[(size_t)s[0] << 8 | s[1]];
     uint32_t h = hash_bytes(s, len);
+    uint64_t head = head_of(s, len);
     for (size_t i = h & t->mask;; i = (i + 1) & t->mask) {
         const k3_slot *slot = &t->slots[i];
         if (slot->token == K3_NO_RANK) return K3_NO_RANK;
-        if (slot->hash != h) continue;
-        uint32_t o = t->offsets[slot->token];
-        if (t->offsets[slot->token + 1] - o == len && memcmp(t->pool + o, s, len) == 0) return t->ranks[slot->token];
+        if (slot->head != head || slot->len != len) continue;
+        if (len <= 8 || memcmp(t->pool + t->offsets[slot->token] + 8, s + 8, len - 8) == 0) return t->ranks[slot->token];
     }
 }
 
@@ -90,14 +103,15 @@ int k3_rank_table_init(k3_rank_table *t, const uint8_t *pool, size_t pool_len, c
         size_t i = h & t->mask;
         for (; t->slots[i].token != K3_NO_RANK; i = (i + 1) & t->mask) {
             uint32_t other = t->slots[i].token, oo = offsets[other];
-            if (t->slots[i].hash == h && offsets[other + 1] - oo == len && memcmp(pool + oo, pool + o, len) == 0) {
+            if (offsets[other + 1] - oo == len && memcmp(pool + oo, pool + o, len) == 0) {
                 snprintf(err, err_n, "token of rank %u has the same bytes as rank %u", ranks[k], ranks[other]);
                 k3_rank_table_free(t);
                 return -1;
             }
         }
         t->slots[i].token = (uint32_t)k;
-        t->slots[i].hash = h;
+        t->slots[i].head = head_of(pool + o, len);
+        t->slots[i].len = len;
         if (len == 2) t->pair[(size_t)pool[o] << 8 | pool[o + 1]] = ranks[k];
     }
     for (int b = 0; b < 256; b++)

@@ -8,8 +8,9 @@
 #define K3_NO_RANK 0xFFFFFFFFu
 
 typedef struct {
+    uint64_t head;  /* first 8 bytes of the token, zero-padded: most keys compare in one step */
     uint32_t token; /* index into offsets/ranks, K3_NO_RANK = empty */
-    uint32_t hash;
+    uint32_t len;
 } k3_slot;
 
 typedef struct {
