@@ -8,6 +8,7 @@
  * (bf16/f32 GEMM, the GLUs) or an MXFP4 provider (@k3/mxfp4); none is written here.
  */
 import { siluGlu, situGlu } from "@k3/dense";
+import { matmul as mxfp4Matmul, validateScales } from "@k3/mxfp4";
 import type { ExpertLocation } from "./checkpoint.js";
 import { denseMatrix, matmul, type DenseMatrix } from "./dense-weight.js";
 import { MoeStreamError } from "./errors.js";
@@ -18,8 +19,11 @@ export interface ExpertCompute {
   /** Input width of the expert (K3: the 3584 latent; 48B: hidden). */
   readonly inDim: number;
   readonly outDim: number;
-  /** Y[b] = E(X[b]) for b < batch: X [batch, inDim], Y [batch, outDim]. Y[b] must equal the batch-1 result bit for bit. */
-  run(bytes: Uint8Array, loc: ExpertLocation, X: Float32Array, batch: number, Y: Float32Array): void;
+  /**
+   * Y[b] = E(X[b]) for b < batch: X [batch, inDim], Y [batch, outDim]. Y[b] must equal the batch-1
+   * result bit for bit. `readId` identifies the read that filled `bytes` (validate once per read).
+   */
+  run(bytes: Uint8Array, loc: ExpertLocation, X: Float32Array, batch: number, Y: Float32Array, readId?: number): void;
 }
 
 function glu(act: GluActivation, g: Float32Array, u: Float32Array, out: Float32Array): void {
@@ -80,11 +84,22 @@ export interface Mxfp4Kernels {
   matmul(w: Mxfp4MatrixView, X: Float32Array, batch: number, Y: Float32Array): void;
 }
 
-/** K3 routed experts: MXFP4 w1/w3 [inter, latent], w2 [latent, inter], SiTU-GLU, in the latent space. */
-export function mxfp4ExpertCompute(opts: { inDim: number; interDim: number; activation?: GluActivation; kernels: Mxfp4Kernels }): ExpertCompute {
+/** @k3/mxfp4's fp32 packed kernels (Y[b] bit-identical to matvec(X[b])). */
+export const k3Mxfp4Kernels: Mxfp4Kernels = {
+  matmul: (w, X, batch, Y) => void mxfp4Matmul(w, X, Y, batch),
+};
+
+/**
+ * K3 routed experts: MXFP4 w1/w3 [inter, latent], w2 [latent, inter], SiTU-GLU, in the latent space.
+ * Scales are checked (0xFF = NaN block is refused) once per read: arena slots are reused, so a
+ * cache keyed on the buffer range would miss a new expert landing in an old slot.
+ */
+export function mxfp4ExpertCompute(opts: { inDim: number; interDim: number; activation?: GluActivation; kernels?: Mxfp4Kernels }): ExpertCompute {
   const scratch = new Scratch();
-  const { inDim, interDim, kernels } = opts;
+  const { inDim, interDim } = opts;
+  const kernels = opts.kernels ?? k3Mxfp4Kernels;
   const activation = opts.activation ?? "situ";
+  const validated = new Set<number>();
   const view = (bytes: Uint8Array, loc: ExpertLocation, w: string, rows: number, cols: number): Mxfp4MatrixView => {
     const p = tensor(bytes, loc, `${w}.weight_packed`);
     const s = tensor(bytes, loc, `${w}.weight_scale`);
@@ -97,13 +112,24 @@ export function mxfp4ExpertCompute(opts: { inDim: number; interDim: number; acti
   return {
     inDim,
     outDim: inDim,
-    run(bytes, loc, X, batch, Y) {
+    run(bytes, loc, X, batch, Y, readId) {
+      const w1 = view(bytes, loc, "w1", interDim, inDim);
+      const w3 = view(bytes, loc, "w3", interDim, inDim);
+      const w2 = view(bytes, loc, "w2", inDim, interDim);
+      if (readId === undefined || !validated.has(readId)) {
+        for (const [name, m] of [["w1", w1], ["w3", w3], ["w2", w2]] as const)
+          validateScales(m, `layer ${loc.layer} expert ${loc.id} ${name}.weight_scale`);
+        if (readId !== undefined) {
+          if (validated.size > 65536) validated.clear();
+          validated.add(readId);
+        }
+      }
       const g = scratch.get("g", batch * interDim);
       const u = scratch.get("u", batch * interDim);
-      kernels.matmul(view(bytes, loc, "w1", interDim, inDim), X, batch, g);
-      kernels.matmul(view(bytes, loc, "w3", interDim, inDim), X, batch, u);
+      kernels.matmul(w1, X, batch, g);
+      kernels.matmul(w3, X, batch, u);
       glu(activation, g, u, g);
-      kernels.matmul(view(bytes, loc, "w2", inDim, interDim), g, batch, Y);
+      kernels.matmul(w2, g, batch, Y);
     },
   };
 }

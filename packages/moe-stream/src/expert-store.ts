@@ -49,6 +49,8 @@ export interface ExpertHandle {
   /** A zero-copy view of the expert's bytes (all its tensors, in checkpoint order). */
   bytes: Uint8Array;
   source: ExpertSource;
+  /** Unique per completed read: the same bytes keep the same readId while they stay resident. */
+  readId: number;
   release(): void;
 }
 
@@ -93,6 +95,7 @@ interface Entry {
   prefetched: boolean;
   pins: number;
   dataOffset: number;
+  readId: number;
   loc: ExpertLocation;
   waiters: Array<{ resolve: (h: ExpertHandle) => void; reject: (e: Error) => void; source: ExpertSource }>;
   error?: Error;
@@ -118,6 +121,7 @@ export class ExpertStore {
   private readonly slotWaiters: Array<() => void> = [];
   private readonly jobs = new Map<number, Entry>();
   private nextJob = 1;
+  private readSeq = 0;
   private pending = 0;
   private closed = false;
   private readonly counters = {
@@ -317,7 +321,7 @@ export class ExpertStore {
   }
 
   private newEntry(loc: ExpertLocation, slot: number, prefetched: boolean): Entry {
-    const e: Entry = { layer: loc.layer, id: loc.id, slot, state: "reading", cached: false, prefetched, pins: prefetched ? 0 : 1, dataOffset: 0, loc, waiters: [] };
+    const e: Entry = { layer: loc.layer, id: loc.id, slot, state: "reading", cached: false, prefetched, pins: prefetched ? 0 : 1, dataOffset: 0, readId: 0, loc, waiters: [] };
     this.entries.set(key(loc.layer, loc.id), e);
     return e;
   }
@@ -388,6 +392,7 @@ export class ExpertStore {
     }
     e.state = "ready";
     e.dataOffset = d.dataOffset;
+    e.readId = ++this.readSeq;
     for (const w of e.waiters.splice(0)) w.resolve(this.handle(e, w.source));
   }
 
@@ -405,6 +410,7 @@ export class ExpertStore {
       location: e.loc,
       bytes: this.arena.subarray(start, start + e.loc.byteLength),
       source,
+      readId: e.readId,
       release: () => {
         if (released) return;
         released = true;

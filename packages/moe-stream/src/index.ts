@@ -21,6 +21,7 @@ export {
 export {
   denseExpertCompute,
   mxfp4ExpertCompute,
+  k3Mxfp4Kernels,
   type ExpertCompute,
   type GluActivation,
   type Mxfp4Kernels,

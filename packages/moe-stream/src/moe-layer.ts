@@ -148,7 +148,7 @@ export class MoeLayer {
           const t = Math.floor(list[b] / k);
           X.set(u.subarray(t * inDim, (t + 1) * inDim), b * inDim);
         }
-        compute.run(h.bytes, h.location, X, list.length, Y);
+        compute.run(h.bytes, h.location, X, list.length, Y, h.readId);
         for (let b = 0; b < list.length; b++) perSlot.set(Y.subarray(b * compute.outDim, (b + 1) * compute.outDim), list[b] * compute.outDim);
         h.release();
         cpu += now() - c0;

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { openCheckpointIndex } from "../src/checkpoint.js";
 import { denseMatrix } from "../src/dense-weight.js";
 import { ExpertReadError } from "../src/errors.js";
-import { denseExpertCompute } from "../src/expert-compute.js";
+import { denseExpertCompute, mxfp4ExpertCompute } from "../src/expert-compute.js";
 import { ExpertStore } from "../src/expert-store.js";
 import { MoeLayer } from "../src/moe-layer.js";
 import { Router } from "../src/router.js";
@@ -95,6 +95,79 @@ describe("MoeLayer, Kimi-Linear-48B plain MoE (bf16 experts, SiLU-GLU, x routed_
       expect(worstRatio(y, fx.f64("out"))).toBeLessThanOrEqual(1);
     } finally {
       store.close();
+    }
+  });
+});
+
+function layerK3(opts: { slotsPerLayer?: number } = {}) {
+  const fx = loadFixture("moe_k3_latent.safetensors");
+  const ckpt = openCheckpointIndex(expertCheckpoint(fx));
+  const store = ExpertStore.open({ experts: ckpt.experts(LAYER), ioSlots: 5, slotsPerLayer: opts.slotsPerLayer ?? 0, readers: 4 });
+  const [E, D] = fx.shape("gate.weight");
+  const [latent] = fx.shape("routed_expert_down_proj.weight");
+  const router = new Router({ numExperts: E, topK: 4, routedScalingFactor: 1.0 }, f32m(fx, "gate.weight"), fx.f32("gate.e_score_correction_bias"));
+  const moe = new MoeLayer({
+    layer: LAYER,
+    hidden: D,
+    router,
+    experts: store,
+    compute: mxfp4ExpertCompute({ inDim: latent, interDim: fx.shape("experts.0.w1.weight_packed")[0] }),
+    latent: { down: f32m(fx, "routed_expert_down_proj.weight"), up: f32m(fx, "routed_expert_up_proj.weight"), norm: fx.f32("routed_expert_norm.weight"), eps: 1e-5 },
+    shared: { gate: f32m(fx, "shared_experts.gate_proj.weight"), up: f32m(fx, "shared_experts.up_proj.weight"), down: f32m(fx, "shared_experts.down_proj.weight") },
+    activation: "situ",
+  });
+  return { fx, store, moe, D, x: fx.f32("x"), T: fx.shape("x")[0] };
+}
+
+describe("MoeLayer, K3 latent MoE (MXFP4 experts from disk, SiTU-GLU, latent RMSNorm once)", () => {
+  it("matches the PyTorch reference (moe_k3_latent)", async () => {
+    const { fx, store, moe, x, T } = layerK3();
+    try {
+      const y = await moe.forward(x, T);
+      expect(worstRatio(y, fx.f64("out"))).toBeLessThanOrEqual(1);
+      const want = fx.get("dbg.topk_idx") as BigInt64Array;
+      const got = moe.lastStats!.routing.ids;
+      for (let i = 0; i < T; i++)
+        expect(new Set(Array.from(got.subarray(i * 4, i * 4 + 4)))).toEqual(new Set(Array.from(want.subarray(i * 4, i * 4 + 4), Number)));
+      expect(store.stats().reads).toBe(moe.lastStats!.uniqueExperts);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("chunk = token by token, bit for bit, cold and warm", async () => {
+    const { store, moe, x, T, D } = layerK3({ slotsPerLayer: 16 });
+    try {
+      const chunk = await moe.forward(x, T);
+      for (let t = 0; t < T; t++) {
+        const one = await moe.forward(x.slice(t * D, (t + 1) * D), 1);
+        expect(Buffer.from(one.buffer).equals(Buffer.from(chunk.buffer, t * D * 4, D * 4))).toBe(true);
+      }
+      const warm = await moe.forward(x, T);
+      expect(moe.lastStats!.residentHits).toBe(moe.lastStats!.uniqueExperts);
+      expect(Buffer.from(warm.buffer).equals(Buffer.from(chunk.buffer))).toBe(true);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("an expert with a NaN (0xFF) scale read from disk is refused, naming layer and expert", async () => {
+    const fx = loadFixture("moe_k3_latent.safetensors");
+    const bad = fx.get("experts.3.w2.weight_scale") as Uint8Array;
+    bad[0] = 0xff;
+    const { store, moe } = layerK3();
+    const ckpt = openCheckpointIndex(expertCheckpoint({ ...fx, get: (n: string) => (n === "experts.3.w2.weight_scale" ? bad : fx.get(n)) }));
+    const store2 = ExpertStore.open({ experts: ckpt.experts(LAYER), ioSlots: 5 });
+    try {
+      const moe2 = new MoeLayer({ ...moe.opts, experts: store2 });
+      // Route every token to expert 3 by biasing it far above the rest.
+      const bias = new Float32Array(moe.opts.router.bias!);
+      bias[3] = 100;
+      const router = new Router(moe.opts.router.cfg, moe.opts.router.weight, bias);
+      await expect(new MoeLayer({ ...moe2.opts, router }).forward(fx.f32("x"), 4)).rejects.toThrow(/layer 1 expert 3 w2\.weight_scale/);
+    } finally {
+      store.close();
+      store2.close();
     }
   });
 });
