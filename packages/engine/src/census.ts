@@ -26,6 +26,8 @@ export interface Census {
   kvBytesPerToken: number;
   /** Routed expert bytes one token needs when nothing is cached. */
   expertBytesPerToken: number;
+  /** Context limit (max_position_embeddings, else unbounded). */
+  maxPositions: number;
 }
 
 function mxfp4Matrix(rows: number, cols: number): number {
@@ -101,5 +103,6 @@ export function censusOf(cfg: ModelConfig): Census {
     recurrentStateBytes,
     kvBytesPerToken: mlaLayers * (cfg.mla.kvLoraRank + cfg.mla.qkRopeHeadDim) * F32,
     expertBytesPerToken: moeLayers * moe.topK * expertBytes,
+    maxPositions: cfg.maxPositionEmbeddings ?? Number.MAX_SAFE_INTEGER,
   };
 }

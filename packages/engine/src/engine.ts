@@ -125,8 +125,6 @@ export class Engine {
     }
     if (options.simd) setSimdLevel(options.simd);
     const cfg = readConfig(dir);
-    const tok = loadKimiTokenizer(dir, { specials: cfg.family === "k3" ? "k3" : "k2" });
-    checkTokenizerMatch(cfg, tok.nVocab, join(dir, "config.json"));
     const census = censusOf(cfg);
     const mem = options.mem ?? readMemInfo();
     const preset = options.preset ?? "auto";
@@ -134,6 +132,8 @@ export class Engine {
     const plan = planMemory(census, budgets, options.budgets ? "custom" : preset, mem);
     options.log?.(formatPlan(plan, cfg.numLayers));
     checkPlanFits(plan);
+    const tok = loadKimiTokenizer(dir, { specials: cfg.family === "k3" ? "k3" : "k2" });
+    checkTokenizerMatch(cfg, tok.nVocab, join(dir, "config.json"));
     // Low-memory presets run lm_head in row chunks (at most 4096 rows, at least 16 chunks).
     const headChunkRows = plan.embedHeadResident ? undefined : Math.max(1, Math.min(4096, Math.ceil(cfg.vocabSize / 16)));
     const model = Model.load(dir, { headChunkRows, kdaCore: options.kdaCore });

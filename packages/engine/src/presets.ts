@@ -157,9 +157,12 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
   const pinnedSet = new Set(pinned);
   const streamed = [...Array(L).keys()].filter((l) => !pinnedSet.has(l));
   const pinnedBytes = pinned.reduce((a, l) => a + census.layerTrunkBytes[l], 0);
+  // Never plan more cache slots than a layer has experts, nor more KV than the context limit.
+  const expertsPerLayer = census.moeLayers > 0 ? census.expertsTotal / census.moeLayers : 0;
   const cacheSlotsPerLayer =
-    census.moeLayers > 0 && census.expertBytes > 0 ? Math.floor(budgets.cacheBytes / census.moeLayers / census.expertBytes) : 0;
-  const kvCapacityTokens = census.kvBytesPerToken > 0 ? Math.floor(budgets.kvBytes / census.kvBytesPerToken) : Number.MAX_SAFE_INTEGER;
+    census.moeLayers > 0 && census.expertBytes > 0 ? Math.min(expertsPerLayer, Math.floor(budgets.cacheBytes / census.moeLayers / census.expertBytes)) : 0;
+  const kvCapacityTokens =
+    census.kvBytesPerToken > 0 ? Math.min(census.maxPositions, Math.floor(budgets.kvBytes / census.kvBytesPerToken)) : census.maxPositions;
   const embedHeadResident = !budgets.streamEmbedHead;
   const streamedTrunk = streamed.reduce((a, l) => a + census.layerTrunkBytes[l], 0);
   const expectedBytesPerToken = streamedTrunk + census.expertBytesPerToken + (embedHeadResident ? 0 : census.headBytes);

@@ -1,0 +1,99 @@
+/**
+ * The server's model backend: an Engine in a worker thread, so a generation (seconds per token on
+ * real K3) never blocks the HTTP event loop. Messages: {type:"job"} in; {type:"text"|"done"|"error"} out.
+ * Cancellation goes through a SharedArrayBuffer flag the worker turns into an AbortSignal.
+ */
+import { Worker } from "node:worker_threads";
+import type { EngineOptions } from "./engine.js";
+import type { CompletionBackend, CompletionJob, CompletionResult } from "./server.js";
+
+export interface WorkerInit {
+  dir: string;
+  options: Omit<EngineOptions, "log">;
+}
+
+type FromWorker =
+  | { type: "ready"; modelId: string; contextLength: number; plan: string }
+  | { type: "text"; id: number; text: string }
+  | { type: "done"; id: number; result: CompletionResult }
+  | { type: "error"; id: number; message: string }
+  | { type: "fatal"; message: string; exitCode: number };
+
+export class WorkerBackend implements CompletionBackend {
+  modelId = "";
+  contextLength = 0;
+  plan = "";
+  private nextId = 1;
+  private readonly pending = new Map<number, { onText: (t: string) => void; resolve: (r: CompletionResult) => void; reject: (e: Error) => void }>();
+  private readonly cancel = new Int32Array(new SharedArrayBuffer(4));
+
+  private constructor(private readonly worker: Worker) {
+    worker.on("message", (m: FromWorker) => {
+      if (m.type === "text") this.pending.get(m.id)?.onText(m.text);
+      else if (m.type === "done") {
+        this.pending.get(m.id)?.resolve(m.result);
+        this.pending.delete(m.id);
+      } else if (m.type === "error") {
+        this.pending.get(m.id)?.reject(new Error(m.message));
+        this.pending.delete(m.id);
+      }
+    });
+    worker.on("error", (err) => {
+      for (const p of this.pending.values()) p.reject(err);
+      this.pending.clear();
+    });
+  }
+
+  /** Starts the worker and waits until the model is loaded (rejects with the load error). */
+  static async start(init: WorkerInit, workerUrl: URL): Promise<WorkerBackend> {
+    // Under tsx (tests, dev) the worker is TypeScript: load it through the same loader.
+    const execArgv = workerUrl.pathname.endsWith(".ts") ? ["--import", "tsx"] : undefined;
+    const worker = new Worker(workerUrl, { workerData: init, execArgv });
+    const backend = new WorkerBackend(worker);
+    await new Promise<void>((resolve, reject) => {
+      const onMessage = (m: FromWorker) => {
+        if (m.type === "ready") {
+          backend.modelId = m.modelId;
+          backend.contextLength = m.contextLength;
+          backend.plan = m.plan;
+          worker.off("message", onMessage);
+          resolve();
+        } else if (m.type === "fatal") {
+          worker.off("message", onMessage);
+          reject(Object.assign(new Error(m.message), { exitCode: m.exitCode }));
+        }
+      };
+      worker.on("message", onMessage);
+      worker.once("error", reject);
+      worker.once("exit", (code) => reject(new Error(`model worker exited with code ${code} while loading`)));
+    });
+    worker.removeAllListeners("exit");
+    worker.postMessage({ type: "cancel-buffer", buffer: backend.cancel.buffer });
+    return backend;
+  }
+
+  complete(job: CompletionJob, onText: (text: string) => void, signal: AbortSignal): Promise<CompletionResult> {
+    const id = this.nextId++;
+    Atomics.store(this.cancel, 0, 0);
+    const onAbort = () => Atomics.store(this.cancel, 0, id);
+    signal.addEventListener("abort", onAbort, { once: true });
+    return new Promise<CompletionResult>((resolve, reject) => {
+      this.pending.set(id, {
+        onText,
+        resolve: (r) => {
+          signal.removeEventListener("abort", onAbort);
+          resolve(r);
+        },
+        reject: (e) => {
+          signal.removeEventListener("abort", onAbort);
+          reject(e);
+        },
+      });
+      this.worker.postMessage({ type: "job", id, job });
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.worker.terminate();
+  }
+}

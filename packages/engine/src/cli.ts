@@ -1,0 +1,507 @@
+#!/usr/bin/env node
+/**
+ * The `k3` command: run, chat, serve, pack, doctor, bench. Exit codes: 0 ok, 1 runtime failure or
+ * a memory plan that does not fit, 2 usage/config error, 4 finished with a dropped expert.
+ */
+import { existsSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { bestSimdLevel, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
+import { WorkerBackend } from "./backend.js";
+import { ChatSession } from "./chat.js";
+import { Engine, type EngineOptions } from "./engine.js";
+import { EXIT_DROPPED_EXPERT, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, exitCodeOf, UsageError } from "./errors.js";
+import { runDoctor } from "./doctor.js";
+import { GB, PRESET_NAMES, PRESETS, type PresetName } from "./presets.js";
+import { formatReport } from "./report.js";
+import { startServer } from "./server.js";
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+/** The tiny K3-layout model shipped in the package (random weights), or the repo fixture in development. */
+export function embeddedModelDir(): string {
+  for (const dir of [join(here, "..", "assets", "tiny-k3"), join(here, "..", "..", "..", "fixtures", "models", "tiny-k3")]) {
+    if (existsSync(join(dir, "config.json"))) return dir;
+  }
+  throw new UsageError("no --model given and the embedded tiny model is missing from this install");
+}
+
+function version(): string {
+  return JSON.parse(readFileSync(join(here, "..", "package.json"), "utf8")).version;
+}
+
+const GLOBAL_HELP = `k3 — Kimi K3 / Kimi-Linear on one CPU
+
+usage: k3 <command> [options]        (k3 <command> --help for details)
+
+commands:
+  run      generate from a prompt and print the run report (default model: embedded tiny K3)
+  chat     interactive chat REPL (/reset, /save FILE, /load FILE, /exit)
+  serve    OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models)
+  pack     pack the trunk (non-expert weights) into one aligned file for streaming
+  doctor   check this machine and a checkpoint: toolchain, SIMD, RAM → preset, disk, shards
+  bench    prefill and decode speed on a model
+
+global: --help, --version, --list-presets
+exit codes: 0 ok; 1 runtime failure or memory plan exceeds 95% of MemAvailable;
+            2 usage or config error (also a context that does not fit); 4 a routed expert was dropped
+`;
+
+const MODEL_OPTIONS = `model and memory:
+  --model DIR          checkpoint directory (config.json, *.safetensors, tiktoken.model);
+                       default $K3_MODEL_DIR, else the embedded tiny K3 (random weights)
+  --preset NAME        ${PRESET_NAMES.join("|")} (default auto)
+  --trunk-gb X         trunk budget (overrides the preset; later flags win)
+  --cache-gb X         expert cache budget
+  --kv-gb X            KV (MLA latent cache) budget
+  --threads N          compute threads (default: all cores; $K3_THREADS)
+  --simd LEVEL         scalar|avx2|avx512 (default: best; $K3_SIMD)
+  --chunk N            prefill chunk in tokens (default 64)
+  --kda-core MODE      auto (chunked WY/UT prefill) | recurrent (bit-equal to decode)`;
+
+const SAMPLING_OPTIONS = `sampling:
+  --max-tokens N       tokens to generate (default 64)
+  --temperature T      0 = greedy (default 0)
+  --top-k K            0 = off (default 0)
+  --top-p P            1 = off (default 1)
+  --seed S             PCG32 seed (default 0)
+  --stop STR           stop string (repeatable)
+  --stop-id ID         extra stop id (repeatable; [EOS] and <|end_of_msg|> always stop K3)`;
+
+const HELP: Record<string, string> = {
+  run: `usage: k3 run [--prompt TEXT | --prompt-file PATH | --ids 1,2,3] [options]
+
+Generates a continuation and prints the memory plan (before loading) and the run report (after).
+A text prompt is wrapped as one user turn in the model's chat format (K3 XTML or Kimi-Linear im_*);
+--raw encodes it verbatim after [BOS]. --ids are used verbatim.
+
+prompt (exactly one; the embedded demo model has a default):
+  --prompt TEXT        --prompt-file PATH (read verbatim, UTF-8)     --ids 1,2,3
+  --raw                no chat template
+  --no-think           K3: thinking off          --effort low|high|max (K3, default max)
+  --system TEXT        a system message
+  --json FILE          write the run report as JSON ("-" = stdout)
+  --quiet              no plan/report on stderr
+
+${MODEL_OPTIONS}
+
+${SAMPLING_OPTIONS}
+`,
+  chat: `usage: k3 chat [--system TEXT] [--no-think] [--effort low|high|max] [options]
+
+Interactive chat. The conversation state (KDA/conv state and MLA cache) stays in memory across
+turns: a new turn prefills only its own tokens. Commands: /reset, /save FILE, /load FILE, /exit.
+--load FILE starts from a saved conversation (refused if it was saved for another model/config).
+
+${MODEL_OPTIONS}
+
+${SAMPLING_OPTIONS}
+`,
+  serve: `usage: k3 serve [--host 127.0.0.1] [--port 8080] [--queue 8] [options]
+
+OpenAI-compatible server: POST /v1/chat/completions, POST /v1/completions (JSON or "stream": true
+SSE), GET /v1/models, GET /health. Binds loopback unless --host says otherwise. One generation runs
+at a time in a worker thread; --queue more may wait, the rest get 429.
+
+${MODEL_OPTIONS}
+`,
+  pack: `usage: k3 pack --model DIR --out DIR
+
+Packs every non-expert tensor (the trunk) into one 4 KiB-aligned file plus a manifest, so the
+streaming presets read each layer with one aligned read. Resumable; shows a progress bar in a TTY
+and JSON lines otherwise. (@k3/moe-stream packTrunk.)
+`,
+  doctor: `usage: k3 doctor [--model DIR] [--probe-mb N]
+
+Checks Node, the native addons and SIMD level, threads, RAM (MemAvailable → suggested preset), a
+disk read probe with the engine's access pattern (expert-sized positioned reads at scattered
+offsets of the checkpoint's shards), and the checkpoint itself (config, tokenizer, every shard's
+size against its header). Exits 1 only for blocking problems.
+`,
+  bench: `usage: k3 bench [--prompt-tokens N] [--gen N] [options]
+
+Prefill and decode speed on a model (default: the embedded tiny model), with the run report.
+
+${MODEL_OPTIONS}
+`,
+};
+
+const COMMON: ParseArgsConfig["options"] = {
+  help: { type: "boolean", short: "h" },
+  model: { type: "string" },
+  preset: { type: "string" },
+  "trunk-gb": { type: "string" },
+  "cache-gb": { type: "string" },
+  "kv-gb": { type: "string" },
+  threads: { type: "string" },
+  simd: { type: "string" },
+  chunk: { type: "string" },
+  "kda-core": { type: "string" },
+};
+const SAMPLING: ParseArgsConfig["options"] = {
+  "max-tokens": { type: "string" },
+  temperature: { type: "string" },
+  "top-k": { type: "string" },
+  "top-p": { type: "string" },
+  seed: { type: "string" },
+  stop: { type: "string", multiple: true },
+  "stop-id": { type: "string", multiple: true },
+};
+
+function parse(command: string, argv: string[], extra: ParseArgsConfig["options"]): { values: Values; tokens: { kind: string; name?: string }[] } {
+  try {
+    const r = parseArgs({ args: argv, options: { ...COMMON, ...extra }, allowPositionals: false, strict: true, tokens: true });
+    return { values: r.values as Values, tokens: r.tokens ?? [] };
+  } catch (err) {
+    throw new UsageError(`k3 ${command}: ${(err as Error).message}\n(see k3 ${command} --help)`);
+  }
+}
+
+type Values = Record<string, string | boolean | string[] | undefined>;
+
+function num(values: Values, key: string, def: number, check: (x: number) => boolean, what: string): number {
+  const v = values[key];
+  if (v === undefined) return def;
+  const x = Number(v);
+  if (typeof v !== "string" || v.trim() === "" || !check(x)) throw new UsageError(`--${key} ${v}: expected ${what}`);
+  return x;
+}
+
+function engineOptions(values: Values, tokens: { kind: string; name?: string }[], log: (l: string) => void): EngineOptions {
+  const opts: EngineOptions = { log };
+  if (values.preset !== undefined) {
+    if (!(PRESET_NAMES as readonly string[]).includes(values.preset as string)) throw new UsageError(`--preset ${values.preset}: expected one of ${PRESET_NAMES.join(", ")}`);
+    opts.preset = values.preset as PresetName;
+  }
+  // Budget flags apply left to right after the preset (a later flag overrides).
+  const budgets: EngineOptions["budgets"] = {};
+  for (const t of tokens) {
+    if (t.kind !== "option") continue;
+    const gb = (key: string) => num(values, key, 0, (x) => Number.isFinite(x) && x >= 0, "a number of GB >= 0") * GB;
+    if (t.name === "trunk-gb") budgets.trunkBytes = gb("trunk-gb");
+    if (t.name === "cache-gb") budgets.cacheBytes = gb("cache-gb");
+    if (t.name === "kv-gb") budgets.kvBytes = gb("kv-gb");
+  }
+  if (Object.keys(budgets).length) opts.budgets = budgets;
+  const threads = values.threads ?? process.env.K3_THREADS;
+  if (threads !== undefined) opts.threads = num({ threads }, "threads", 0, (x) => Number.isInteger(x) && x >= 1 && x <= 1024, "an integer in 1..1024");
+  if (values.simd !== undefined) {
+    if (!["scalar", "avx2", "avx512"].includes(values.simd as string)) throw new UsageError(`--simd ${values.simd}: expected scalar, avx2 or avx512`);
+    opts.simd = values.simd as SimdLevel;
+  }
+  if (values.chunk !== undefined) opts.chunkSize = num(values, "chunk", 64, (x) => Number.isInteger(x) && x >= 1 && x <= 4096, "an integer in 1..4096");
+  if (values["kda-core"] !== undefined) {
+    if (!["auto", "recurrent", "chunked"].includes(values["kda-core"] as string)) throw new UsageError(`--kda-core ${values["kda-core"]}: expected auto, recurrent or chunked`);
+    opts.kdaCore = values["kda-core"] as EngineOptions["kdaCore"];
+  }
+  return opts;
+}
+
+function samplingOptions(values: Values) {
+  return {
+    maxTokens: num(values, "max-tokens", 64, (x) => Number.isInteger(x) && x >= 1 && x <= 4096, "an integer in 1..4096"),
+    temperature: num(values, "temperature", 0, (x) => Number.isFinite(x) && x >= 0, "a number >= 0"),
+    topK: num(values, "top-k", 0, (x) => Number.isInteger(x) && x >= 0, "an integer >= 0"),
+    topP: num(values, "top-p", 1, (x) => x > 0 && x <= 1, "a number in (0, 1]"),
+    seed: num(values, "seed", 0, (x) => Number.isSafeInteger(x) && x >= 0, "a non-negative integer"),
+    stop: (values.stop as string[] | undefined) ?? [],
+    stopIds: ((values["stop-id"] as string[] | undefined) ?? []).map((s) => num({ s }, "s", 0, (x) => Number.isInteger(x) && x >= 0, "a token id")),
+  };
+}
+
+function modelDir(values: Values): { dir: string; embedded: boolean } {
+  if (typeof values.model === "string") return { dir: resolve(values.model), embedded: false };
+  if (process.env.K3_MODEL_DIR) return { dir: resolve(process.env.K3_MODEL_DIR), embedded: false };
+  return { dir: embeddedModelDir(), embedded: true };
+}
+
+const EMBEDDED_NOTE =
+  "note: no --model given, so this runs the embedded tiny model in the released K3 layout (13 layers, hidden 128).\n" +
+  "      Its weights are UNTRAINED RANDOM numbers: the text is gibberish by design. It shows the whole pipeline\n" +
+  "      (config, tokenizer, chat format, KDA/MLA/MoE layers, sampling, report) offline in seconds.\n" +
+  "      For a real model: k3 run --model /path/to/Kimi-K3 --prompt \"...\"";
+
+// ---------------------------------------------------------------- run
+
+async function cmdRun(argv: string[]): Promise<number> {
+  const { values, tokens } = parse("run", argv, {
+    ...SAMPLING,
+    prompt: { type: "string" },
+    "prompt-file": { type: "string" },
+    ids: { type: "string" },
+    raw: { type: "boolean" },
+    "no-think": { type: "boolean" },
+    effort: { type: "string" },
+    system: { type: "string" },
+    json: { type: "string" },
+    quiet: { type: "boolean" },
+  });
+  if (values.help) return print(HELP.run);
+  const err = (l: string) => values.quiet || process.stderr.write(l + "\n");
+  const given = ["prompt", "prompt-file", "ids"].filter((k) => values[k] !== undefined);
+  if (given.length > 1) throw new UsageError(`k3 run: give exactly one of --prompt, --prompt-file, --ids (got ${given.map((g) => "--" + g).join(", ")})`);
+  const { dir, embedded } = modelDir(values);
+  if (given.length === 0 && !embedded) throw new UsageError("k3 run: give exactly one of --prompt, --prompt-file, --ids");
+  const effort = values.effort as string | undefined;
+  if (effort !== undefined && !["low", "high", "max"].includes(effort)) throw new UsageError(`--effort ${effort}: expected low, high or max ("medium" does not exist for K3)`);
+  const sampling = samplingOptions(values);
+  if (embedded) err(EMBEDDED_NOTE);
+  const eo = engineOptions(values, tokens, err);
+  // The tiny model's matrices are too small to split across threads profitably.
+  if (embedded && eo.threads === undefined) eo.threads = 1;
+  const engine = await Engine.load(dir, eo);
+
+  let prompt: number[];
+  if (values.ids !== undefined) {
+    prompt = String(values.ids)
+      .split(",")
+      .map((s) => s.trim())
+      .map((s) => {
+        const x = Number(s);
+        if (s === "" || !Number.isInteger(x) || x < 0 || x >= engine.config.vocabSize) throw new UsageError(`--ids: ${JSON.stringify(s)} is not a token id in 0..${engine.config.vocabSize - 1}`);
+        return x;
+      });
+  } else {
+    let text: string;
+    if (values["prompt-file"] !== undefined) {
+      try {
+        text = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync(String(values["prompt-file"])));
+      } catch (e) {
+        throw new UsageError(`--prompt-file ${values["prompt-file"]}: ${(e as NodeJS.ErrnoException).code ?? "not valid UTF-8"}`);
+      }
+    } else text = (values.prompt as string | undefined) ?? "Write a function that adds two numbers.";
+    if (values.raw) prompt = engine.encodeText(text);
+    else {
+      const messages = [...(values.system ? [{ role: "system", content: String(values.system) }] : []), { role: "user", content: text }];
+      prompt = engine.encodeChat(messages, { thinking: !values["no-think"], effort: (effort as "low" | "high" | "max" | undefined) ?? (embedded ? null : undefined) });
+    }
+  }
+  if (prompt.length > 32768) throw new UsageError(`the prompt has ${prompt.length} tokens; at most 32768`);
+  err(`prompt: ${prompt.length} tokens; generating up to ${sampling.maxTokens} (${sampling.temperature === 0 ? "greedy" : `temperature ${sampling.temperature}, top-k ${sampling.topK}, top-p ${sampling.topP}, seed ${sampling.seed}`})`);
+  const ac = new AbortController();
+  const onSigint = () => ac.abort();
+  process.once("SIGINT", onSigint);
+  const gen = engine.generate(prompt, { ...sampling, signal: ac.signal });
+  let r = await gen.next();
+  while (!r.done) {
+    process.stdout.write(r.value.text);
+    r = await gen.next();
+  }
+  process.off("SIGINT", onSigint);
+  process.stdout.write("\n");
+  const report = r.value.report;
+  err(formatReport(report));
+  if (values.json !== undefined) {
+    const text = JSON.stringify(report, null, 2) + "\n";
+    if (values.json === "-") process.stdout.write(text);
+    else writeFileSync(String(values.json), text);
+  }
+  if (report.expert_drops > 0) {
+    err(`error: ${report.expert_drops} routed expert(s) were dropped; the output is not the model's`);
+    return EXIT_DROPPED_EXPERT;
+  }
+  return r.value.stopReason === "abort" ? EXIT_RUNTIME : EXIT_OK;
+}
+
+// ---------------------------------------------------------------- chat
+
+async function cmdChat(argv: string[]): Promise<number> {
+  const { values, tokens } = parse("chat", argv, {
+    ...SAMPLING,
+    system: { type: "string" },
+    "no-think": { type: "boolean" },
+    effort: { type: "string" },
+    load: { type: "string" },
+  });
+  if (values.help) return print(HELP.chat);
+  const { dir, embedded } = modelDir(values);
+  if (embedded) process.stderr.write(EMBEDDED_NOTE + "\n");
+  const engine = await Engine.load(dir, engineOptions(values, tokens, (l) => process.stderr.write(l + "\n")));
+  const session = new ChatSession(engine, {
+    system: values.system as string | undefined,
+    thinking: !values["no-think"],
+    effort: values.effort as "low" | "high" | "max" | undefined,
+  });
+  if (values.load) session.load(String(values.load));
+  const sampling = { ...samplingOptions(values), maxTokens: num(values, "max-tokens", 512, (x) => Number.isInteger(x) && x >= 1, "an integer >= 1") };
+  const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: process.stdin.isTTY });
+  const ask = () => new Promise<string | null>((res) => {
+    rl.question("> ", (a) => res(a));
+    rl.once("close", () => res(null));
+  });
+  process.stderr.write("type a message; /reset, /save FILE, /load FILE, /exit\n");
+  for (;;) {
+    const line = await ask();
+    if (line === null || line.trim() === "/exit") break;
+    const cmd = line.trim();
+    try {
+      if (cmd === "/reset") {
+        session.reset();
+        process.stdout.write("(conversation reset)\n");
+        continue;
+      }
+      if (cmd.startsWith("/save ")) {
+        session.save(cmd.slice(6).trim());
+        process.stdout.write(`(saved to ${cmd.slice(6).trim()})\n`);
+        continue;
+      }
+      if (cmd.startsWith("/load ")) {
+        session.load(cmd.slice(6).trim());
+        process.stdout.write(`(loaded ${session.messages.length} messages)\n`);
+        continue;
+      }
+      if (cmd.startsWith("/")) {
+        process.stdout.write("commands: /reset, /save FILE, /load FILE, /exit\n");
+        continue;
+      }
+      if (!cmd) continue;
+      const gen = session.send(line, sampling);
+      let r = await gen.next();
+      while (!r.done) {
+        process.stdout.write(r.value.text);
+        r = await gen.next();
+      }
+      const rep = r.value.report;
+      process.stdout.write(`\n[${session.lastPrefillTokens} new prompt tokens, ${rep.generated_tokens} generated, ${rep.decode_tokens_per_second.toFixed(1)} tok/s]\n`);
+    } catch (e) {
+      process.stdout.write(`error: ${(e as Error).message}\n`);
+    }
+  }
+  rl.close();
+  return EXIT_OK;
+}
+
+// ---------------------------------------------------------------- serve
+
+async function cmdServe(argv: string[]): Promise<number> {
+  const { values, tokens } = parse("serve", argv, {
+    host: { type: "string" },
+    port: { type: "string" },
+    queue: { type: "string" },
+  });
+  if (values.help) return print(HELP.serve);
+  const { dir, embedded } = modelDir(values);
+  if (embedded) process.stderr.write(EMBEDDED_NOTE + "\n");
+  const { log: _log, ...options } = engineOptions(values, tokens, () => {});
+  const workerUrl = new URL(import.meta.url.endsWith(".ts") ? "./worker.ts" : "./worker.js", import.meta.url);
+  const backend = await WorkerBackend.start({ dir, options }, workerUrl);
+  process.stderr.write(backend.plan);
+  const port = num(values, "port", 8080, (x) => Number.isInteger(x) && x >= 0 && x < 65536, "a port number");
+  const server = await startServer(backend, {
+    host: (values.host as string | undefined) ?? "127.0.0.1",
+    port,
+    maxQueue: num(values, "queue", 8, (x) => Number.isInteger(x) && x >= 0, "an integer >= 0"),
+    log: (l) => process.stderr.write(l + "\n"),
+  });
+  process.stderr.write(`serving ${backend.modelId} at ${server.url}/v1 (Ctrl-C to stop)\n`);
+  await new Promise<void>((res) => {
+    const stop = () => res();
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+  });
+  await server.close();
+  await backend.close();
+  return EXIT_OK;
+}
+
+// ---------------------------------------------------------------- pack, doctor, bench
+
+async function cmdPack(argv: string[]): Promise<number> {
+  const { values } = parse("pack", argv, { out: { type: "string" } });
+  if (values.help) return print(HELP.pack);
+  if (typeof values.model !== "string" || typeof values.out !== "string") throw new UsageError("k3 pack: --model DIR and --out DIR are required");
+  const { packTrunk, progressPrinter } = await import("@k3/moe-stream");
+  const result = packTrunk(resolve(values.model), resolve(values.out), { onProgress: progressPrinter(process.stderr) });
+  process.stderr.write(
+    `packed ${result.manifest.groups?.length ?? "?"} groups, ${(result.writtenBytes / GB).toFixed(3)} GB written (${result.resumedGroups} resumed) → ${result.file}\n`,
+  );
+  return EXIT_OK;
+}
+
+async function cmdDoctor(argv: string[]): Promise<number> {
+  const { values } = parse("doctor", argv, { "probe-mb": { type: "string" } });
+  if (values.help) return print(HELP.doctor);
+  const dir = typeof values.model === "string" ? resolve(values.model) : process.env.K3_MODEL_DIR ? resolve(process.env.K3_MODEL_DIR) : null;
+  const probeMb = num(values, "probe-mb", 512, (x) => Number.isInteger(x) && x >= 1, "an integer >= 1");
+  const ok = await runDoctor({ dir, probeBytes: probeMb * 1e6, out: (l) => process.stdout.write(l + "\n") });
+  return ok ? EXIT_OK : EXIT_RUNTIME;
+}
+
+async function cmdBench(argv: string[]): Promise<number> {
+  const { values, tokens } = parse("bench", argv, { "prompt-tokens": { type: "string" }, gen: { type: "string" } });
+  if (values.help) return print(HELP.bench);
+  const { dir, embedded } = modelDir(values);
+  if (embedded) process.stderr.write("(embedded tiny model: random weights; measures the pipeline, not a real model)\n");
+  const engine = await Engine.load(dir, engineOptions(values, tokens, (l) => process.stderr.write(l + "\n")));
+  const n = num(values, "prompt-tokens", 128, (x) => Number.isInteger(x) && x >= 1, "an integer >= 1");
+  const gen = num(values, "gen", 32, (x) => Number.isInteger(x) && x >= 1, "an integer >= 1");
+  // A deterministic prompt of ordinary ids (no specials).
+  const prompt = Array.from({ length: n }, (_, i) => (i * 7919 + 13) % engine.tokenizer.nRanks);
+  const r = await engine.complete(prompt, { maxTokens: gen, stopIds: [], temperature: 0 });
+  process.stdout.write(formatReport(r.report) + "\n");
+  return EXIT_OK;
+}
+
+function print(text: string): number {
+  process.stdout.write(text);
+  return EXIT_OK;
+}
+
+/** Runs the CLI; returns the exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case undefined:
+      case "help":
+      case "--help":
+      case "-h":
+        return print(GLOBAL_HELP);
+      case "--version":
+      case "-v":
+        return print(`k3 ${version()} (SIMD ${simdLevel()}, best ${bestSimdLevel()}, ${threadCount()} threads)\n`);
+      case "--list-presets":
+        return print(
+          "preset       trunk GB  cache GB  KV GB  notes\n" +
+            Object.entries(PRESETS)
+              .map(([n, p]) => `${n.padEnd(12)} ${String(p.trunkGb).padStart(8)}  ${String(p.cacheGb).padStart(8)}  ${String(p.kvGb).padStart(5)}  ${p.note}`)
+              .join("\n") +
+            "\nauto         from MemAvailable: the whole trunk when it fits, else pinning capped at 0.55 x MemTotal\n",
+        );
+      case "run":
+        return await cmdRun(rest);
+      case "chat":
+        return await cmdChat(rest);
+      case "serve":
+        return await cmdServe(rest);
+      case "pack":
+        return await cmdPack(rest);
+      case "doctor":
+        return await cmdDoctor(rest);
+      case "bench":
+        return await cmdBench(rest);
+      default:
+        throw new UsageError(`k3: unknown command ${JSON.stringify(command)}\n\n${GLOBAL_HELP}`);
+    }
+  } catch (err) {
+    const code = exitCodeOf(err);
+    const e = err as Error & { exitCode?: number };
+    process.stderr.write(`${code === EXIT_USAGE ? "" : "error: "}${e.message}\n`);
+    return typeof e.exitCode === "number" ? e.exitCode : code;
+  }
+}
+
+function invokedDirectly(): boolean {
+  try {
+    return !!process.argv[1] && realpathSync(process.argv[1]) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+if (invokedDirectly()) {
+  main(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+  });
+}

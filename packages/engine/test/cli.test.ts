@@ -1,0 +1,85 @@
+/** The `k3` CLI end to end (spawned through tsx on the sources): help, exit codes, run + JSON report. */
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync, cpSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { TINY_K3 } from "./helpers.js";
+
+const CLI = join(__dirname, "..", "src", "cli.ts");
+const dir = mkdtempSync(join(tmpdir(), "k3-cli-"));
+const meta = JSON.parse(readFileSync(join(TINY_K3, "expected.json"), "utf8"));
+
+function k3(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ["--import", "tsx", CLI, ...args], { env: { ...process.env, K3_THREADS: "1", ...env }, cwd: join(__dirname, "..") }, (err, stdout, stderr) => {
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+describe("k3 CLI", () => {
+  it("prints help and presets with exit 0", async () => {
+    const h = await k3(["--help"]);
+    expect(h.code).toBe(0);
+    expect(h.stdout).toMatch(/exit codes: 0 ok/);
+    const r = await k3(["run", "--help"]);
+    expect(r.stdout).toMatch(/--prompt-file PATH/);
+    const p = await k3(["--list-presets"]);
+    expect(p.stdout).toMatch(/ultra\s+2.5\s+0.31/);
+  });
+
+  it("exits 2 on usage errors, naming the problem", async () => {
+    expect((await k3(["frobnicate"])).code).toBe(2);
+    const two = await k3(["run", "--prompt", "a", "--ids", "1,2"]);
+    expect(two.code).toBe(2);
+    expect(two.stderr).toMatch(/exactly one of --prompt, --prompt-file, --ids/);
+    const bad = await k3(["run", "--temperature", "hot"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--temperature hot/);
+    const ids = await k3(["run", "--ids", "1,99999"]);
+    expect(ids.stderr).toMatch(/99999/);
+    expect((await k3(["run", "--effort", "medium"])).code).toBe(2);
+    expect((await k3(["run", "--bogus"])).code).toBe(2);
+  });
+
+  it("exits 2 on a bad config, listing every problem", async () => {
+    const model = join(dir, "bad-model");
+    cpSync(TINY_K3, model, { recursive: true });
+    const cfg = JSON.parse(readFileSync(join(model, "config.json"), "utf8"));
+    cfg.text_config.num_experts_per_token = 99;
+    delete cfg.text_config.hidden_size;
+    writeFileSync(join(model, "config.json"), JSON.stringify(cfg));
+    const r = await k3(["run", "--model", model, "--prompt", "hi"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/hidden_size is missing/);
+    expect(r.stderr).toMatch(/num_experts_per_token = 99 exceeds num_experts = 16/);
+  });
+
+  it("exits 1 with both numbers when the plan cannot fit", async () => {
+    // A config with the real K3 dimensions: the plan is made (and refused) before any weight is read.
+    const model = join(dir, "k3-sized");
+    cpSync(TINY_K3, model, { recursive: true });
+    const cfg = JSON.parse(readFileSync(join(model, "config.json"), "utf8"));
+    Object.assign(cfg.text_config, { hidden_size: 7168, num_experts: 896, num_experts_per_token: 16, moe_intermediate_size: 3072, routed_expert_hidden_size: 3584, intermediate_size: 33792 });
+    writeFileSync(join(model, "config.json"), JSON.stringify(cfg));
+    const r = await k3(["run", "--model", model, "--preset", "max", "--prompt", "hi"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/memory plan needs .* GB but only .* GB is usable/);
+  });
+
+  it("runs the embedded model, says the weights are random, and writes the JSON report", async () => {
+    const json = join(dir, "report.json");
+    const r = await k3(["run", "--max-tokens", "20", "--json", json]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/UNTRAINED RANDOM/);
+    expect(r.stderr).toMatch(/memory plan/);
+    expect(r.stderr).toMatch(/run report:/);
+    const report = JSON.parse(readFileSync(json, "utf8"));
+    expect(report.prompt_ids).toEqual(meta.prompt_ids);
+    const cut = meta.greedy_ids.findIndex((id: number) => id === 769 || id === 770);
+    expect(report.generated_ids).toEqual(cut < 0 ? meta.greedy_ids : meta.greedy_ids.slice(0, cut));
+    expect(report.peak_rss_bytes).toBeGreaterThan(0);
+    expect(report.prefill_tokens_per_second).toBeGreaterThan(0);
+  });
+});
