@@ -142,7 +142,7 @@ export class Engine {
 
   /** Encodes plain text (specials are NOT interpreted: literal "<|open|>" stays text). */
   encodeText(text: string, bos = true): number[] {
-    const ids = this.tokenizer.encode(text, { disallowedSpecial: [] });
+    const ids = Array.from(this.tokenizer.encode(text, { disallowedSpecial: [] }));
     return bos ? [this.config.bosTokenId, ...ids] : ids;
   }
 

@@ -11,13 +11,13 @@ import { isMoeLayer, readConfig, type ModelConfig } from "./config.js";
 import { AbortError } from "./errors.js";
 import { attnResMix, fuseResWeights } from "./layers/attnres.js";
 import { KdaMixer, KdaState, type KdaCore } from "./layers/kda.js";
-import { MlaMixer, type MlaState } from "./layers/mla.js";
+import { MlaCache, MlaMixer } from "./layers/mla.js";
 import { GluMlp } from "./layers/mlp.js";
 import { MoeFfn } from "./layers/moe.js";
 import { emptyCounters, type RunCounters } from "./report.js";
 import { loadMatrix, loadVector, matvec, openWeights, WeightError, type Matrix, type WeightSource } from "./weights.js";
 
-export type LayerState = KdaState | MlaState;
+export type LayerState = KdaState | MlaCache;
 
 /** Everything that carries over between calls: one entry per layer, plus the position. */
 export interface ModelState {
@@ -126,38 +126,20 @@ export class Model {
     return {
       pos: s.pos,
       ids: [...s.ids],
-      layers: s.layers.map((l) => (l instanceof KdaState ? l.clone() : { kind: "mla", len: l.len, c: l.c.slice(), kpe: l.kpe.slice() })),
+      layers: s.layers.map((l) => (l instanceof KdaState ? l.clone() : MlaCache.load(l.save(), l.config, l.capacity))),
     };
   }
 
-  /** Serialises one layer's state (KDA: @k3/kda's checked format; MLA: the occupied cache rows). */
+  /** Serialises one layer's state (@k3/kda's and @k3/mla's checked formats). */
   saveLayerState(s: LayerState): Uint8Array {
-    if (s instanceof KdaState) return s.save();
-    const m = this.cfg.mla;
-    const c = s.c.subarray(0, s.len * m.kvLoraRank);
-    const k = s.kpe.subarray(0, s.len * m.qkRopeHeadDim);
-    const out = new Uint8Array(8 + c.byteLength + k.byteLength);
-    new DataView(out.buffer).setFloat64(0, s.len, true);
-    out.set(new Uint8Array(c.buffer, c.byteOffset, c.byteLength), 8);
-    out.set(new Uint8Array(k.buffer, k.byteOffset, k.byteLength), 8 + c.byteLength);
-    return out;
+    return s.save();
   }
 
   /** Restores layer l's state from saveLayerState bytes; throws a message naming what is wrong. */
   loadLayerState(l: number, bytes: Uint8Array): LayerState {
-    const L = this.layers[l];
-    if (L.mixer instanceof KdaMixer) return KdaState.load(bytes, L.mixer.layer.config);
-    const m = this.cfg.mla;
-    if (bytes.length < 8) throw new Error(`layer ${l}: MLA cache record of ${bytes.length} bytes is truncated`);
-    const len = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getFloat64(0, true);
-    const want = 8 + len * (m.kvLoraRank + m.qkRopeHeadDim) * 4;
-    if (!Number.isSafeInteger(len) || len < 0 || bytes.length !== want) throw new Error(`layer ${l}: MLA cache record has ${bytes.length} bytes, expected ${want} for ${len} positions`);
-    const st = (L.mixer as MlaMixer).newState(Math.max(16, len));
-    const body = bytes.slice(8);
-    st.c.set(new Float32Array(body.buffer, 0, len * m.kvLoraRank));
-    st.kpe.set(new Float32Array(body.buffer, len * m.kvLoraRank * 4, len * m.qkRopeHeadDim));
-    st.len = len;
-    return st;
+    const mixer = this.layers[l].mixer;
+    if (mixer instanceof KdaMixer) return KdaState.load(bytes, mixer.layer.config);
+    return mixer.loadState(bytes);
   }
 
   private embedRows(ids: number[], out: Float32Array): void {
@@ -204,7 +186,6 @@ export class Model {
     for (let l = 0; l < cfg.numLayers; l++) {
       if (opts.signal?.aborted) throw new AbortError();
       const L = this.layers[l];
-      const ls = state.layers[l];
       if (B !== null) {
         // Attention residuals: snapshot stack `blocks`, running prefix p = h.
         let p: Float32Array | null = h;
@@ -218,7 +199,7 @@ export class Model {
           p = null;
         }
         rmsNorm(aIn, L.inNorm, cfg.rmsNormEps, normed, D);
-        this.mix(L, normed, T, ls, a);
+        this.mix(l, normed, T, state, a);
         const next: Float32Array = p === null ? a.slice() : p.slice();
         if (p !== null) for (let i = 0; i < T * D; i++) next[i] += a[i];
         attnResMix(blocks, next, L.mlpRes!, cfg.rmsNormEps, T, D, mixed, scratch);
@@ -228,7 +209,7 @@ export class Model {
         h = next;
       } else {
         rmsNorm(h, L.inNorm, cfg.rmsNormEps, normed, D);
-        this.mix(L, normed, T, ls, a);
+        this.mix(l, normed, T, state, a);
         const next = h.slice();
         for (let i = 0; i < T * D; i++) next[i] += a[i];
         rmsNorm(next, L.postNorm, cfg.rmsNormEps, normed, D);
@@ -247,9 +228,10 @@ export class Model {
     return h;
   }
 
-  private mix(L: Layer, x: Float32Array, T: number, s: LayerState, out: Float32Array): void {
-    if (L.mixer instanceof KdaMixer) L.mixer.forward(x, T, s as KdaState, out);
-    else L.mixer.forward(x, T, s as MlaState, out);
+  private mix(l: number, x: Float32Array, T: number, state: ModelState, out: Float32Array): void {
+    const mixer = this.layers[l].mixer;
+    if (mixer instanceof KdaMixer) mixer.forward(x, T, state.layers[l] as KdaState, out);
+    else state.layers[l] = mixer.forward(x, T, state.layers[l] as MlaCache, out);
   }
 
   private ffn(L: Layer, x: Float32Array, T: number, out: Float32Array): void {
