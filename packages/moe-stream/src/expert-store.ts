@@ -33,6 +33,12 @@ export interface ExpertStoreOptions {
   direct?: boolean;
   /** Fault every arena page in at open so RSS reflects the budget from the start (default true). */
   prefault?: boolean;
+  /**
+   * Split each expert read into pieces of this many bytes (multiple of 4096; 0 = one read per
+   * expert, the default). Pieces are queued in order, so with many readers expert j lands before
+   * j+1 instead of all experts finishing together: better compute/I-O overlap at the same bandwidth.
+   */
+  pieceBytes?: number;
   /** Cap on prefetch reads in flight, so demand reads always find a free reader (default readers/4). */
   maxPrefetchInflight?: number;
   /** If set, open() fails with a BudgetError (both numbers) when the arena would exceed it. */
@@ -96,6 +102,8 @@ interface Entry {
   pins: number;
   dataOffset: number;
   readId: number;
+  piecesLeft: number;
+  failure: NativeReadDone | null;
   loc: ExpertLocation;
   waiters: Array<{ resolve: (h: ExpertHandle) => void; reject: (e: Error) => void; source: ExpertSource }>;
   error?: Error;
@@ -110,6 +118,8 @@ export class ExpertStore {
   readonly ioSlots: number;
   readonly arenaBytes: number;
   readonly files: string[];
+  readonly pieceBytes: number;
+  private readonly fileAlign: number[];
   private readonly nativeStore: NativeExpertStore;
   private readonly arena: Uint8Array;
   private readonly locations = new Map<number, ExpertLocation>();
@@ -168,6 +178,11 @@ export class ExpertStore {
     this.ioSlots = ioSlots;
     this.arenaBytes = bytes;
     this.arena = new Uint8Array(this.nativeStore.arena());
+    this.fileAlign = this.files.map((_, i) => this.nativeStore.fileInfo(i).offsetAlign);
+    const piece = opts.pieceBytes ?? 0;
+    if (!Number.isInteger(piece) || piece < 0 || piece % 4096 !== 0 || this.fileAlign.some((a) => piece % a !== 0))
+      throw new MoeStreamError(`ExpertStore: pieceBytes must be 0 or a multiple of 4096 and of every file's alignment, got ${piece}`);
+    this.pieceBytes = piece;
     for (let s = slots - 1; s >= 0; s--) this.freeSlots.push(s);
   }
 
@@ -321,7 +336,7 @@ export class ExpertStore {
   }
 
   private newEntry(loc: ExpertLocation, slot: number, prefetched: boolean): Entry {
-    const e: Entry = { layer: loc.layer, id: loc.id, slot, state: "reading", cached: false, prefetched, pins: prefetched ? 0 : 1, dataOffset: 0, readId: 0, loc, waiters: [] };
+    const e: Entry = { layer: loc.layer, id: loc.id, slot, state: "reading", cached: false, prefetched, pins: prefetched ? 0 : 1, dataOffset: 0, readId: 0, piecesLeft: 0, failure: null, loc, waiters: [] };
     this.entries.set(key(loc.layer, loc.id), e);
     return e;
   }
@@ -358,12 +373,37 @@ export class ExpertStore {
   }
 
   private submit(e: Entry, prefetch: boolean): void {
+    if (this.pending === 0) this.nativeStore.ref();
+    this.counters.bytesRequested += prefetch ? 0 : e.loc.byteLength;
+    const file = this.fileIndex.get(e.loc.file)!;
+    const { offset, byteLength } = e.loc;
+    e.failure = null;
+    if (this.pieceBytes === 0 || byteLength <= this.pieceBytes) {
+      e.piecesLeft = 1;
+      e.dataOffset = -1; // reported by the read (the aligned start depends on the path that serves it)
+      this.queueRead(e, file, offset, byteLength, prefetch, undefined);
+      return;
+    }
+    // Pieces share one slot: file byte x lands at slot[x - base] whatever path serves each piece.
+    const a = this.fileAlign[file];
+    const base = Math.floor(offset / a) * a;
+    const end = offset + byteLength;
+    const pieces: Array<[number, number]> = [];
+    for (let k = 0; base + k * this.pieceBytes < end; k++) {
+      const s = Math.max(offset, base + k * this.pieceBytes);
+      pieces.push([s, Math.min(end, base + (k + 1) * this.pieceBytes) - s]);
+    }
+    e.piecesLeft = pieces.length;
+    e.dataOffset = offset - base;
+    for (const [s, len] of pieces) this.queueRead(e, file, s, len, prefetch, base);
+  }
+
+  private queueRead(e: Entry, file: number, offset: number, length: number, prefetch: boolean, base: number | undefined): void {
     const id = this.nextJob++;
     if (this.nextJob > 2 ** 30) this.nextJob = 1;
     this.jobs.set(id, e);
-    if (this.pending++ === 0) this.nativeStore.ref();
-    this.counters.bytesRequested += prefetch ? 0 : e.loc.byteLength;
-    this.nativeStore.read(id, this.fileIndex.get(e.loc.file)!, e.loc.offset, e.loc.byteLength, e.slot, prefetch);
+    this.pending++;
+    this.nativeStore.read(id, file, offset, length, e.slot, prefetch, base);
   }
 
   private onDone(d: NativeReadDone): void {
@@ -372,28 +412,31 @@ export class ExpertStore {
     if (--this.pending === 0 && !this.closed) this.nativeStore.unref();
     if (!e) return;
     this.counters.readNs += Math.max(0, d.endNs - d.startNs);
-    if (d.cancelled || d.status !== 0) {
-      const err = d.cancelled
-        ? new StoreStateError(`layer ${e.layer} expert ${e.id}: read cancelled (${this.closed ? "store closed" : "prefetch cancelled"})`)
-        : new ExpertReadError(e.layer, e.id, d.status, d.message);
-      if (d.cancelled && e.prefetched) this.counters.prefetchCancelled++;
-      const waiters = e.waiters.splice(0);
-      // A prefetched entry that a demand request joined: re-read it as demand instead of failing.
-      if (d.cancelled && e.prefetched && waiters.length > 0 && !this.closed) {
-        e.prefetched = false;
-        e.waiters = waiters;
-        this.submit(e, false);
-        return;
-      }
-      this.entries.delete(key(e.layer, e.id));
-      this.releaseSlot(e.slot);
-      for (const w of waiters) w.reject(err);
-      return;
-    }
+    if ((d.cancelled || d.status !== 0) && !e.failure) e.failure = d;
+    if (e.dataOffset < 0 && d.status === 0) e.dataOffset = d.dataOffset;
+    if (--e.piecesLeft > 0) return;
+    if (e.failure) return this.fail(e, e.failure);
     e.state = "ready";
-    e.dataOffset = d.dataOffset;
     e.readId = ++this.readSeq;
     for (const w of e.waiters.splice(0)) w.resolve(this.handle(e, w.source));
+  }
+
+  private fail(e: Entry, d: NativeReadDone): void {
+    const err = d.cancelled
+      ? new StoreStateError(`layer ${e.layer} expert ${e.id}: read cancelled (${this.closed ? "store closed" : "prefetch cancelled"})`)
+      : new ExpertReadError(e.layer, e.id, d.status, d.message);
+    if (d.cancelled && e.prefetched) this.counters.prefetchCancelled++;
+    const waiters = e.waiters.splice(0);
+    // A prefetched entry that a demand request joined: re-read it as demand instead of failing.
+    if (d.cancelled && e.prefetched && waiters.length > 0 && !this.closed) {
+      e.prefetched = false;
+      e.waiters = waiters;
+      this.submit(e, false);
+      return;
+    }
+    this.entries.delete(key(e.layer, e.id));
+    this.releaseSlot(e.slot);
+    for (const w of waiters) w.reject(err);
   }
 
   private whenReady(e: Entry, source: ExpertSource): Promise<ExpertHandle> {

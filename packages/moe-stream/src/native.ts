@@ -30,7 +30,7 @@ export interface NativePoolStats {
 }
 
 export interface NativeExpertStore {
-  read(id: number, file: number, offset: number, length: number, slot: number, prefetch: boolean): void;
+  read(id: number, file: number, offset: number, length: number, slot: number, prefetch: boolean, base?: number): void;
   cancelPrefetch(): number;
   stats(): NativePoolStats;
   injectFault(afterReads: number, shortRead: boolean): void;

@@ -30,15 +30,30 @@ export function patternByte(seed: number, p: number): number {
   return (x ^ (x >>> 15)) & 0xff;
 }
 
-function fillPattern(seed: number) {
+/** E8M0 scales stay in 118..125 (2^-9 .. 2^-2): never the 0xFF NaN code, so MXFP4 kernels accept them. */
+export function scaleByte(seed: number, p: number): number {
+  return 118 + (patternByte(seed, p) & 7);
+}
+
+/** The byte at position p of tensor `name` written with this seed (pattern mode). */
+export function expectedByte(name: string, seed: number, p: number): number {
+  return name.endsWith("weight_scale") ? scaleByte(seed, p) : patternByte(seed, p);
+}
+
+function fillPattern(seed: number, scale = false) {
   return (buf: Uint8Array) => {
-    for (let p = 0; p < buf.length; p++) buf[p] = patternByte(seed, p);
+    if (scale) for (let p = 0; p < buf.length; p++) buf[p] = scaleByte(seed, p);
+    else for (let p = 0; p < buf.length; p++) buf[p] = patternByte(seed, p);
   };
 }
 
 let fastBlock: Uint8Array | null = null;
-function fillFast(seed: number) {
+function fillFast(seed: number, scale = false) {
   return (buf: Uint8Array) => {
+    if (scale) {
+      for (let p = 0; p < buf.length; p++) buf[p] = 118 + (p % 8);
+      return;
+    }
     if (!fastBlock) {
       fastBlock = new Uint8Array(1 << 20);
       for (let i = 0; i < fastBlock.length; i++) fastBlock[i] = patternByte(7, i);
@@ -91,7 +106,7 @@ function layerTensors(spec: SynthSpec, layer: number): T[] {
   const ids = Array.from({ length: spec.experts }, (_, i) => i).sort((a, b) => String(a).localeCompare(String(b)));
   for (const id of ids)
     expertTensorShapes(spec.latent, spec.inter).forEach(([name, shape], t) =>
-      out.push({ name: `${p}block_sparse_moe.experts.${id}.${name}`, dtype: "U8", shape, bytes: shape[0] * shape[1], fill: fill(expertSeed(layer, id, t)) }),
+      out.push({ name: `${p}block_sparse_moe.experts.${id}.${name}`, dtype: "U8", shape, bytes: shape[0] * shape[1], fill: fill(expertSeed(layer, id, t), name.endsWith("weight_scale")) }),
     );
   return out;
 }

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openCheckpointIndex, type ExpertLocation } from "../src/checkpoint.js";
 import { BudgetError, CheckpointError, ExpertReadError } from "../src/errors.js";
 import { ExpertStore, type ExpertHandle } from "../src/expert-store.js";
-import { EXPERT_TENSORS, expertBytes, expertSeed, patternByte, writeSyntheticK3 } from "./make-checkpoint.js";
+import { EXPERT_TENSORS, expectedByte, expertBytes, expertSeed, writeSyntheticK3 } from "./make-checkpoint.js";
 
 const spec = { layers: [1, 2, 3], experts: 24, hidden: 64, latent: 128, inter: 96 };
 let dir: string;
@@ -25,8 +25,8 @@ function verify(h: ExpertHandle): void {
   EXPERT_TENSORS.forEach((name, t) => {
     const info = h.location.tensors[name];
     const seed = expertSeed(h.layer, h.id, t);
-    for (let p = 0; p < info.byteLength; p += 97) expect(h.bytes[info.offset + p]).toBe(patternByte(seed, p));
-    expect(h.bytes[info.offset + info.byteLength - 1]).toBe(patternByte(seed, info.byteLength - 1));
+    for (let p = 0; p < info.byteLength; p += 97) expect(h.bytes[info.offset + p]).toBe(expectedByte(name, seed, p));
+    expect(h.bytes[info.offset + info.byteLength - 1]).toBe(expectedByte(name, seed, info.byteLength - 1));
   });
 }
 
@@ -89,6 +89,22 @@ describe("ExpertStore reads", () => {
     } finally {
       store.close();
     }
+  });
+
+  for (const direct of [true, false])
+    it(`split into 8 KiB pieces (${direct ? "O_DIRECT" : "buffered"}), every byte lands in place`, async () => {
+      const store = ExpertStore.open({ experts, ioSlots: 4, readers: 4, pieceBytes: 8192, direct });
+      try {
+        expect((await getAll(store, 2, [0, 9, 10, 23, 4])).length).toBe(5);
+        const per = Math.ceil((expertBytes(spec.latent, spec.inter) + 4096) / 8192);
+        expect(store.stats().reads).toBeGreaterThanOrEqual(5 * (per - 1));
+      } finally {
+        store.close();
+      }
+    });
+
+  it("refuses a piece size that is not a multiple of 4096", () => {
+    expect(() => ExpertStore.open({ experts, pieceBytes: 5000 })).toThrow(/pieceBytes must be 0 or a multiple of 4096/);
   });
 
   it("serves more misses than slots in waves when handles are released", async () => {

@@ -159,7 +159,7 @@ class Store : public Napi::ObjectWrap<Store> {
         return k3::fail(env, fn, "the store is closed");
     }
 
-    // read(id, file, offset, length, slot, prefetch)
+    // read(id, file, offset, length, slot, prefetch, base?)
     Napi::Value Read(const Napi::CallbackInfo &info) {
         Napi::Env env = info.Env();
         const char *fn = "ExpertStore.read";
@@ -174,10 +174,20 @@ class Store : public Napi::ObjectWrap<Store> {
             return k3::fail(env, fn, "file index " + std::to_string(file) + " out of range", true), env.Undefined();
         if (slot >= n_slots_)
             return k3::fail(env, fn, "slot " + std::to_string(slot) + " out of range", true), env.Undefined();
-        // The exact aligned span an O_DIRECT read of [offset, offset+length) covers must fit the slot.
+        // base (optional): the file offset mapped to slot byte 0, aligned, <= offset; lets several
+        // pieces of one expert fill one slot. The aligned span from base must fit the slot.
         uint64_t a = files_[file].offset_align;
-        if (offset > UINT64_MAX - length - a) return k3::fail(env, fn, "offset + length overflows", true), env.Undefined();
-        uint64_t span = (offset + length + a - 1) / a * a - offset / a * a;
+        if (offset > UINT64_MAX / 2 || length > UINT64_MAX / 4) return k3::fail(env, fn, "offset + length overflows", true), env.Undefined();
+        uint64_t base = K3_BASE_AUTO;
+        if (info.Length() > 6 && !info[6].IsUndefined()) {
+            size_t b;
+            if (!k3::get_size(info, 6, fn, "base", &b)) return env.Undefined();
+            if (b > offset || b % a != 0)
+                return k3::fail(env, fn, "base must be <= offset and a multiple of the direct-I/O alignment", true), env.Undefined();
+            base = b;
+        }
+        uint64_t from = base == K3_BASE_AUTO ? offset / a * a : base;
+        uint64_t span = (offset + length + a - 1) / a * a - from;
         if (length == 0 || span > slot_bytes_)
             return k3::fail(env, fn,
                             "length " + std::to_string(length) + " (plus alignment) does not fit a " +
@@ -190,6 +200,7 @@ class Store : public Napi::ObjectWrap<Store> {
         job.offset = offset;
         job.length = length;
         job.slot = (uint32_t)slot;
+        job.base = base;
         job.priority = info.Length() > 5 && info[5].ToBoolean() ? K3_PRIORITY_PREFETCH : K3_PRIORITY_DEMAND;
         if (k3_read_pool_submit(pool_, &job) != 0) return k3::fail(env, fn, "cannot queue the read"), env.Undefined();
         return env.Undefined();

@@ -93,17 +93,17 @@ static void fail(k3_read_result *out, int status, const char *fmt, const char *p
              (unsigned long long)c);
 }
 
-static int read_direct(k3_file *f, uint64_t offset, uint64_t length, uint8_t *slot, uint64_t slot_bytes,
-                       uint64_t short_read_at, k3_read_result *out) {
+static int read_direct(k3_file *f, uint64_t offset, uint64_t length, uint64_t base, uint8_t *slot,
+                       uint64_t slot_bytes, uint64_t short_read_at, k3_read_result *out) {
     uint64_t a = f->offset_align;
     uint64_t start = offset / a * a;
     uint64_t end = (offset + length + a - 1) / a * a;
-    if (end - start > slot_bytes) {
-        fail(out, EINVAL, "%s: aligned read of %llu bytes does not fit a %llu-byte slot (offset %llu)", f->path,
-             end - start, slot_bytes, offset);
+    if (base == K3_BASE_AUTO) base = start;
+    if (base > start || base % a != 0 || end - base > slot_bytes) {
+        fail(out, EINVAL, "%s: aligned read [%llu, %llu) does not fit the slot from base %llu", f->path, start, end, base);
         return 0;
     }
-    int64_t got = pread_full(f->fd_direct, slot, end - start, start, short_read_at);
+    int64_t got = pread_full(f->fd_direct, slot + (start - base), end - start, start, short_read_at);
     if (got == -EINVAL) return -1; /* the filesystem refuses O_DIRECT reads: caller falls back */
     if (got < 0) {
         fail(out, (int)-got, "%s: read error at offset %llu (length %llu): errno %llu", f->path, start, end - start,
@@ -112,20 +112,25 @@ static int read_direct(k3_file *f, uint64_t offset, uint64_t length, uint8_t *sl
     }
     out->device_bytes = (uint64_t)got;
     out->direct = 1;
-    out->data_offset = offset - start;
+    out->data_offset = offset - base;
     if ((uint64_t)got < offset - start + length)
         fail(out, EIO, "%s: short read: got %llu bytes of the %llu needed at offset %llu", f->path,
              got > (int64_t)(offset - start) ? (uint64_t)got - (offset - start) : 0, length, offset);
     return 0;
 }
 
-static void read_buffered(k3_file *f, uint64_t offset, uint64_t length, uint8_t *slot, uint64_t short_read_at,
-                          k3_read_result *out) {
-    int64_t got = pread_full(f->fd_buffered, slot, length, offset, short_read_at);
+static void read_buffered(k3_file *f, uint64_t offset, uint64_t length, uint64_t base, uint8_t *slot,
+                          uint64_t slot_bytes, uint64_t short_read_at, k3_read_result *out) {
+    if (base == K3_BASE_AUTO) base = offset;
+    if (base > offset || offset - base + length > slot_bytes) {
+        fail(out, EINVAL, "%s: read [%llu, +%llu) does not fit the slot from base %llu", f->path, offset, length, base);
+        return;
+    }
+    int64_t got = pread_full(f->fd_buffered, slot + (offset - base), length, offset, short_read_at);
     /* Drop what we read so the page cache does not grow past the budget (and benches stay cold). */
     posix_fadvise(f->fd_buffered, (off_t)offset, (off_t)length, POSIX_FADV_DONTNEED);
     out->direct = 0;
-    out->data_offset = 0;
+    out->data_offset = offset - base;
     if (got < 0) {
         fail(out, (int)-got, "%s: read error at offset %llu (length %llu): errno %llu", f->path, offset, length,
              (uint64_t)-got);
@@ -137,7 +142,7 @@ static void read_buffered(k3_file *f, uint64_t offset, uint64_t length, uint8_t 
              length, offset);
 }
 
-void k3_file_read(k3_file *f, uint64_t offset, uint64_t length, uint8_t *slot, uint64_t slot_bytes,
+void k3_file_read(k3_file *f, uint64_t offset, uint64_t length, uint64_t base, uint8_t *slot, uint64_t slot_bytes,
                   uint64_t short_read_at, k3_read_result *out) {
     memset(out, 0, sizeof(*out));
     if (offset > f->size || length > f->size - offset) {
@@ -150,9 +155,9 @@ void k3_file_read(k3_file *f, uint64_t offset, uint64_t length, uint8_t *slot, u
         return;
     }
     if (f->fd_direct >= 0 && !__atomic_load_n(&f->direct_refused, __ATOMIC_RELAXED)) {
-        if (read_direct(f, offset, length, slot, slot_bytes, short_read_at, out) == 0) return;
+        if (read_direct(f, offset, length, base, slot, slot_bytes, short_read_at, out) == 0) return;
         __atomic_store_n(&f->direct_refused, 1, __ATOMIC_RELAXED);
         memset(out, 0, sizeof(*out));
     }
-    read_buffered(f, offset, length, slot, short_read_at, out);
+    read_buffered(f, offset, length, base, slot, slot_bytes, short_read_at, out);
 }

@@ -30,13 +30,17 @@ typedef struct k3_read_result {
 int k3_file_open(k3_file *f, const char *path, int want_direct, char *message, size_t message_len);
 void k3_file_close(k3_file *f);
 
+#define K3_BASE_AUTO UINT64_MAX
+
 /*
  * Reads [offset, offset+length) of the file into `slot` (capacity `slot_bytes`, aligned to at
- * least f->mem_align). Under O_DIRECT it reads the aligned superset and reports where the
- * requested bytes start; buffered reads land at slot offset 0 and drop their pages afterwards.
+ * least f->mem_align). File byte x lands at slot[x - base]. With base = K3_BASE_AUTO the base is
+ * the aligned start under O_DIRECT and `offset` for buffered reads; an explicit base (aligned,
+ * <= offset) lets several pieces of one expert fill one slot. Under O_DIRECT the aligned superset
+ * is read; buffered reads drop their pages afterwards. data_offset = offset - base.
  * `short_read_at` > 0 simulates a device that returns only that many bytes (fault tests).
  */
-void k3_file_read(k3_file *f, uint64_t offset, uint64_t length, uint8_t *slot, uint64_t slot_bytes,
+void k3_file_read(k3_file *f, uint64_t offset, uint64_t length, uint64_t base, uint8_t *slot, uint64_t slot_bytes,
                   uint64_t short_read_at, k3_read_result *out);
 
 /* The largest span an aligned-superset read of `length` bytes may need. */

@@ -102,7 +102,7 @@ static void *worker(void *arg) {
                 d->slot = j->slot;
                 d->start_ns = k3_now_ns();
                 uint8_t *slot = p->cfg.arena + (uint64_t)j->slot * p->cfg.slot_bytes;
-                k3_file_read(&p->cfg.files[j->file], j->offset, j->length, slot, p->cfg.slot_bytes,
+                k3_file_read(&p->cfg.files[j->file], j->offset, j->length, j->base, slot, p->cfg.slot_bytes,
                              (uint64_t)short_at, &d->result);
                 d->end_ns = k3_now_ns();
             }

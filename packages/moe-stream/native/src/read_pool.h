@@ -14,6 +14,7 @@ typedef struct k3_read_job {
     int priority;
     uint64_t offset;
     uint64_t length;
+    uint64_t base; /* file offset mapped to slot byte 0, or K3_BASE_AUTO */
     struct k3_read_job *next;
 } k3_read_job;
 
