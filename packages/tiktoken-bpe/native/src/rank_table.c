@@ -45,6 +45,8 @@ static inline uint32_t hash_bytes(const uint8_t *s, size_t len) {
 uint32_t k3_rank_lookup(const k3_rank_table *t, const uint8_t *s, size_t len) {
     if (len == 2) return t->pair[(size_t)s[0] << 8 | s[1]];
     uint32_t h = hash_bytes(s, len);
+    uint32_t f = (h >> 11) & (K3_FILTER_BITS - 1);
+    if (!(t->filter[f >> 6] >> (f & 63) & 1)) return K3_NO_RANK;
     uint64_t head = head_of(s, len);
     for (size_t i = h & t->mask;; i = (i + 1) & t->mask) {
         const k3_slot *slot = &t->slots[i];
@@ -60,6 +62,7 @@ void k3_rank_table_free(k3_rank_table *t) {
     free(t->ranks);
     free(t->slots);
     free(t->pair);
+    free(t->filter);
     memset(t, 0, sizeof *t);
 }
 
@@ -73,7 +76,8 @@ int k3_rank_table_init(k3_rank_table *t, const uint8_t *pool, size_t pool_len, c
     t->ranks = malloc((n ? n : 1) * sizeof *t->ranks);
     t->slots = malloc(size * sizeof *t->slots);
     t->pair = malloc(65536 * sizeof *t->pair);
-    if (!t->pool || !t->offsets || !t->ranks || !t->slots || !t->pair) {
+    t->filter = calloc(K3_FILTER_BITS / 64, sizeof *t->filter);
+    if (!t->pool || !t->offsets || !t->ranks || !t->slots || !t->pair || !t->filter) {
         k3_rank_table_free(t);
         snprintf(err, err_n, "out of memory for %zu tokens", n);
         return -1;
@@ -109,6 +113,8 @@ int k3_rank_table_init(k3_rank_table *t, const uint8_t *pool, size_t pool_len, c
                 return -1;
             }
         }
+        uint32_t f = (h >> 11) & (K3_FILTER_BITS - 1);
+        t->filter[f >> 6] |= 1ull << (f & 63);
         t->slots[i].token = (uint32_t)k;
         t->slots[i].head = head_of(pool + o, len);
         t->slots[i].len = len;

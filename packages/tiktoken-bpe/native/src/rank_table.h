@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #define K3_NO_RANK 0xFFFFFFFFu
+#define K3_FILTER_BITS (1u << 20) /* 128 KB: stays in cache, unlike the slot array */
 
 typedef struct {
     uint64_t head;  /* first 8 bytes of the token, zero-padded: most keys compare in one step */
@@ -21,6 +22,7 @@ typedef struct {
     k3_slot *slots;
     size_t mask;
     uint32_t *pair;     /* 65536 ranks of the two-byte tokens, K3_NO_RANK when absent */
+    uint64_t *filter;   /* one bit per hash value (K3_FILTER_BITS): a clear bit proves a miss */
 } k3_rank_table;
 
 /* Copies the vocabulary and builds the table. Returns 0, or -1 with a message in err
