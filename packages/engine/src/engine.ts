@@ -136,7 +136,7 @@ export class Engine {
     checkTokenizerMatch(cfg, tok.nVocab, join(dir, "config.json"));
     // Low-memory presets run lm_head in row chunks (at most 4096 rows, at least 16 chunks).
     const headChunkRows = plan.embedHeadResident ? undefined : Math.max(1, Math.min(4096, Math.ceil(cfg.vocabSize / 16)));
-    const model = Model.load(dir, { headChunkRows, kdaCore: options.kdaCore });
+    const model = Model.load(dir, { headChunkRows, kdaCore: options.kdaCore, cacheSlotsPerLayer: plan.cacheSlotsPerLayer });
     return new Engine(dir, cfg, tok, plan, census, model, options.chunkSize ?? 64);
   }
 
@@ -153,6 +153,11 @@ export class Engine {
 
   newState(): ModelState {
     return this.model.newState();
+  }
+
+  /** Releases the expert store. */
+  close(): void {
+    this.model.close();
   }
 
   /**
@@ -187,7 +192,7 @@ export class Engine {
     let logits: Float32Array;
     try {
       const tp = performance.now();
-      logits = this.model.forward(promptIds, state, fwd);
+      logits = await this.model.forward(promptIds, state, fwd);
       counters.prefillSeconds = (performance.now() - tp) / 1000;
       const td = performance.now();
       for (let i = 0; i < maxTokens; i++) {
@@ -229,7 +234,7 @@ export class Engine {
         yield { token: id, text: piece, stats: { index: i, promptTokens: promptIds.length, elapsedSeconds: elapsed, tokensPerSecond: (i + 1) / elapsed } };
         if (cut >= 0 || i === maxTokens - 1) break;
         if (signal?.aborted) throw new AbortError();
-        logits = this.model.forward([id], state, fwd);
+        logits = await this.model.forward([id], state, fwd);
         unfed = [];
         counters.decodeSeconds = (performance.now() - td) / 1000;
       }

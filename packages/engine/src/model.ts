@@ -14,6 +14,7 @@ import { KdaMixer, KdaState, type KdaCore } from "./layers/kda.js";
 import { MlaCache, MlaMixer } from "./layers/mla.js";
 import { GluMlp } from "./layers/mlp.js";
 import { MoeFfn } from "./layers/moe.js";
+import { ExpertStore, openCheckpointIndex } from "@k3/moe-stream";
 import { emptyCounters, type RunCounters } from "./report.js";
 import { loadMatrix, loadVector, matvec, openWeights, WeightError, type Matrix, type WeightSource } from "./weights.js";
 
@@ -55,6 +56,10 @@ export interface LoadOptions {
   headChunkRows?: number;
   /** KDA prefill form: chunked WY/UT for multi-token chunks (default "auto") or the recurrence everywhere. */
   kdaCore?: KdaCore;
+  /** Expert cache slots per MoE layer (the memory plan's); default 0 = stream every expert. */
+  cacheSlotsPerLayer?: number;
+  /** Read experts with O_DIRECT when the filesystem allows (default true). */
+  directIo?: boolean;
 }
 
 export class Model {
@@ -69,8 +74,11 @@ export class Model {
   private readonly head: Matrix;
   private readonly layers: Layer[] = [];
   private readonly headChunkRows: number;
+  /** Streams routed experts from the shards into the per-layer cache. */
+  readonly experts: ExpertStore | null;
 
-  private constructor(dir: string, cfg: ModelConfig, src: WeightSource, options: LoadOptions) {
+  private constructor(dir: string, cfg: ModelConfig, src: WeightSource, options: LoadOptions, store: ExpertStore | null) {
+    this.experts = store;
     this.dir = dir;
     this.cfg = cfg;
     const P = cfg.tensorPrefix;
@@ -94,7 +102,7 @@ export class Model {
         inNorm: loadVector(src, p + "input_layernorm.weight", D),
         postNorm: loadVector(src, p + "post_attention_layernorm.weight", D),
         mixer: kind === "kda" ? new KdaMixer(cfg, src, p + "self_attn.", options.kdaCore ?? "auto") : new MlaMixer(cfg, src, p + "self_attn."),
-        ffn: isMoeLayer(cfg, l) ? new MoeFfn(cfg, src, p + "block_sparse_moe.") : new GluMlp(cfg, src, p + "mlp.", D, cfg.denseIntermediate),
+        ffn: isMoeLayer(cfg, l) ? new MoeFfn(cfg, src, p + "block_sparse_moe.", l, store!) : new GluMlp(cfg, src, p + "mlp.", D, cfg.denseIntermediate),
       };
       if (cfg.attnResBlockSize !== null) {
         layer.attnRes = fuseResWeights(loadVector(src, p + "self_attention_res_norm.weight", D), loadVector(src, p + "self_attention_res_proj.weight", D));
@@ -110,11 +118,35 @@ export class Model {
   static load(dir: string, options: LoadOptions = {}): Model {
     const cfg = readConfig(dir);
     const src = openWeights(dir);
+    let store: ExpertStore | null = null;
     try {
-      return new Model(dir, cfg, src, options);
+      const moeLayers = [...Array(cfg.numLayers).keys()].filter((l) => isMoeLayer(cfg, l));
+      if (moeLayers.length > 0) {
+        const index = openCheckpointIndex(dir);
+        const experts = moeLayers.flatMap((l) => {
+          const list = index.experts(l);
+          if (list.length !== cfg.moe.numExperts) throw new WeightError(`layer ${l}: the checkpoint has ${list.length} routed experts, the config says ${cfg.moe.numExperts}`);
+          return list;
+        });
+        store = ExpertStore.open({
+          experts,
+          slotsPerLayer: Math.min(cfg.moe.numExperts, options.cacheSlotsPerLayer ?? 0),
+          ioSlots: cfg.moe.topK + 2,
+          direct: options.directIo ?? true,
+        });
+      }
+      return new Model(dir, cfg, src, options, store);
+    } catch (err) {
+      store?.close();
+      throw err;
     } finally {
       src.close();
     }
+  }
+
+  /** Releases the expert store (its arena and file handles). */
+  close(): void {
+    this.experts?.close();
   }
 
   newState(): ModelState {
@@ -170,7 +202,7 @@ export class Model {
   }
 
   /** One chunk of T tokens through every layer; returns the final-norm input rows [T, D]. */
-  private runChunk(ids: number[], state: ModelState, opts: ForwardOptions): Float32Array {
+  private async runChunk(ids: number[], state: ModelState, opts: ForwardOptions): Promise<Float32Array> {
     const cfg = this.cfg;
     const D = cfg.hiddenSize;
     const T = ids.length;
@@ -204,7 +236,7 @@ export class Model {
         if (p !== null) for (let i = 0; i < T * D; i++) next[i] += a[i];
         attnResMix(blocks, next, L.mlpRes!, cfg.rmsNormEps, T, D, mixed, scratch);
         rmsNorm(mixed, L.postNorm, cfg.rmsNormEps, normed, D);
-        this.ffn(L, normed, T, f);
+        await this.ffn(L, normed, T, f);
         for (let i = 0; i < T * D; i++) next[i] += f[i];
         h = next;
       } else {
@@ -213,7 +245,7 @@ export class Model {
         const next = h.slice();
         for (let i = 0; i < T * D; i++) next[i] += a[i];
         rmsNorm(next, L.postNorm, cfg.rmsNormEps, normed, D);
-        this.ffn(L, normed, T, f);
+        await this.ffn(L, normed, T, f);
         for (let i = 0; i < T * D; i++) next[i] += f[i];
         h = next;
       }
@@ -234,8 +266,8 @@ export class Model {
     else state.layers[l] = mixer.forward(x, T, state.layers[l] as MlaCache, out);
   }
 
-  private ffn(L: Layer, x: Float32Array, T: number, out: Float32Array): void {
-    if (L.ffn instanceof MoeFfn) L.ffn.forward(x, T, out, this.counters);
+  private async ffn(L: Layer, x: Float32Array, T: number, out: Float32Array): Promise<void> {
+    if (L.ffn instanceof MoeFfn) await L.ffn.forward(x, T, out, this.counters);
     else L.ffn.forward(x, T, out);
   }
 
@@ -243,7 +275,7 @@ export class Model {
    * Runs `ids` as the next positions of `state` (mutated). Returns the logits of the last
    * position [V], or of every position [T·V] with `allLogits`.
    */
-  forward(ids: number[], state: ModelState, opts: ForwardOptions = {}): Float32Array {
+  async forward(ids: number[], state: ModelState, opts: ForwardOptions = {}): Promise<Float32Array> {
     if (ids.length === 0) throw new WeightError("forward needs at least one token id");
     const D = this.cfg.hiddenSize;
     const V = this.cfg.vocabSize;
@@ -252,7 +284,7 @@ export class Model {
     const normed = new Float32Array(D);
     for (let c0 = 0; c0 < ids.length; c0 += chunk) {
       const part = ids.slice(c0, c0 + chunk);
-      const h = this.runChunk(part, state, opts);
+      const h = await this.runChunk(part, state, opts);
       state.pos += part.length;
       state.ids.push(...part);
       const rows = opts.allLogits ? [...part.keys()] : c0 + chunk >= ids.length ? [part.length - 1] : [];

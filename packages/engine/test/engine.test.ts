@@ -134,7 +134,7 @@ describe("byte-identical output across presets, chunk sizes, threads and SIMD le
     let ref: Float32Array | null = null;
     for (const level of levels) {
       setSimdLevel(level);
-      const logits = base.model.forward(meta.prompt_ids, base.newState());
+      const logits = await base.model.forward(meta.prompt_ids, base.newState());
       ref ??= logits;
       expect(Buffer.from(logits.buffer).equals(Buffer.from(ref.buffer)), `logits at ${level}`).toBe(true);
       expect((await base.complete(meta.prompt_ids, { maxTokens: 20, stopIds: [] })).ids, level).toEqual(want);

@@ -41,11 +41,11 @@ for (const [name, dir] of [["tiny-k3", TINY_K3], ["tiny-kimi-linear", TINY_48B]]
     const D = model.cfg.hiddenSize;
 
     /** First layer whose output leaves the reference dump by more than 1e-4 relative. */
-    function localise(ids: number[]): string {
+    async function localise(ids: number[]): Promise<string> {
       const hidden = f64(exp, "tf.hidden");
       const T = ids.length;
       const report: string[] = [];
-      model.forward(ids, model.newState(), {
+      await model.forward(ids, model.newState(), {
         onLayer: (l, h) => {
           const ref = hidden.subarray((l + 1) * T * D, (l + 2) * T * D);
           const err = relL2(h, ref);
@@ -55,26 +55,26 @@ for (const [name, dir] of [["tiny-k3", TINY_K3], ["tiny-kimi-linear", TINY_48B]]
       return report[0] ?? "every layer within 1e-4 of the reference dumps";
     }
 
-    it("GATE 1: teacher forcing (argmax exact, logits rel_L2 <= 1e-4)", () => {
+    it("GATE 1: teacher forcing (argmax exact, logits rel_L2 <= 1e-4)", async () => {
       const ids = i64(exp, "tf.ids");
       expect(ids).toEqual(meta.tf_ids);
-      const logits = model.forward(ids, model.newState(), { allLogits: true });
+      const logits = await model.forward(ids, model.newState(), { allLogits: true });
       const ref = f64(exp, "tf.logits");
       const refArgmax = i64(exp, "tf.argmax");
       const got = ids.map((_, t) => argmax(logits.subarray(t * V, (t + 1) * V)));
       const err = relL2(logits, ref);
-      const msg = `${name}: rel_L2 ${err.toExponential(3)}; ${localise(ids)}`;
+      const msg = `${name}: rel_L2 ${err.toExponential(3)}; ${await localise(ids)}`;
       expect(got, msg).toEqual(refArgmax);
       expect(err, msg).toBeLessThanOrEqual(1e-4);
       for (let t = 0; t < ids.length; t++) expect(relL2(logits.subarray(t * V, (t + 1) * V), ref.subarray(t * V, (t + 1) * V)), `position ${t}`).toBeLessThanOrEqual(1e-4);
     });
 
-    it("GATE 2: greedy decode 20/20 and GATE 3: incremental == full recompute (bitwise)", () => {
+    it("GATE 2: greedy decode 20/20 and GATE 3: incremental == full recompute (bitwise)", async () => {
       const prompt = i64(exp, "greedy.prompt_ids");
       const want = i64(exp, "greedy.ids");
       const refLogits = f64(exp, "greedy.logits");
       const state = model.newState();
-      let last = model.forward(prompt, state);
+      let last = await model.forward(prompt, state);
       const got: number[] = [];
       const incremental: Float32Array[] = [];
       for (let i = 0; i < want.length; i++) {
@@ -82,22 +82,22 @@ for (const [name, dir] of [["tiny-k3", TINY_K3], ["tiny-kimi-linear", TINY_48B]]
         expect(relL2(last, refLogits.subarray(i * V, (i + 1) * V)), `step ${i}`).toBeLessThanOrEqual(1e-4);
         const next = argmax(last);
         got.push(next);
-        if (i < want.length - 1) last = model.forward([next], state);
+        if (i < want.length - 1) last = await model.forward([next], state);
       }
       expect(got, name).toEqual(want);
       // GATE 3: recompute every step from scratch (one prefill of prompt + generated so far):
       // bit-identical with the recurrent KDA prefill; with the chunked WY/UT prefill ("auto")
       // the tokens are identical and the logits agree within the gate tolerance (measured 1.7e-5 rel_L2 on tiny-k3).
       const fastState = fast.newState();
-      let fastLast = fast.forward(prompt, fastState);
+      let fastLast = await fast.forward(prompt, fastState);
       for (let i = 0; i < want.length; i++) {
-        const full = model.forward([...prompt, ...got.slice(0, i)], model.newState());
+        const full = await model.forward([...prompt, ...got.slice(0, i)], model.newState());
         expect(Buffer.from(full.buffer).equals(Buffer.from(incremental[i].buffer)), `step ${i}: incremental logits differ from full recompute`).toBe(true);
-        const fastFull = fast.forward([...prompt, ...got.slice(0, i)], fast.newState());
+        const fastFull = await fast.forward([...prompt, ...got.slice(0, i)], fast.newState());
         expect(argmax(fastFull), `chunked prefill, step ${i}`).toBe(got[i]);
         expect(argmax(fastLast), `chunked prefill + incremental, step ${i}`).toBe(got[i]);
         expect(relL2(fastFull, incremental[i]), `chunked prefill, step ${i}`).toBeLessThanOrEqual(1e-4);
-        if (i < want.length - 1) fastLast = fast.forward([got[i]], fastState);
+        if (i < want.length - 1) fastLast = await fast.forward([got[i]], fastState);
       }
     });
   });
