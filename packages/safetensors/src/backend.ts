@@ -28,7 +28,7 @@ export interface IndexedShards {
 
 export interface Backend {
   readonly kind: "native" | "ts";
-  parseFile(bytes: Uint8Array, file?: string): HeaderTable;
+  parseFile(bytes: Uint8Array, file?: string): IndexedShards;
   parseIndex(bytes: Uint8Array, file: string): IndexSummary;
   indexShardsSync(paths: string[], index: IndexSummary | null, indexFile?: string): IndexedShards;
   indexShards(paths: string[], index: IndexSummary | null, indexFile?: string): Promise<IndexedShards>;
@@ -88,7 +88,10 @@ function crossCheckTs(paths: string[], tables: HeaderTable[], index: IndexSummar
 export const tsBackend: Backend = {
   kind: "ts",
   parseFile(bytes, file) {
-    return parseFileTs(bytes, file);
+    const table = parseFileTs(bytes, file);
+    const map = new Map<string, number>();
+    for (let i = 0; i < table.count; i++) map.set(tableName(table, i), i);
+    return { tables: [table], find: (n) => map.get(n) ?? -1 };
   },
   parseIndex(bytes, file) {
     const w = parseIndexJson(bytes, file);

@@ -625,10 +625,7 @@ export async function openFileAsyncWith(backend: Backend, file: string): Promise
 }
 
 export function parseBufferWith(backend: Backend, bytes: Uint8Array, name = "<memory>"): Checkpoint {
-  const table = backend.parseFile(bytes, name);
-  const map = new Map<string, number>();
-  for (let i = 0; i < table.count; i++) map.set(tableName(table, i), i);
-  const indexed: IndexedShards = { tables: [table], find: (n) => map.get(n) ?? -1 };
+  const indexed = backend.parseFile(bytes, name);
   return new Checkpoint({ dir: null, sources: [{ kind: "memory", bytes, path: name }], indexed, backend: backend.kind, indexMetadata: null, warnings: [] });
 }
 

@@ -80,7 +80,8 @@ export function shapeElements(shape: ArrayLike<number>, start = 0, end = shape.l
       n = 0;
       continue;
     }
-    if (n !== 0 && n > Math.floor(MAX_SAFE / d)) return -1;
+    // n * d is exact when <= 2^53-1 and rounds to >= 2^53 otherwise, so this test is exact.
+    if (n * d > MAX_SAFE) return -1;
     n *= d;
   }
   return n;

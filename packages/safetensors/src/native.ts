@@ -1,4 +1,115 @@
-/** The native backend, when the addon loads (filled in by native-backend.ts). */
-import type { Backend } from "./backend.js";
-export const nativeBackend: Backend | null = null;
-export const nativeLoadError: string | null = "not built yet";
+/**
+ * The native backend: the C scanner of native/ behind the same Backend interface as the TS
+ * parser. Shards are parsed in parallel on the @k3/dense thread pool when @k3/dense loads
+ * (serially otherwise). When the addon itself cannot load, `nativeBackend` is null and
+ * `nativeLoadError` says why; the TS parser then does the work.
+ */
+import { loadAddon } from "@k3/native";
+import type { Backend, IndexSummary, IndexedShards } from "./backend.js";
+import { SafetensorsError, type SafetensorsErrorCode } from "./errors.js";
+import type { HeaderTable } from "./table.js";
+
+interface NativeError {
+  code: string;
+  detail: string;
+  position: number;
+  shard: number;
+  tensor?: string;
+}
+
+interface NativeTables {
+  tables: HeaderTable[];
+  handle: unknown;
+}
+
+type Result<T> = T | { error: NativeError };
+
+interface NativeIndex {
+  shards: string[];
+  entries: number;
+  metadataBegin: number;
+  metadataEnd: number;
+  handle: unknown;
+}
+
+export interface SafetensorsBinding {
+  init(api: unknown): void;
+  parseBuffer(bytes: Uint8Array): Result<NativeTables>;
+  parseIndex(bytes: Uint8Array): Result<NativeIndex>;
+  openShards(paths: string[], index?: unknown): Result<NativeTables>;
+  openShardsAsync(paths: string[], index?: unknown): Promise<Result<NativeTables>>;
+  find(handle: unknown, name: string): number;
+  mapRange(path: string, offset: number, length: number): ArrayBuffer;
+}
+
+function toError(e: NativeError, files: readonly string[], fallbackFile: string | undefined): SafetensorsError {
+  const file = e.shard >= 0 ? files[e.shard] : fallbackFile;
+  return new SafetensorsError(e.code as SafetensorsErrorCode, e.detail, {
+    file,
+    tensor: e.tensor,
+    position: e.position >= 0 ? e.position : undefined,
+  });
+}
+
+function unwrap<T extends object>(r: Result<T>, files: readonly string[], fallbackFile?: string): T {
+  if ("error" in r) throw toError(r.error, files, fallbackFile);
+  return r;
+}
+
+function indexed(r: NativeTables, binding: SafetensorsBinding): IndexedShards {
+  const handle = r.handle;
+  return { tables: r.tables, find: (name) => binding.find(handle, name) };
+}
+
+function load(): { binding: SafetensorsBinding | null; error: string | null; parallel: boolean } {
+  let binding: SafetensorsBinding;
+  try {
+    binding = loadAddon<SafetensorsBinding>("@k3/safetensors", import.meta.url).binding;
+  } catch (err) {
+    return { binding: null, error: err instanceof Error ? err.message : String(err), parallel: false };
+  }
+  return { binding, error: null, parallel: false };
+}
+
+const loaded = load();
+
+/** Hands the @k3/dense pool to the addon (shards are then parsed in parallel). */
+async function attachPool(binding: SafetensorsBinding): Promise<boolean> {
+  try {
+    const dense = await import("@k3/dense");
+    binding.init(dense.nativeApi());
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Resolves once the pool is attached (true) or known to be unavailable (false). Async opens
+ * wait for it; a sync open that runs before it settles parses the shards serially.
+ */
+export const nativePoolReady: Promise<boolean> = loaded.binding ? attachPool(loaded.binding) : Promise.resolve(false);
+
+export const nativeBinding: SafetensorsBinding | null = loaded.binding;
+export const nativeLoadError: string | null = loaded.error;
+
+export const nativeBackend: Backend | null = loaded.binding
+  ? ((binding: SafetensorsBinding): Backend => ({
+      kind: "native",
+      parseFile(bytes, file) {
+        return indexed(unwrap(binding.parseBuffer(bytes), [], file), binding);
+      },
+      parseIndex(bytes, file): IndexSummary {
+        const r = unwrap(binding.parseIndex(bytes), [], file);
+        const metadataJson = r.metadataBegin >= 0 ? Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8", r.metadataBegin, r.metadataEnd) : null;
+        return { shards: r.shards, metadataJson, entries: r.entries, state: r.handle };
+      },
+      indexShardsSync(paths, index, indexFile) {
+        return indexed(unwrap(binding.openShards(paths, index?.state), paths, indexFile), binding);
+      },
+      async indexShards(paths, index, indexFile) {
+        await nativePoolReady;
+        return indexed(unwrap(await binding.openShardsAsync(paths, index?.state), paths, indexFile), binding);
+      },
+    }))(loaded.binding)
+  : null;

@@ -102,8 +102,10 @@ export function describeDtype(s: string): string {
   return "unknown dtype (not a safetensors dtype name)";
 }
 
+/** "[2, 3]"; at most 16 dims are printed (the C side has a fixed-size message buffer). */
 export function formatShape(dims: ArrayLike<number>): string {
-  return `[${Array.from(dims).join(", ")}]`;
+  const shown = Array.from(dims).slice(0, 16).join(", ");
+  return `[${shown}${dims.length > 16 ? ", ..." : ""}]`;
 }
 
 class Scanner {

@@ -67,7 +67,7 @@ export function independentCheck(bytes: Uint8Array): string | null {
       if (keys.has(key)) return "duplicate";
       keys.add(key);
     } else if (/^[-+0-9.eE]+$/.test(t) && !/^[0-9]+$/.test(t)) return "non-integer";
-    if (/\\u[dD][89a-fA-F]/.test(t) && !(JSON.parse(t) as string).isWellFormed()) return "lone surrogate";
+    if (/\\u[dD][89a-fA-F]/.test(t) && !(JSON.parse(t) as unknown as { isWellFormed(): boolean }).isWellFormed()) return "lone surrogate";
   }
   const entries: [bigint, bigint, bigint][] = [];
   for (const [name, v] of Object.entries(parsed as Record<string, unknown>)) {

@@ -1,0 +1,29 @@
+{
+  "targets": [
+    {
+      "target_name": "k3_safetensors",
+      "sources": [
+        "src/addon.cc",
+        "src/st_error.c",
+        "src/st_dtype.c",
+        "src/st_utf8.c",
+        "src/st_classify.c",
+        "src/st_hash.c",
+        "src/st_scan.c",
+        "src/st_validate.c",
+        "src/st_index_json.c",
+        "src/st_checkpoint.c"
+      ],
+      "include_dirs": [
+        "include",
+        "<!(node -p \"require('node-addon-api').include_dir\")",
+        "<!(node -p \"require('path').join(require('path').dirname(require.resolve('@k3/native/package.json')), 'include')\")",
+        "<!(node -p \"require('path').join(require('path').dirname(require.resolve('@k3/dense/package.json')), 'native', 'include')\")"
+      ],
+      "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS"],
+      "cflags_c": ["-std=gnu11", "-O3", "-ffp-contract=off", "-Wall", "-Wextra"],
+      "cflags_cc": ["-std=c++17", "-O3", "-ffp-contract=off"],
+      "libraries": ["-lpthread"]
+    }
+  ]
+}

@@ -1,0 +1,356 @@
+// addon.cc: N-API glue for @k3/safetensors. Checks arguments, runs the C scanner, and hands the
+// column tables to JS as external ArrayBuffers (no copy). All buffers of one parse share one
+// reference-counted owner, freed when the last buffer and the lookup handle are collected.
+#include <napi.h>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "k3_napi.h"
+extern "C" {
+#include "k3_safetensors.h"
+#include "k3_dense.h"
+}
+
+static const k3_dense_api *dense_api = nullptr;
+
+// ---------------------------------------------------------------- ownership
+
+struct Owner {
+    st_checkpoint ck;
+    std::atomic<int> refs{1};
+};
+
+static void release(Owner *o) {
+    if (o->refs.fetch_sub(1) == 1) {
+        st_checkpoint_free(&o->ck);
+        delete o;
+    }
+}
+
+static void release_buffer(Napi::Env, void *, Owner *o) { release(o); }
+
+template <typename Array, typename T>
+static Napi::Value column(Napi::Env env, Owner *o, T *data, size_t count) {
+    size_t bytes = count * sizeof(T);
+    Napi::ArrayBuffer buf;
+    if (bytes == 0 || data == nullptr) {
+        buf = Napi::ArrayBuffer::New(env, 0);
+        count = 0;
+    } else {
+        o->refs.fetch_add(1);
+        buf = Napi::ArrayBuffer::New(env, data, bytes, release_buffer, o);
+    }
+    return Array::New(env, count, buf, 0);
+}
+
+static Napi::Object table_object(Napi::Env env, Owner *o, st_table *t) {
+    Napi::Object obj = Napi::Object::New(env);
+    obj["count"] = Napi::Number::New(env, t->count);
+    obj["headerLength"] = Napi::Number::New(env, (double)t->header_length);
+    obj["fileSize"] = Napi::Number::New(env, (double)t->file_size);
+    obj["dtype"] = column<Napi::Uint8Array>(env, o, t->dtype, t->count);
+    obj["begin"] = column<Napi::Float64Array>(env, o, t->begin, t->count);
+    obj["end"] = column<Napi::Float64Array>(env, o, t->end, t->count);
+    obj["shapeStart"] = column<Napi::Uint32Array>(env, o, t->shape_start, (size_t)t->count + 1);
+    obj["dims"] = column<Napi::Float64Array>(env, o, t->dims, t->n_dims);
+    obj["nameStart"] = column<Napi::Uint32Array>(env, o, t->name_start, (size_t)t->count + 1);
+    obj["nameBytes"] = column<Napi::Uint8Array>(env, o, t->name_bytes, t->name_length);
+    obj["layer"] = column<Napi::Int32Array>(env, o, t->layer, t->count);
+    obj["expert"] = column<Napi::Int32Array>(env, o, t->expert, t->count);
+    obj["kind"] = column<Napi::Uint8Array>(env, o, t->kind, t->count);
+    if (!t->has_metadata) {
+        obj["metadata"] = env.Null();
+    } else {
+        Napi::Array pairs = Napi::Array::New(env, t->meta_count);
+        for (uint32_t k = 0; k < t->meta_count; k++) {
+            Napi::Array pair = Napi::Array::New(env, 2);
+            for (uint32_t j = 0; j < 2; j++) {
+                uint32_t a = t->meta_start[2 * k + j], b = t->meta_start[2 * k + j + 1];
+                pair[j] = Napi::String::New(env, reinterpret_cast<const char *>(t->meta_bytes + a), b - a);
+            }
+            pairs[k] = pair;
+        }
+        obj["metadata"] = pairs;
+    }
+    return obj;
+}
+
+static Napi::Object error_object(Napi::Env env, const st_error &e) {
+    Napi::Object err = Napi::Object::New(env);
+    err["code"] = Napi::String::New(env, e.code < ST_N_CODES ? st_code_names[e.code] : "IoError");
+    err["detail"] = Napi::String::New(env, e.detail);
+    err["position"] = Napi::Number::New(env, (double)e.position);
+    err["shard"] = Napi::Number::New(env, e.shard);
+    if (e.tensor) err["tensor"] = Napi::String::New(env, e.tensor, e.tensor_len);
+    return err;
+}
+
+static Napi::Object result_error(Napi::Env env, st_error &e) {
+    Napi::Object r = Napi::Object::New(env);
+    r["error"] = error_object(env, e);
+    st_error_clear(&e);
+    return r;
+}
+
+static Napi::Object checkpoint_result(Napi::Env env, Owner *o) {
+    Napi::Object r = Napi::Object::New(env);
+    Napi::Array tables = Napi::Array::New(env, o->ck.n_shards);
+    for (uint32_t s = 0; s < o->ck.n_shards; s++) tables[s] = table_object(env, o, &o->ck.tables[s]);
+    r["tables"] = tables;
+    o->refs.fetch_add(1);
+    r["handle"] = Napi::External<Owner>::New(env, o, [](Napi::Env, Owner *x) { release(x); });
+    release(o);  // the creation reference
+    return r;
+}
+
+static void run_parallel(int n, void (*task)(void *, int), void *ctx) { dense_api->parallel_for(n, task, ctx); }
+
+// ---------------------------------------------------------------- init(api)
+
+static Napi::Value Init_(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsExternal()) return env.Undefined();
+    auto *api = info[0].As<Napi::External<k3_dense_api>>().Data();
+    if (!api || api->abi_version != K3_DENSE_ABI_VERSION || api->struct_size < sizeof(k3_dense_api)) {
+        k3::fail(env, "init", "the @k3/dense API table has an unexpected ABI version", true);
+        return env.Undefined();
+    }
+    dense_api = api;
+    return env.Undefined();
+}
+
+// ---------------------------------------------------------------- parseBuffer(bytes)
+
+static Napi::Value ParseBuffer(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    k3::Bytes b;
+    if (!k3::get_bytes(info, 0, "parseBuffer", "bytes", &b)) return env.Undefined();
+    st_error e;
+    memset(&e, 0, sizeof e);
+    e.position = -1;
+    e.shard = -1;
+    int64_t n = st_header_length(b.data, b.length < 8 ? b.length : 8, b.length, &e);
+    if (n < 0) return result_error(env, e);
+    Owner *o = new Owner();
+    o->ck.n_shards = 1;
+    o->ck.tables = static_cast<st_table *>(calloc(1, sizeof(st_table)));
+    o->ck.bases = static_cast<uint64_t *>(calloc(2, sizeof(uint64_t)));
+    if (!o->ck.tables || !o->ck.bases || st_parse_header(b.data + 8, (size_t)n, b.length, &o->ck.tables[0], &e) != 0) {
+        if (e.code == ST_OK) st_fail(&e, ST_OUT_OF_MEMORY, -1, "out of memory");
+        release(o);
+        return result_error(env, e);
+    }
+    o->ck.bases[1] = o->ck.tables[0].count;
+    return checkpoint_result(env, o);
+}
+
+// ---------------------------------------------------------------- parseIndex(bytes)
+
+struct IndexOwner {
+    st_index x;
+};
+
+static Napi::Value ParseIndex(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    k3::Bytes b;
+    if (!k3::get_bytes(info, 0, "parseIndex", "bytes", &b)) return env.Undefined();
+    st_error e;
+    memset(&e, 0, sizeof e);
+    e.position = -1;
+    e.shard = -1;
+    auto *ix = new IndexOwner();
+    if (st_parse_index(b.data, b.length, &ix->x, &e) != 0) {
+        st_index_free(&ix->x);
+        delete ix;
+        return result_error(env, e);
+    }
+    Napi::Object r = Napi::Object::New(env);
+    Napi::Array shards = Napi::Array::New(env, ix->x.n_shards);
+    for (uint32_t s = 0; s < ix->x.n_shards; s++) {
+        uint32_t a = ix->x.shard_start[s], z = ix->x.shard_start[s + 1];
+        shards[s] = Napi::String::New(env, reinterpret_cast<const char *>(ix->x.shard_bytes + a), z - a);
+    }
+    r["shards"] = shards;
+    r["entries"] = Napi::Number::New(env, ix->x.count);
+    r["metadataBegin"] = Napi::Number::New(env, (double)ix->x.metadata_begin);
+    r["metadataEnd"] = Napi::Number::New(env, (double)ix->x.metadata_end);
+    r["handle"] = Napi::External<IndexOwner>::New(env, ix, [](Napi::Env, IndexOwner *p) {
+        st_index_free(&p->x);
+        delete p;
+    });
+    return r;
+}
+
+// ---------------------------------------------------------------- openShards(paths, index?)
+
+static bool get_paths(const Napi::CallbackInfo &info, const char *fn, std::vector<std::string> *out) {
+    if (info.Length() < 1 || !info[0].IsArray()) return k3::fail(info.Env(), fn, "argument 'paths' must be an array of strings");
+    Napi::Array a = info[0].As<Napi::Array>();
+    if (a.Length() > ST_MAX_SHARDS) return k3::fail(info.Env(), fn, "too many shard paths", true);
+    for (uint32_t i = 0; i < a.Length(); i++) {
+        Napi::Value v = a[i];
+        if (!v.IsString()) return k3::fail(info.Env(), fn, "argument 'paths' must be an array of strings");
+        out->push_back(v.As<Napi::String>().Utf8Value());
+    }
+    return true;
+}
+
+static const st_index *get_index(const Napi::CallbackInfo &info, size_t i) {
+    if (info.Length() <= i || !info[i].IsExternal()) return nullptr;
+    return &info[i].As<Napi::External<IndexOwner>>().Data()->x;
+}
+
+static Napi::Value OpenShards(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    std::vector<std::string> paths;
+    if (!get_paths(info, "openShards", &paths)) return env.Undefined();
+    std::vector<const char *> cpaths;
+    for (auto &p : paths) cpaths.push_back(p.c_str());
+    const st_index *ix = get_index(info, 1);
+    if (ix && ix->n_shards != paths.size()) {
+        k3::fail(env, "openShards", "paths must list the index's shards in order", true);
+        return env.Undefined();
+    }
+    st_error e;
+    memset(&e, 0, sizeof e);
+    e.position = -1;
+    e.shard = -1;
+    Owner *o = new Owner();
+    if (st_open_shards(cpaths.data(), (uint32_t)paths.size(), ix, dense_api ? run_parallel : nullptr, &o->ck, &e) != 0) {
+        release(o);
+        return result_error(env, e);
+    }
+    return checkpoint_result(env, o);
+}
+
+// Same work on a libuv thread; resolves to the same result object.
+class OpenShardsWorker : public Napi::AsyncWorker {
+  public:
+    OpenShardsWorker(Napi::Env env, std::vector<std::string> paths, Napi::Value index_ref)
+        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), paths_(std::move(paths)) {
+        if (index_ref.IsExternal()) {
+            index_ = &index_ref.As<Napi::External<IndexOwner>>().Data()->x;
+            index_ref_ = Napi::Persistent(index_ref.As<Napi::Object>());
+        }
+        memset(&e_, 0, sizeof e_);
+        e_.position = -1;
+        e_.shard = -1;
+        owner_ = new Owner();
+    }
+    Napi::Promise Promise() { return deferred_.Promise(); }
+    void Execute() override {
+        std::vector<const char *> cpaths;
+        for (auto &p : paths_) cpaths.push_back(p.c_str());
+        ok_ = st_open_shards(cpaths.data(), (uint32_t)paths_.size(), index_, dense_api ? run_parallel : nullptr, &owner_->ck,
+                             &e_) == 0;
+    }
+    void OnOK() override {
+        Napi::Env env = Env();
+        if (!ok_) {
+            release(owner_);
+            deferred_.Resolve(result_error(env, e_));
+        } else
+            deferred_.Resolve(checkpoint_result(env, owner_));
+    }
+    void OnError(const Napi::Error &err) override {
+        release(owner_);
+        deferred_.Reject(err.Value());
+    }
+
+  private:
+    Napi::Promise::Deferred deferred_;
+    std::vector<std::string> paths_;
+    const st_index *index_ = nullptr;
+    Napi::ObjectReference index_ref_;
+    st_error e_;
+    Owner *owner_;
+    bool ok_ = false;
+};
+
+static Napi::Value OpenShardsAsync(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    std::vector<std::string> paths;
+    if (!get_paths(info, "openShardsAsync", &paths)) return env.Undefined();
+    const st_index *ix = get_index(info, 1);
+    if (ix && ix->n_shards != paths.size()) {
+        k3::fail(env, "openShardsAsync", "paths must list the index's shards in order", true);
+        return env.Undefined();
+    }
+    auto *w = new OpenShardsWorker(env, std::move(paths), info.Length() > 1 ? info[1] : env.Undefined());
+    Napi::Promise p = w->Promise();
+    w->Queue();
+    return p;
+}
+
+// ---------------------------------------------------------------- find(handle, name)
+
+static Napi::Value Find(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 2 || !info[0].IsExternal() || !info[1].IsString()) {
+        k3::fail(env, "find", "expected (handle, name: string)");
+        return env.Undefined();
+    }
+    Owner *o = info[0].As<Napi::External<Owner>>().Data();
+    std::string name = info[1].As<Napi::String>().Utf8Value();
+    int64_t g = st_checkpoint_find(&o->ck, reinterpret_cast<const uint8_t *>(name.data()), name.size());
+    return Napi::Number::New(env, (double)g);
+}
+
+// ---------------------------------------------------------------- mapRange(path, offset, length)
+
+struct Mapping {
+    void *base;
+    size_t length;
+};
+
+static Napi::Value MapRange(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "mapRange";
+    if (info.Length() < 1 || !info[0].IsString()) return k3::fail(env, fn, "argument 'path' must be a string"), env.Undefined();
+    size_t offset, length;
+    if (!k3::get_size(info, 1, fn, "offset", &offset) || !k3::get_size(info, 2, fn, "length", &length)) return env.Undefined();
+    std::string path = info[0].As<Napi::String>().Utf8Value();
+    if (length == 0) return Napi::ArrayBuffer::New(env, 0);
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return k3::fail(env, fn, "cannot open " + path + ": " + strerror(errno)), env.Undefined();
+    struct stat st;
+    if (fstat(fd, &st) != 0 || offset > (size_t)st.st_size || length > (size_t)st.st_size - offset) {
+        close(fd);
+        return k3::fail(env, fn, "range [" + std::to_string(offset) + ", +" + std::to_string(length) + ") is not inside " + path, true),
+               env.Undefined();
+    }
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t aligned = offset - offset % page;
+    size_t span = length + (offset - aligned);
+    void *base = mmap(nullptr, span, PROT_READ, MAP_PRIVATE, fd, (off_t)aligned);
+    close(fd);
+    if (base == MAP_FAILED) return k3::fail(env, fn, std::string("mmap failed: ") + strerror(errno)), env.Undefined();
+    auto *m = new Mapping{base, span};
+    return Napi::ArrayBuffer::New(env, static_cast<uint8_t *>(base) + (offset - aligned), length,
+                                  [](Napi::Env, void *, Mapping *x) {
+                                      munmap(x->base, x->length);
+                                      delete x;
+                                  },
+                                  m);
+}
+
+// ---------------------------------------------------------------- module
+
+static Napi::Object InitModule(Napi::Env env, Napi::Object exports) {
+    exports["init"] = Napi::Function::New(env, Init_);
+    exports["parseBuffer"] = Napi::Function::New(env, ParseBuffer);
+    exports["parseIndex"] = Napi::Function::New(env, ParseIndex);
+    exports["openShards"] = Napi::Function::New(env, OpenShards);
+    exports["openShardsAsync"] = Napi::Function::New(env, OpenShardsAsync);
+    exports["find"] = Napi::Function::New(env, Find);
+    exports["mapRange"] = Napi::Function::New(env, MapRange);
+    return exports;
+}
+
+NODE_API_MODULE(k3_safetensors, InitModule)

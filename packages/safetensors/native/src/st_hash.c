@@ -1,0 +1,122 @@
+/*
+ * st_hash.c: an open-addressing name -> uint32 table. Slots keep the value and 32 bits of the
+ * hash, so most probes never touch the names; the names themselves stay in the caller's string
+ * table and are fetched through name_of(ctx, value).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "k3_safetensors.h"
+
+struct st_hash {
+    uint32_t *values; /* value + 1; 0 = empty */
+    uint32_t *tags;   /* high 32 bits of the hash */
+    uint32_t cap;     /* power of two */
+    uint32_t used;
+    st_name_fn name_of;
+    const void *ctx;
+};
+
+uint64_t st_hash_bytes(const uint8_t *s, size_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (n * 0xff51afd7ed558ccdull);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+    }
+    uint64_t tail = 0;
+    for (size_t k = 0; i + k < n; k++) tail |= (uint64_t)s[i + k] << (8 * k);
+    h = (h ^ tail) * 0x94d049bb133111ebull;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    return h;
+}
+
+st_hash *st_hash_new(uint32_t expected, st_name_fn name_of, const void *ctx) {
+    st_hash *h = calloc(1, sizeof *h);
+    if (!h) return NULL;
+    uint32_t cap = 16;
+    while (cap < expected * 2u && cap < (1u << 31)) cap <<= 1;
+    h->values = calloc(cap, sizeof(uint32_t));
+    h->tags = malloc(cap * sizeof(uint32_t));
+    if (!h->values || !h->tags) {
+        st_hash_free(h);
+        return NULL;
+    }
+    h->cap = cap;
+    h->name_of = name_of;
+    h->ctx = ctx;
+    return h;
+}
+
+void st_hash_free(st_hash *h) {
+    if (!h) return;
+    free(h->values);
+    free(h->tags);
+    free(h);
+}
+
+void st_hash_set_ctx(st_hash *h, const void *ctx) { h->ctx = ctx; }
+
+static int grow(st_hash *h) {
+    uint32_t cap = h->cap * 2;
+    uint32_t *values = calloc(cap, sizeof(uint32_t));
+    uint32_t *tags = malloc(cap * sizeof(uint32_t));
+    if (!values || !tags) {
+        free(values);
+        free(tags);
+        return -1;
+    }
+    for (uint32_t i = 0; i < h->cap; i++) {
+        if (!h->values[i]) continue;
+        const uint8_t *name;
+        size_t len;
+        h->name_of(h->ctx, h->values[i] - 1, &name, &len);
+        uint32_t slot = (uint32_t)st_hash_bytes(name, len) & (cap - 1);
+        while (values[slot]) slot = (slot + 1) & (cap - 1);
+        values[slot] = h->values[i];
+        tags[slot] = h->tags[i];
+    }
+    free(h->values);
+    free(h->tags);
+    h->values = values;
+    h->tags = tags;
+    h->cap = cap;
+    return 0;
+}
+
+uint32_t st_hash_insert(st_hash *h, const uint8_t *name, size_t len, uint64_t hash, uint32_t value) {
+    if ((h->used + 1) * 2 > h->cap && grow(h) != 0) return UINT32_MAX - 1;
+    uint32_t tag = (uint32_t)(hash >> 32);
+    uint32_t slot = (uint32_t)hash & (h->cap - 1);
+    while (h->values[slot]) {
+        if (h->tags[slot] == tag) {
+            const uint8_t *other;
+            size_t other_len;
+            h->name_of(h->ctx, h->values[slot] - 1, &other, &other_len);
+            if (other_len == len && memcmp(other, name, len) == 0) return h->values[slot] - 1;
+        }
+        slot = (slot + 1) & (h->cap - 1);
+    }
+    h->values[slot] = value + 1;
+    h->tags[slot] = tag;
+    h->used++;
+    return UINT32_MAX;
+}
+
+uint32_t st_hash_find(const st_hash *h, const uint8_t *name, size_t len, uint64_t hash) {
+    uint32_t tag = (uint32_t)(hash >> 32);
+    uint32_t slot = (uint32_t)hash & (h->cap - 1);
+    while (h->values[slot]) {
+        if (h->tags[slot] == tag) {
+            const uint8_t *other;
+            size_t other_len;
+            h->name_of(h->ctx, h->values[slot] - 1, &other, &other_len);
+            if (other_len == len && memcmp(other, name, len) == 0) return h->values[slot] - 1;
+        }
+        slot = (slot + 1) & (h->cap - 1);
+    }
+    return UINT32_MAX;
+}
