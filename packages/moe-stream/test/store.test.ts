@@ -181,6 +181,26 @@ describe("ExpertStore cache", () => {
   });
 });
 
+describe("ExpertStore memory", () => {
+  it("RSS grows by the arena at open (faulted in up front) and not while reading", async () => {
+    const d = mkdtempSync(join(tmpdir(), "k3-rss-"));
+    try {
+      // ~1.3 MB experts: 3 layers x 8 cache slots + 6 streaming slots = 30 slots, ~40 MB arena.
+      writeSyntheticK3({ dir: d, layers: [1, 2, 3], experts: 12, hidden: 64, latent: 1024, inter: 1024, content: "fast" });
+      const { execFileSync } = await import("node:child_process");
+      const out = execFileSync(process.execPath, ["--import", "tsx", new URL("./rss-child.ts", import.meta.url).pathname, d, "1,2,3"], { encoding: "utf8" });
+      const r = JSON.parse(out.trim().split("\n").at(-1)!);
+      expect(r.reads).toBe(36 + 2 * 3 * 4); // rounds 2 and 3: 8 of 12 per layer are resident hits
+      expect(r.afterOpen - r.before).toBeGreaterThanOrEqual(r.arena * 0.95);
+      expect(r.afterOpen - r.before).toBeLessThanOrEqual(r.arena + 8 * 2 ** 20);
+      // Reading 36 experts three times (cache hits and misses) adds almost nothing: no page cache in RSS, no growth.
+      expect(r.afterReads - r.afterOpen).toBeLessThanOrEqual(16 * 2 ** 20);
+    } finally {
+      rmSync(d, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
 describe("ExpertStore faults", () => {
   it("refuses an arena larger than the budget, with both numbers", () => {
     const need = ExpertStore.arenaBytesFor({ experts, slotsPerLayer: 4, ioSlots: 4 }).bytes;
