@@ -46,9 +46,10 @@ export class WorkerBackend implements CompletionBackend {
 
   /** Starts the worker and waits until the model is loaded (rejects with the load error). */
   static async start(init: WorkerInit, workerUrl: URL): Promise<WorkerBackend> {
-    // Under tsx (tests, dev) the worker is TypeScript: load it through the same loader.
-    const execArgv = workerUrl.pathname.endsWith(".ts") ? ["--import", "tsx"] : undefined;
-    const worker = new Worker(workerUrl, { workerData: init, execArgv });
+    // Under tsx (tests, dev) the worker is TypeScript: register tsx's loader inside the worker first.
+    const worker = workerUrl.pathname.endsWith(".ts")
+      ? new Worker(`import("tsx/esm/api").then((m) => { m.register(); return import(${JSON.stringify(workerUrl.href)}); });`, { eval: true, workerData: init })
+      : new Worker(workerUrl, { workerData: init });
     const backend = new WorkerBackend(worker);
     await new Promise<void>((resolve, reject) => {
       const onMessage = (m: FromWorker) => {

@@ -99,3 +99,37 @@ describe("server", () => {
     expect(validateRequest({ messages: [{ role: "user", content: [{ type: "text", text: "a" }, { type: "text", text: "b" }] }] }, "chat", "m").messages![0].content).toBe("ab");
   });
 });
+
+describe("server with the model in a worker thread", () => {
+  it("streams a chat completion from the tiny model and answers /health while generating", async () => {
+    const { WorkerBackend } = await import("../src/backend.js");
+    const { TINY_K3 } = await import("./helpers.js");
+    const backend = await WorkerBackend.start({ dir: TINY_K3, options: { threads: 1, preset: "laptop" } }, new URL("../src/worker.ts", import.meta.url));
+    const s = await startServer(backend, { port: 0 });
+    try {
+      expect(backend.modelId).toBe("tiny-k3");
+      const req = fetch(s.url + "/v1/chat/completions", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ messages: [{ role: "user", content: "Write a function that adds two numbers." }], max_tokens: 200, temperature: 0, stream: true }),
+      });
+      // While the worker generates, the event loop must stay free.
+      await new Promise((r) => setTimeout(r, 50));
+      const t0 = performance.now();
+      const health = await fetch(s.url + "/health");
+      expect(health.status).toBe(200);
+      expect(performance.now() - t0).toBeLessThan(500);
+      const text = await (await req).text();
+      const events = text.split("\n\n").filter(Boolean).map((e) => e.replace(/^data: /, ""));
+      expect(events.at(-1)).toBe("[DONE]");
+      const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
+      expect(chunks[0].choices[0].delta.role).toBe("assistant");
+      const last = chunks.at(-1);
+      expect(["stop", "length"]).toContain(last.choices[0].finish_reason);
+      expect(last.usage.completion_tokens).toBeGreaterThan(0);
+    } finally {
+      await s.close();
+      await backend.close();
+    }
+  });
+});
