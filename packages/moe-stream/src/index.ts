@@ -54,3 +54,4 @@ export {
 export { TrunkStreamer, type TrunkStreamerOptions, type TrunkLayer, type TrunkStreamerStats } from "./trunk-stream.js";
 export { planMemory, censusFromConfig, type PlanOptions, type MemoryPlan, type ModelCensus } from "./plan.js";
 export { procIo, peakRssBytes, dropPageCache, measureReadCeiling } from "./io-stats.js";
+export { packExperts, openPackedExperts, verifyPackedExperts, EXPERTS_FILE, EXPERTS_INDEX, type PackedExpertsIndex } from "./expert-pack.js";
