@@ -9,7 +9,9 @@
         "src/matmul.c",
         "src/matmul_scalar.c",
         "src/matmul_avx2.c",
-        "src/matmul_avx512.c"
+        "src/matmul_avx512.c",
+        "src/matmul_int8.c",
+        "src/matmul_int8_vnni.c"
       ],
       "include_dirs": [
         "include",

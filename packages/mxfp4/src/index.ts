@@ -72,6 +72,31 @@ export function matmul(m: Mxfp4Matrix, X: Float32Array, Y: Float32Array, batch: 
 }
 
 /**
+ * The opt-in int8-activation path (AVX-512 VNNI; other levels run its scalar reference, same bits):
+ * activations are quantised per 32-block to int8 with d = max|x| / 127, weights use ggml's doubled
+ * integer table, block dot products are exact int32 and are scaled by d * 2^(s-128). Faster, but it
+ * adds the activation rounding error (measured in the README; about 1e-3 of sum|w x|). Not bit-equal
+ * to matvec; bit-identical across SIMD levels, threads and batch sizes.
+ */
+export function matvecInt8(m: Mxfp4Matrix, x: Float32Array, y: Float32Array): Float32Array {
+  ensureValid(m, "matvecInt8");
+  native.matmulInt8(m.packed, m.scales, m.rows, m.cols, x, y, 1);
+  return y;
+}
+
+/** Batched int8-activation path; Y[b] is bit-identical to matvecInt8(X[b]). */
+export function matmulInt8(m: Mxfp4Matrix, X: Float32Array, Y: Float32Array, batch: number): Float32Array {
+  ensureValid(m, "matmulInt8");
+  native.matmulInt8(m.packed, m.scales, m.rows, m.cols, X, Y, batch);
+  return Y;
+}
+
+/** Whether this CPU has AVX-512 VNNI (the int8 path's fast kernel). */
+export function hasVnni(): boolean {
+  return native.hasVnni();
+}
+
+/**
  * Activations reordered for the kernels (per 32-block: 16 even then 16 odd elements). Split once and
  * pass to matmulSplit for every matrix that reads the same input (all experts' w1 and w3).
  */

@@ -5,6 +5,8 @@ export interface Mxfp4Binding {
   init(denseApi: unknown): void;
   matmul(packed: Uint8Array, scales: Uint8Array, rows: number, cols: number, X: Float32Array, Y: Float32Array, batch: number): void;
   matmulSplit(packed: Uint8Array, scales: Uint8Array, rows: number, cols: number, XS: Float32Array, Y: Float32Array, batch: number): void;
+  matmulInt8(packed: Uint8Array, scales: Uint8Array, rows: number, cols: number, X: Float32Array, Y: Float32Array, batch: number): void;
+  hasVnni(): boolean;
   splitActivations(X: Float32Array, out: Float32Array, cols: number, batch: number): void;
   dequantize(packed: Uint8Array, scales: Uint8Array, rows: number, cols: number, out: Float32Array): void;
   api(): unknown;

@@ -56,7 +56,10 @@ export function referenceMatvec(m: Mxfp4Matrix, x: Float32Array): Float32Array {
     const lane = new Array<number>(32).fill(0);
     for (let k = 0; k < m.cols; k++) {
       const w = Math.fround(elementF64(m, r, k)); // exact (or +-inf past FLT_MAX)
-      const l = (k & 31) % 2 === 0 ? (k & 31) >> 1 : 16 + ((k & 31) >> 1);
+      // lane i reads byte p(i) = 4 (i % 4) + i / 4 of the block; p is its own inverse
+      const byte = (k & 31) >> 1;
+      const i = 4 * (byte % 4) + (byte >> 2);
+      const l = k % 2 === 0 ? i : 16 + i;
       lane[l] = fmaf(w, x[k], lane[l]);
     }
     for (let h = 16; h >= 1; h >>= 1) for (let i = 0; i < h; i++) lane[i] = Math.fround(lane[i] + lane[i + h]);

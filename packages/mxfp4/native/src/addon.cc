@@ -4,6 +4,7 @@
 #include "k3_napi.h"
 extern "C" {
 #include "mxfp4.h"
+#include "matmul_int8.h"
 }
 
 // ---------------------------------------------------------------- init
@@ -81,6 +82,21 @@ static Napi::Value Matmul(const Napi::CallbackInfo &info) {
     return env.Undefined();
 }
 
+// matmulInt8(packed, scales, rows, cols, X, Y, batch): the opt-in int8-activation path.
+static Napi::Value MatmulInt8(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "matmulInt8";
+    k3_mxfp4_matrix m;
+    float *x, *y;
+    size_t batch;
+    if (!get_matrix(info, 0, fn, &m) || !get_batch(info, 4, fn, m, &x, &y, &batch)) return env.Undefined();
+    if (k3_mxfp4_matmul_int8(&m, x, y, batch) != 0) return k3::fail(env, fn, "out of memory for the activation scratch", true), env.Undefined();
+    return env.Undefined();
+}
+
+// hasVnni(): whether the int8 path runs its AVX-512 VNNI kernel (at the avx512 level).
+static Napi::Value HasVnni(const Napi::CallbackInfo &info) { return Napi::Boolean::New(info.Env(), k3_mxfp4_cpu_has_vnni() != 0); }
+
 // matmulSplit(packed, scales, rows, cols, XS, Y, batch): XS from splitActivations.
 static Napi::Value MatmulSplit(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
@@ -138,6 +154,8 @@ static Napi::Object Module(Napi::Env env, Napi::Object exports) {
     exports["init"] = Napi::Function::New(env, Init);
     exports["matmul"] = Napi::Function::New(env, Matmul);
     exports["matmulSplit"] = Napi::Function::New(env, MatmulSplit);
+    exports["matmulInt8"] = Napi::Function::New(env, MatmulInt8);
+    exports["hasVnni"] = Napi::Function::New(env, HasVnni);
     exports["splitActivations"] = Napi::Function::New(env, SplitActivations);
     exports["dequantize"] = Napi::Function::New(env, Dequantize);
     exports["api"] = Napi::Function::New(env, Api);

@@ -1,8 +1,8 @@
 /*
  * matmul_avx2.c: packed MXFP4 on AVX2 + FMA (order in include/k3_mxfp4.h).
  *
- * vpermps on ymm reads 3 index bits, so the table holds the 8 magnitudes (times the block scale,
- * exact) and the sign bit of the nibble is moved into the float sign with a shift and an AND, then
+ * vpermps on ymm reads 3 index bits, so the table holds the 8 magnitudes (pre-scaled by the block
+ * scale, exact) and the sign bit of the nibble is moved into the float sign with a shift and an AND, then
  * XORed in (code 8 gives -0 exactly like the scalar table). The 32 lanes of a dot product live in
  * four ymm: even lanes 0-7 / 8-15 and odd lanes 16-23 / 24-31.
  */
@@ -35,14 +35,18 @@ static inline decoded8 decode8(__m256i q, __m256 magnitudes) {
 }
 
 static float row_dot(const uint8_t *packed, const uint8_t *scales, const float *xs, size_t cols) {
-    const __m256 table = _mm256_loadu_ps(k3_e2m1); /* the 8 magnitudes */
+    /* lanes 0-7 read bytes 0,4,8,12,1,5,9,13 and lanes 8-15 bytes 2,6,10,14,3,7,11,15 (p(i) in
+       k3_mxfp4.h): the 16 bytes in both halves, each dword shifted so its low byte is the one wanted */
+    const __m256i shift_lanes0_7 = _mm256_setr_epi32(0, 0, 0, 0, 8, 8, 8, 8);
+    const __m256i shift_lanes8_15 = _mm256_setr_epi32(16, 16, 16, 16, 24, 24, 24, 24);
     __m256 e0 = _mm256_setzero_ps(), e1 = e0, o0 = e0, o1 = e0;
     for (size_t blk = 0; blk < cols / 32; blk++) {
-        __m256 magnitudes = _mm256_mul_ps(table, _mm256_set1_ps(k3_e8m0[scales[blk]]));
+        __m256 magnitudes = _mm256_load_ps(k3_scaled_e2m1[scales[blk]]); /* the 8 scaled magnitudes */
         const uint8_t *q = packed + 16 * blk;
         const float *xe = xs + 32 * blk, *xo = xe + 16;
-        decoded8 a = decode8(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)q)), magnitudes);
-        decoded8 b = decode8(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8))), magnitudes);
+        __m256i block = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q));
+        decoded8 a = decode8(_mm256_srlv_epi32(block, shift_lanes0_7), magnitudes);
+        decoded8 b = decode8(_mm256_srlv_epi32(block, shift_lanes8_15), magnitudes);
         e0 = _mm256_fmadd_ps(a.even, _mm256_loadu_ps(xe), e0);
         e1 = _mm256_fmadd_ps(b.even, _mm256_loadu_ps(xe + 8), e1);
         o0 = _mm256_fmadd_ps(a.odd, _mm256_loadu_ps(xo), o0);

@@ -8,11 +8,12 @@ static float row_dot(const uint8_t *packed, const uint8_t *scales, const float *
         float scale = k3_e8m0[scales[b]];
         const uint8_t *q = packed + 16 * b;
         const float *xe = xs + 32 * b, *xo = xe + 16;
-        for (int j = 0; j < 16; j++) {
-            float w_even = k3_e2m1[q[j] & 15] * scale;
-            float w_odd = k3_e2m1[q[j] >> 4] * scale;
-            lane[j] = fmaf(w_even, xe[j], lane[j]);
-            lane[16 + j] = fmaf(w_odd, xo[j], lane[16 + j]);
+        for (int i = 0; i < 16; i++) {
+            uint8_t byte = q[k3_mxfp4_lane_byte(i)];
+            float w_even = k3_e2m1[byte & 15] * scale;
+            float w_odd = k3_e2m1[byte >> 4] * scale;
+            lane[i] = fmaf(w_even, xe[i], lane[i]);
+            lane[16 + i] = fmaf(w_odd, xo[i], lane[16 + i]);
         }
     }
     for (int h = 16; h >= 1; h /= 2)

@@ -8,6 +8,10 @@
 extern const float k3_e2m1[16];
 /* E8M0 byte -> 2^(s-127) as f32 (s = 0 is the subnormal 2^-127); entry 255 is NaN, never used. */
 extern float k3_e8m0[256];
+/* k3_e2m1[c] * k3_e8m0[s] for every (s, c): the E2M1 table already scaled, one 64-byte row per
+   scale byte (16 KiB, stays in L1), so a kernel decodes a block with table lookups and no multiply.
+   Every entry is exact (a product with a power of two). Row 255 is NaN and never used. */
+extern float k3_scaled_e2m1[256][16];
 void k3_mxfp4_init_tables(void);
 
 ptrdiff_t k3_mxfp4_find_bad_scale(const uint8_t *scales, size_t n);

@@ -6,6 +6,7 @@
 const float k3_e2m1[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                            -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 float k3_e8m0[256];
+float k3_scaled_e2m1[256][16] __attribute__((aligned(64)));
 
 /* 2^(s-127) built from bits, so nothing depends on libm: s >= 1 is a normal float with exponent
    field s; s = 0 is the subnormal 2^-127 = 2^22 * 2^-149 (mantissa bit 22). */
@@ -13,6 +14,7 @@ void k3_mxfp4_init_tables(void) {
     for (int s = 0; s < 256; s++) {
         uint32_t bits = s == 0 ? 0x00400000u : s == 255 ? 0x7FC00000u : (uint32_t)s << 23;
         memcpy(&k3_e8m0[s], &bits, sizeof bits);
+        for (int c = 0; c < 16; c++) k3_scaled_e2m1[s][c] = k3_e2m1[c] * k3_e8m0[s];
     }
 }
 
@@ -26,9 +28,9 @@ void k3_mxfp4_split_activations(const float *x, size_t cols, size_t batch, float
         const float *xr = x + b * cols;
         float *o = xs + b * cols;
         for (size_t k = 0; k < cols; k += 32)
-            for (int j = 0; j < 16; j++) {
-                o[k + j] = xr[k + 2 * j];
-                o[k + 16 + j] = xr[k + 2 * j + 1];
+            for (int i = 0; i < 16; i++) {
+                o[k + i] = xr[k + 2 * k3_mxfp4_lane_byte(i)];
+                o[k + 16 + i] = xr[k + 2 * k3_mxfp4_lane_byte(i) + 1];
             }
     }
 }

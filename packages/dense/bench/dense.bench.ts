@@ -1,0 +1,71 @@
+// pnpm bench (in packages/dense), under `flock /tmp/k3-bench.lock`.
+// bf16 GEMV and GEMM against the memory-read ceiling measured in the same process; the weights cycle
+// through >= 512 MiB of distinct copies so they stream from DRAM.
+import { bestSimdLevel, gemmBf16, gemvBf16, memoryReadCeiling, setSimdLevel, setThreadCount } from "../src/index.js";
+// @ts-expect-error: plain .mjs helper shared by every package's bench
+import { timeIt, writeReport } from "../../../scripts/bench-report.mjs";
+
+const MiB = 2 ** 20;
+const quick = process.argv.includes("--quick");
+const TARGET = (quick ? 64 : 512) * MiB;
+
+function bf16Copies(rows: number, cols: number): Uint16Array[] {
+  const n = Math.max(2, Math.ceil(TARGET / (rows * cols * 2)));
+  return Array.from({ length: n }, (_, c) => {
+    const w = new Uint16Array(rows * cols);
+    let s = (c + 1) * 2654435761 >>> 0;
+    for (let i = 0; i < w.length; i++) {
+      s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
+      w[i] = (s & 0x80ff) | 0x3c00; // finite values around +-0.01
+    }
+    return w;
+  });
+}
+
+const ceilings = new Map<number, number>();
+function ceiling(threads: number): number {
+  const g = memoryReadCeiling({ threads, bytes: 2 ** 30, reps: 5 }).gbPerSec;
+  ceilings.set(threads, Math.max(ceilings.get(threads) ?? 0, g));
+  return ceilings.get(threads)!;
+}
+
+setSimdLevel(bestSimdLevel());
+const rows: Array<Record<string, string | number>> = [];
+for (const [r, c] of [[3072, 3584], [3584, 3072], [7168, 7168]] as const) {
+  const ws = bf16Copies(r, c);
+  const bytes = r * c * 2 * ws.length;
+  for (const batch of [1, 8, 32]) {
+    const X = new Float32Array(batch * c).map((_, i) => Math.sin(i * 0.37));
+    const Y = new Float32Array(batch * r);
+    for (const threads of batch === 1 ? [1, 2] : [2]) {
+      setThreadCount(threads);
+      const t = await timeIt(
+        () => {
+          for (const w of ws) batch === 1 ? gemvBf16(w, X, Y, { rows: r, cols: c }) : gemmBf16(w, X, Y, { rows: r, cols: c, batch });
+        },
+        { minRuns: 3, minMs: 1500 },
+      );
+      const seconds = t.best / 1e3;
+      const gb = bytes / seconds / 1e9;
+      const ceil = ceiling(threads);
+      rows.push({
+        kernel: `bf16 ${batch === 1 ? "gemv" : "gemm"} ${r}x${c}`,
+        batch,
+        threads,
+        "us/matrix": (t.best * 1e3) / ws.length,
+        "weight GB/s": gb,
+        "ceiling GB/s": ceil,
+        "ratio": gb / ceil,
+        "GFLOP/s": (2 * r * c * batch * ws.length) / seconds / 1e9,
+      });
+    }
+  }
+}
+writeReport("dense", {
+  title: "@k3/dense bf16 GEMV/GEMM vs the memory-read ceiling",
+  command: "flock /tmp/k3-bench.lock pnpm bench",
+  rows,
+  notes: [
+    `Ceiling: memoryReadCeiling (1 GiB, 8 accumulators), best measured during this run: ${[...ceilings].map(([t, g]) => `${t} thread(s) ${g.toFixed(1)} GB/s`).join(", ")}. GB = 1e9 B; weights cycle through >= 512 MiB of distinct copies.`,
+  ],
+});

@@ -1,0 +1,102 @@
+/* matmul_int8.c: activation quantisation, the scalar reference and threading of the int8 path. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "matmul_int8.h"
+
+static const int8_t lut2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+void k3_mxfp4_quantize_activations(const float *x, size_t cols, k3_int8_activations *out) {
+    size_t n_blocks = cols / 32;
+    memset(out->q_even, 0, out->groups * 64);
+    memset(out->q_odd, 0, out->groups * 64);
+    for (size_t i = 0; i < out->groups * 4; i++) out->d[i] = 0.0f;
+    for (size_t b = 0; b < n_blocks; b++) {
+        const float *xb = x + 32 * b;
+        float amax = 0.0f;
+        int finite = 1;
+        for (int i = 0; i < 32; i++) {
+            if (!isfinite(xb[i])) finite = 0;
+            else if (fabsf(xb[i]) > amax) amax = fabsf(xb[i]);
+        }
+        float d = finite ? amax / 127.0f : NAN;
+        out->d[b] = d;
+        if (!finite || amax == 0.0f) continue;
+        for (int j = 0; j < 16; j++) {
+            out->q_even[16 * b + j] = (int8_t)nearbyintf(xb[2 * j] / d);
+            out->q_odd[16 * b + j] = (int8_t)nearbyintf(xb[2 * j + 1] / d);
+        }
+    }
+}
+
+float k3_mxfp4_row_int8_scalar(const uint8_t *packed, const uint8_t *scales, size_t n_blocks,
+                               const k3_int8_activations *a) {
+    float lane[16] = {0};
+    for (size_t g = 0; g < a->groups; g++) {
+        for (int l = 0; l < 16; l++) {
+            size_t b = 4 * g + (size_t)l / 4;
+            int32_t dot = 0;
+            float factor = 0.0f;
+            if (b < n_blocks) {
+                for (int t = 4 * l; t < 4 * l + 4; t++) {
+                    uint8_t byte = packed[64 * g + t];
+                    dot += lut2[byte & 15] * a->q_even[64 * g + t] + lut2[byte >> 4] * a->q_odd[64 * g + t];
+                }
+                factor = ldexpf(a->d[b], (int)scales[b] - 128);
+            }
+            lane[l] = fmaf((float)dot, factor, lane[l]);
+        }
+    }
+    for (int h = 8; h >= 1; h /= 2)
+        for (int i = 0; i < h; i++) lane[i] += lane[i + h];
+    return lane[0];
+}
+
+/* ---------------------------------------------------------------- threading */
+
+typedef struct {
+    const k3_mxfp4_matrix *m;
+    const k3_int8_activations *acts; /* one per batch row */
+    float *y;
+    size_t batch, rows_per_task;
+    float (*row_fn)(const uint8_t *, const uint8_t *, size_t, const k3_int8_activations *);
+} int8_job;
+
+static void int8_task(void *ctx, int task_index) {
+    const int8_job *job = ctx;
+    const k3_mxfp4_matrix *m = job->m;
+    size_t begin = (size_t)task_index * job->rows_per_task, end = begin + job->rows_per_task;
+    if (end > m->rows) end = m->rows;
+    size_t n_blocks = m->cols / 32;
+    for (size_t r = begin; r < end; r++)
+        for (size_t b = 0; b < job->batch; b++)
+            job->y[b * m->rows + r] = job->row_fn(m->packed + r * (m->cols / 2), m->scales + r * n_blocks, n_blocks, &job->acts[b]);
+}
+
+int k3_mxfp4_matmul_int8(const k3_mxfp4_matrix *m, const float *x, float *y, size_t batch) {
+    if (m->rows == 0 || batch == 0) return 0;
+    size_t groups = (m->cols / 32 + 3) / 4;
+    size_t per_row = groups * 128 + groups * 4 * sizeof(float);
+    uint8_t *scratch = aligned_alloc(64, (per_row * batch + 63) / 64 * 64 + 64);
+    k3_int8_activations *acts = malloc(batch * sizeof *acts);
+    if (!scratch || !acts) {
+        free(scratch);
+        free(acts);
+        return -1;
+    }
+    for (size_t b = 0; b < batch; b++) {
+        uint8_t *base = scratch + b * per_row;
+        acts[b] = (k3_int8_activations){(int8_t *)base, (int8_t *)(base + groups * 64), (float *)(base + groups * 128), groups};
+        k3_mxfp4_quantize_activations(x + b * m->cols, m->cols, &acts[b]);
+    }
+    const k3_dense_api *dense = k3_mxfp4_dense_api();
+    int use_vnni = dense->simd_level() == K3_SIMD_AVX512 && k3_mxfp4_cpu_has_vnni();
+    size_t tasks = (size_t)dense->thread_count() * 4;
+    size_t per_task = (m->rows + tasks - 1) / tasks;
+    if (per_task < 16) per_task = 16;
+    int8_job job = {m, acts, y, batch, per_task, use_vnni ? k3_mxfp4_row_int8_vnni : k3_mxfp4_row_int8_scalar};
+    dense->parallel_for((int)((m->rows + per_task - 1) / per_task), int8_task, &job);
+    free(scratch);
+    free(acts);
+    return 0;
+}

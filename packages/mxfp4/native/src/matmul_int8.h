@@ -1,0 +1,36 @@
+/*
+ * matmul_int8.h: the opt-in int8-activation path (AVX-512 VNNI), a faster but approximate matvec.
+ *
+ * Activations are quantised once per call, per 32-block b: d_b = max|x_b| / 127 (f32 division),
+ * q = nearbyintf(x / d_b) in [-127, 127] (0 when d_b = 0; a non-finite x makes d_b NaN, so the
+ * outputs that read it are NaN). Weights use the doubled integer table {0,1,2,3,4,6,8,12} (signed),
+ * so every block product is an exact int32. Fixed order, shared by every variant:
+ *   16 lanes per output; in 4-block groups g (blocks 4g..4g+3; a short last group is zero padded),
+ *   lane L covers packed bytes 4L..4L+3 of the group (block 4g + L/4):
+ *     dot_L = sum over those 4 bytes of LUT2[lo] * q_even + LUT2[hi] * q_odd   (exact int32)
+ *     lane[L] = fmaf((float)dot_L, ldexpf(d_b, s_b - 128), lane[L])
+ *   then lane[i] += lane[i + h] for h = 8, 4, 2, 1.
+ * Levels without VNNI run the scalar reference (same bits).
+ */
+#ifndef K3_MXFP4_INT8_H
+#define K3_MXFP4_INT8_H
+#include "mxfp4.h"
+
+/* Quantised activations of one row: q_even/q_odd [groups * 64] bytes, d [groups * 4] floats. */
+typedef struct {
+    int8_t *q_even;
+    int8_t *q_odd;
+    float *d;
+    size_t groups;
+} k3_int8_activations;
+
+void k3_mxfp4_quantize_activations(const float *x, size_t cols, k3_int8_activations *out);
+float k3_mxfp4_row_int8_scalar(const uint8_t *packed, const uint8_t *scales, size_t n_blocks,
+                               const k3_int8_activations *a);
+float k3_mxfp4_row_int8_vnni(const uint8_t *packed, const uint8_t *scales, size_t n_blocks,
+                             const k3_int8_activations *a);
+int k3_mxfp4_cpu_has_vnni(void);
+/* Y [batch, rows] from plain activations; 0, or -1 when the scratch could not be allocated. */
+int k3_mxfp4_matmul_int8(const k3_mxfp4_matrix *m, const float *x, float *y, size_t batch);
+
+#endif
