@@ -6,10 +6,11 @@
  * per-token absorption (q~ = W_UK^T q_nope and o = W_UV o~, 2 x 6.3 M bf16 MACs through @k3/dense).
  * Run: flock /tmp/k3-bench.lock pnpm bench
  */
-import { f32ToBf16, gemvBf16, simdLevel, threadCount } from "@k3/dense";
+import { f32ToBf16, simdLevel, threadCount } from "@k3/dense";
 // @ts-expect-error: plain .mjs helper shared by every package's bench
 import { timeIt, writeReport } from "../../../scripts/bench-report.mjs";
 import { attendExpanded, attendLatent, K3_MLA, MlaCache } from "../src/index.js";
+import { native } from "../src/native.js";
 
 type Timing = { best: number; median: number; runs: number };
 const time = timeIt as (fn: () => unknown, o?: { minRuns?: number; minMs?: number; warmup?: number }) => Promise<Timing>;
@@ -29,15 +30,13 @@ const scale = 1 / Math.sqrt(n + r);
 const rows: Record<string, string | number>[] = [];
 const notes: string[] = [];
 
-// per-token absorption cost (independent of context): q~_h = W_UK^h^T q_nope_h, o_h = W_UV^h o~_h, bf16 weights
-const ukT = f32ToBf16(rand(H * L * n, -0.05, 0.05, 1));
-const uv = f32ToBf16(rand(H * dv * L, -0.05, 0.05, 2));
-const qn = rand(H * n, -1, 1, 3), qt = new Float32Array(H * L), ol = rand(H * L, -1, 1, 4), oh = new Float32Array(H * dv);
+// per-token absorption cost (independent of context): q~_h = W_UK^h^T q_nope_h, o_h = W_UV^h o~_h,
+// straight on a bf16 kv_b_proj [96*256, 512] as MlaLayer does
+const kvb = f32ToBf16(rand(H * (n + dv) * L, -0.05, 0.05, 1));
+const qn = rand(H * (n + r), -1, 1, 3), qt = new Float32Array(H * W), ol = rand(H * L, -1, 1, 4), oh = new Float32Array(H * dv);
 const absorb = await time(() => {
-  for (let h = 0; h < H; h++) {
-    gemvBf16(ukT.subarray(h * L * n, (h + 1) * L * n), qn.subarray(h * n, (h + 1) * n), qt.subarray(h * L, (h + 1) * L), { rows: L, cols: n });
-    gemvBf16(uv.subarray(h * dv * L, (h + 1) * dv * L), ol.subarray(h * L, (h + 1) * L), oh.subarray(h * dv, (h + 1) * dv), { rows: dv, cols: L });
-  }
+  native.absorb(qn, 1, H, H * (n + r), n + r, kvb, n, dv, L, qt, H * W, W);
+  native.project(ol, 1, H, H * L, L, kvb, n, dv, L, oh, H * dv, dv);
 }, { minRuns: 20, minMs: 500 });
 const absorbUs = absorb.median * 1000;
 notes.push(`absorption (q~ and W_UV for 96 heads, bf16, 12.6 MB of weights): ${absorbUs.toFixed(0)} us per token, included in the absorbed totals.`);

@@ -9,7 +9,8 @@
         "src/mla_simd_scalar.c",
         "src/mla_simd_avx2.c",
         "src/mla_simd_avx512.c",
-        "src/mla_attend.c"
+        "src/mla_attend.c",
+        "src/mla_absorb.c"
       ],
       "include_dirs": [
         "include",

@@ -5,13 +5,15 @@
  *   a      = kv_a_proj_with_mqa x;  c = RMSNorm_{kvLora}(a[:kvLora]);  k_pe = a[kvLora:] (never rotated)
  *   q~_h   = W_UK^h^T q_nope_h;  o~_h = softmax((q~_h.c_s + q_pe_h.k_pe_s) (nope+rope)^-1/2) c_s
  *   o_h    = W_UV^h o~_h;  o = o * sigmoid(g_proj x) (K3);  out = o_proj o
- * kv_b_proj rows per head: [256h, 256h+128) = W_UK^h, [256h+128, 256h+256) = W_UV^h.
+ * kv_b_proj rows per head: [256h, 256h+128) = W_UK^h, [256h+128, 256h+256) = W_UV^h. Both per-head
+ * products run natively on those rows, all heads in one pool call (not 2 x H small GEMVs).
  */
 import { rmsNorm, sigmoid } from "@k3/dense";
 import { MlaCache, type CacheDtype } from "./cache.js";
 import { checkConfig, softmaxScale, type MlaConfig } from "./config.js";
 import { attendLatent } from "./core.js";
 import { MlaError } from "./errors.js";
+import { native } from "./native.js";
 import { Linear, vectorF32, type WeightTensor } from "./weights.js";
 
 export interface MlaWeights {
@@ -48,10 +50,6 @@ export class MlaLayer {
   private readonly kvB: Linear;
   private readonly gProj?: Linear;
   private readonly oProj: Linear;
-  /** Per head: W_UK^h transposed [kvLora][nope] (absorbs q_nope into the latent space). */
-  private readonly ukT: Linear[] = [];
-  /** Per head: W_UV^h [vHead][kvLora], a window of kv_b_proj. */
-  private readonly uv: Linear[] = [];
   trace = false;
   lastTrace?: MlaTrace;
 
@@ -77,15 +75,6 @@ export class MlaLayer {
     else if (weights.g_proj !== undefined) throw new MlaError("weight", "g_proj given but config.outputGate is false");
     this.oProj = new Linear("o_proj", weights.o_proj, D, H * v);
     this.scale = softmaxScale(c);
-    // absorption: W_UK^h transposed once (same dtype as the checkpoint), W_UV^h as windows
-    const raw = this.kvB.raw;
-    for (let h = 0; h < H; h++) {
-      const base = h * (n + v) * L;
-      const t = raw instanceof Float32Array ? new Float32Array(L * n) : new Uint16Array(L * n);
-      for (let row = 0; row < n; row++) for (let col = 0; col < L; col++) t[col * n + row] = raw[base + row * L + col];
-      this.ukT.push(Linear.window(t, 0, L, n, n));
-      this.uv.push(Linear.window(raw, base + n * L, v, L, L));
-    }
   }
 
   /** An empty latent cache for `capacityTokens` positions (f32 by default, bf16 halves it). */
@@ -130,31 +119,16 @@ export class MlaLayer {
     const pos0 = cache.length;
     cache.append(rows);
 
-    // absorbed queries [T][H][L + r] = [W_UK^h^T q_nope | q_pe]
+    // absorbed queries [T][H][L + r] = [W_UK^h^T q_nope | q_pe], straight from the kv_b_proj rows
     const qAbs = new Float32Array(T * H * (L + r));
-    const qn = new Float32Array(T * n);
-    const qt = new Float32Array(T * L);
-    for (let h = 0; h < H; h++) {
-      for (let t = 0; t < T; t++) qn.set(q.subarray((t * H + h) * (n + r), (t * H + h) * (n + r) + n), t * n);
-      this.ukT[h].apply(qn, T, qt);
-      for (let t = 0; t < T; t++) {
-        const dst = (t * H + h) * (L + r);
-        qAbs.set(qt.subarray(t * L, (t + 1) * L), dst);
-        qAbs.set(q.subarray((t * H + h) * (n + r) + n, (t * H + h + 1) * (n + r)), dst + L);
-      }
-    }
+    native.absorb(q, T, H, H * (n + r), n + r, this.kvB.raw, n, v, L, qAbs, H * (L + r), L + r);
+    for (let i = 0; i < T * H; i++) qAbs.set(q.subarray(i * (n + r) + n, (i + 1) * (n + r)), i * (L + r) + L);
     const latentOut = attendLatent(qAbs, T, H, cache, pos0, this.scale);
     if (this.trace) this.lastTrace = { c: lat, kPe, latentOut };
 
     // o_h = W_UV^h o~_h, then the K3 gate, then o_proj
     const o = new Float32Array(T * H * v);
-    const lo = new Float32Array(T * L);
-    const oh = new Float32Array(T * v);
-    for (let h = 0; h < H; h++) {
-      for (let t = 0; t < T; t++) lo.set(latentOut.subarray((t * H + h) * L, (t * H + h + 1) * L), t * L);
-      this.uv[h].apply(lo, T, oh);
-      for (let t = 0; t < T; t++) o.set(oh.subarray(t * v, (t + 1) * v), (t * H + h) * v);
-    }
+    native.project(latentOut, T, H, H * L, L, this.kvB.raw, n, v, L, o, H * v, v);
     if (this.gProj) {
       const gate = sigmoid(this.gProj.apply(x, T), new Float32Array(T * H * v));
       for (let i = 0; i < o.length; i++) o[i] *= gate[i];

@@ -10,6 +10,8 @@ export interface MlaBinding {
     values: Float32Array | Uint16Array, vOffset: number, vStride: number, vHead: number,
     qPos0: number, scale: number, out: Float32Array,
   ): void;
+  absorb(qNope: Float32Array, T: number, H: number, inStride: number, inHead: number, kvb: Float32Array | Uint16Array, n: number, v: number, L: number, out: Float32Array, outStride: number, outHead: number): void;
+  project(latent: Float32Array, T: number, H: number, inStride: number, inHead: number, kvb: Float32Array | Uint16Array, n: number, v: number, L: number, out: Float32Array, outStride: number, outHead: number): void;
 }
 
 export const addon = loadAddon<MlaBinding>("@k3/mla", import.meta.url);

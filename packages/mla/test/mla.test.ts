@@ -359,3 +359,13 @@ describe("bad input", () => {
     expect(() => layer.forward(new Float32Array(100), cache)).toThrow(/x has 100 values/);
   });
 });
+
+describe("absorption kernels", () => {
+  it("check the kv_b size and the layouts before reading", async () => {
+    const { native } = await import("../src/native.js");
+    const q = new Float32Array(2 * 3 * 12), out = new Float32Array(2 * 3 * 16);
+    expect(() => native.absorb(q, 2, 3, 36, 12, new Float32Array(3 * 20 * 16 - 1), 8, 12, 16, out, 48, 16)).toThrow(/'kvb' has 959 values, needs H\*\(n\+v\)\*L = 960/);
+    expect(() => native.absorb(q, 2, 3, 36, 12, new Float32Array(960), 8, 12, 16, out.subarray(1), 48, 16)).toThrow(/'out' is shorter than its layout reaches \(96\)/);
+    expect(() => native.project(q, 2, 3, 36, 12, new Float32Array(960), 8, 12, 16, out, 48, 16)).toThrow(/'in' is shorter than its layout reaches \(76\)/);
+  });
+});

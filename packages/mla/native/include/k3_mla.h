@@ -39,6 +39,15 @@ typedef struct {
 int k3_mla_attend(const float *q, size_t T, size_t H, size_t dq, size_t dv, const k3_mla_rows *keys,
                   const k3_mla_rows *values, size_t q_pos0, float scale, float *out);
 
+/* Absorbed queries: out[t*out_stride + h*out_head + c] = sum_i q[t*q_stride + h*q_head + i] * W_UK^h[i][c]
+   for c < L, i < n. kvb = kv_b_proj [H*(n+v)][L] (f32 or bf16 bits). */
+void k3_mla_absorb(const float *q, size_t T, size_t H, size_t q_stride, size_t q_head, const void *kvb, int kvb_bf16,
+                   size_t n, size_t v, size_t L, float *out, size_t out_stride, size_t out_head);
+
+/* Value projection: out[t*out_stride + h*out_head + j] = W_UV^h[j] . lat[t*lat_stride + h*lat_head ..] for j < v. */
+void k3_mla_project(const float *lat, size_t T, size_t H, size_t lat_stride, size_t lat_head, const void *kvb, int kvb_bf16,
+                    size_t n, size_t v, size_t L, float *out, size_t out_stride, size_t out_head);
+
 #ifdef __cplusplus
 }
 #endif
