@@ -45,7 +45,7 @@ export class WorkerBackend implements CompletionBackend {
   }
 
   /** Starts the worker and waits until the model is loaded (rejects with the load error). */
-  static async start(init: WorkerInit, workerUrl: URL): Promise<WorkerBackend> {
+  static async start(init: WorkerInit, workerUrl: URL = new URL(import.meta.url.endsWith(".ts") ? "./worker.ts" : "./worker.js", import.meta.url)): Promise<WorkerBackend> {
     // Under tsx (tests, dev) the worker is TypeScript: register tsx's loader inside the worker first.
     const worker = workerUrl.pathname.endsWith(".ts")
       ? new Worker(`import("tsx/esm/api").then((m) => { m.register(); return import(${JSON.stringify(workerUrl.href)}); });`, { eval: true, workerData: init })

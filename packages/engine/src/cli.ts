@@ -14,19 +14,12 @@ import { ChatSession } from "./chat.js";
 import { Engine, type EngineOptions } from "./engine.js";
 import { EXIT_DROPPED_EXPERT, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, exitCodeOf, UsageError } from "./errors.js";
 import { runDoctor } from "./doctor.js";
+import { embeddedModelDir } from "./embedded.js";
 import { GB, PRESET_NAMES, PRESETS, type PresetName } from "./presets.js";
 import { formatReport } from "./report.js";
 import { startServer } from "./server.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
-
-/** The tiny K3-layout model shipped in the package (random weights), or the repo fixture in development. */
-export function embeddedModelDir(): string {
-  for (const dir of [join(here, "..", "assets", "tiny-k3"), join(here, "..", "..", "..", "fixtures", "models", "tiny-k3")]) {
-    if (existsSync(join(dir, "config.json"))) return dir;
-  }
-  throw new UsageError("no --model given and the embedded tiny model is missing from this install");
-}
 
 function version(): string {
   return JSON.parse(readFileSync(join(here, "..", "package.json"), "utf8")).version;
