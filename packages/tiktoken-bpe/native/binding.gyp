@@ -7,6 +7,7 @@
         "src/encoder.c",
         "src/pretokenize.c",
         "src/rank_table.c",
+        "src/rank_file.c",
         "src/bpe.c",
         "src/unicode_tables.c"
       ],

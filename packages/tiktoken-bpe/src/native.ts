@@ -19,6 +19,8 @@ export interface TiktokenBinding {
   encode(handle: object, bytes: Uint8Array, len: number, allowed: Uint8Array | null, out: Uint32Array): number;
   count(handle: object, bytes: Uint8Array, len: number, allowed: Uint8Array | null): number;
   findSpecial(handle: object, bytes: Uint8Array, len: number, mask: Uint8Array): number;
+  /** Fills pool/offsets/ranks from rank-file bytes: [count, poolUsed], or -(line) of a bad line. */
+  parseRankFile(data: Uint8Array, pool: Uint8Array, offsets: Uint32Array, ranks: Uint32Array): [number, number] | number;
   /** Test hook: BPE of one piece forced through the linear (0) or heap (1) merge. */
   mergePiece(handle: object, bytes: Uint8Array, heap: number, out: Uint32Array): number;
 }

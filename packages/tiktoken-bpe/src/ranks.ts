@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { VocabularyError } from "./errors.js";
 import type { Vocabulary } from "./rank-table.js";
+import { nativeBinding } from "./native.js";
 
 const B64 = new Int16Array(256).fill(-1);
 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".split("").forEach((ch, i) => {
@@ -29,8 +30,31 @@ export function readRankFile(path: string, expectedSha256?: string): Vocabulary 
   return parseRanks(data, path);
 }
 
-/** Parses rank-file bytes. `name` appears in error messages. */
+/**
+ * Parses rank-file bytes. `name` appears in error messages. Uses the native parser when the addon
+ * is loaded (same rules); a malformed file is re-parsed here for the detailed message.
+ */
 export function parseRanks(data: Uint8Array, name = "<ranks>"): Vocabulary {
+  const binding = nativeBinding();
+  if (binding) {
+    const maxLines = Math.floor(data.length / 6) + 2; // a line is at least 7 bytes ("AA== 0" + newline)
+    const pool = new Uint8Array(Math.ceil((data.length * 3) / 4) + 4);
+    const offsets = new Uint32Array(maxLines + 1);
+    const ranks = new Uint32Array(maxLines);
+    const r = binding.parseRankFile(data, pool, offsets, ranks);
+    if (Array.isArray(r)) {
+      const [n, used] = r;
+      if (n === 0) throw new VocabularyError(`rank file ${name}: no tokens`);
+      const vocab: Vocabulary = { pool: pool.subarray(0, used), offsets: offsets.subarray(0, n + 1), ranks: ranks.subarray(0, n) };
+      validateVocabulary(vocab, name);
+      return vocab;
+    }
+  }
+  return parseRanksTs(data, name);
+}
+
+/** The TypeScript parser (also the source of the detailed error messages). */
+export function parseRanksTs(data: Uint8Array, name = "<ranks>"): Vocabulary {
   // Upper bounds: one token per line, 3/4 of the bytes for the pool.
   let lines = 1;
   for (let i = 0; i < data.length; i++) if (data[i] === 10) lines++;

@@ -31,13 +31,14 @@ const inputs: Array<[string, () => string]> = [
 
 for (const backend of backends) {
   for (const enc of ["cl100k_base", "o200k_base", "kimi"] as const) {
+    if (backend === "typescript" && enc !== "o200k_base") continue; // the fallback: o200k only
     (enc === "kimi" && !hasKimi ? describe.skip : describe)(`long input, ${enc} (${backend})`, () => {
       for (const [name, make] of inputs) {
         // Full list on o200k (largest vocabulary); a subset elsewhere and on the slower TS fallback
         // (×4 time limit), to keep `pnpm test` short. The bench runs everything.
-        const subset = ["1 MB of 'a'", "1 MB base64 blob", "1 MB of spaces", "100k emoji"];
+        const subset = ["1 MB of 'a'", "1 MB base64 blob"];
         if ((backend === "typescript" || enc !== "o200k_base") && !subset.includes(name)) continue;
-        if (backend === "typescript" && (enc !== "o200k_base" || !["1 MB of 'a'", "100k emoji"].includes(name))) continue;
+        if (backend === "typescript" && !["1 MB of 'a'", "100k emoji"].includes(name)) continue;
         it(`${name}: under ${backend === "native" ? LIMIT_MS : LIMIT_MS * 4} ms, decode round-trips`, () => {
           const tok = tokenizer(enc, backend);
           const text = make();

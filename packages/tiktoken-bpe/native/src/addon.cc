@@ -4,6 +4,7 @@
 #include "k3_napi.h"
 extern "C" {
 #include "encoder.h"
+#include "rank_file.h"
 }
 
 // The handle is an External tagged with this type tag, so a foreign External cannot be passed in.
@@ -146,12 +147,32 @@ static Napi::Value MergePiece(const Napi::CallbackInfo &info) {
     return Napi::Number::New(env, (double)n);
 }
 
+// parseRankFile(data, pool, offsets, ranks) -> [count, poolUsed] or -(line) of the first bad line
+static Napi::Value ParseRankFile(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "parseRankFile";
+    uint8_t *data, *pool;
+    uint32_t *offsets, *ranks;
+    size_t len, pool_cap, n_off, n_ranks, used = 0;
+    if (!get_u8(info, 0, fn, "data", &data, &len, false) || !get_u8(info, 1, fn, "pool", &pool, &pool_cap, false) ||
+        !get_u32(info, 2, fn, "offsets", &offsets, &n_off) || !get_u32(info, 3, fn, "ranks", &ranks, &n_ranks))
+        return env.Undefined();
+    if (n_off != n_ranks + 1) return k3::fail(env, fn, "offsets must hold ranks.length + 1 values", true), env.Undefined();
+    long r = k3_parse_rank_file(data, len, pool, pool_cap, offsets, ranks, n_off, &used);
+    if (r < 0) return Napi::Number::New(env, (double)r);
+    Napi::Array out = Napi::Array::New(env, 2);
+    out.Set(0u, Napi::Number::New(env, (double)r));
+    out.Set(1u, Napi::Number::New(env, (double)used));
+    return out;
+}
+
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["create"] = Napi::Function::New(env, Create);
     exports["encode"] = Napi::Function::New(env, Encode);
     exports["count"] = Napi::Function::New(env, Count);
     exports["findSpecial"] = Napi::Function::New(env, FindSpecial);
     exports["mergePiece"] = Napi::Function::New(env, MergePiece);
+    exports["parseRankFile"] = Napi::Function::New(env, ParseRankFile);
     return exports;
 }
 
