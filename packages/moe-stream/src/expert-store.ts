@@ -39,6 +39,8 @@ export interface ExpertStoreOptions {
    * j+1 instead of all experts finishing together: better compute/I-O overlap at the same bandwidth.
    */
   pieceBytes?: number;
+  /** Most streaming slots prefetched experts may hold at once (default ioSlots / 2). */
+  prefetchSlots?: number;
   /** Cap on prefetch reads in flight, so demand reads always find a free reader (default readers/4). */
   maxPrefetchInflight?: number;
   /** If set, open() fails with a BudgetError (both numbers) when the arena would exceed it. */
@@ -119,6 +121,7 @@ export class ExpertStore {
   readonly arenaBytes: number;
   readonly files: string[];
   readonly pieceBytes: number;
+  readonly prefetchSlots: number;
   private readonly fileAlign: number[];
   private readonly nativeStore: NativeExpertStore;
   private readonly arena: Uint8Array;
@@ -183,6 +186,7 @@ export class ExpertStore {
     if (!Number.isInteger(piece) || piece < 0 || piece % 4096 !== 0 || this.fileAlign.some((a) => piece % a !== 0))
       throw new MoeStreamError(`ExpertStore: pieceBytes must be 0 or a multiple of 4096 and of every file's alignment, got ${piece}`);
     this.pieceBytes = piece;
+    this.prefetchSlots = opts.prefetchSlots ?? Math.floor(ioSlots / 2);
     for (let s = slots - 1; s >= 0; s--) this.freeSlots.push(s);
   }
 
@@ -275,15 +279,18 @@ export class ExpertStore {
   prefetch(layer: number, ids: ArrayLike<number>): number {
     this.assertOpen();
     let issued = 0;
-    const reserve = Math.ceil(this.ioSlots / 2); // never take the slots a demand request needs
+    let held = 0;
+    for (const e of this.entries.values()) if (e.prefetched && !e.cached) held++;
     for (const id of Array.from(ids)) {
       const loc = this.location(layer, id);
       if (this.entries.has(key(layer, id))) continue;
-      if (this.freeSlots.length <= reserve) break;
+      // Never take a slot a waiting demand read needs, nor more than the prefetch share.
+      if (this.slotWaiters.length > 0 || this.freeSlots.length === 0 || held >= this.prefetchSlots) break;
       const slot = this.freeSlots.pop()!;
       const e = this.newEntry(loc, slot, true);
       this.submit(e, true);
       issued++;
+      held++;
     }
     this.counters.prefetchIssued += issued;
     return issued;

@@ -23,6 +23,7 @@ import { siluGlu, situGlu } from "@k3/dense";
 /** Where experts come from: an ExpertStore, or anything with the same request(). */
 export interface ExpertProvider {
   request(layer: number, ids: ArrayLike<number>): ExpertRequest;
+  prefetch?(layer: number, ids: ArrayLike<number>): number;
   stats?(): { ioBusyNs: number; bytesRequested: number; deviceBytes: number };
 }
 
@@ -95,8 +96,21 @@ export class MoeLayer {
     this.opts = opts;
   }
 
-  /** y [T, hidden] for x [T, hidden]. Rejects (never returns partial output) if any expert read fails. */
-  async forward(x: Float32Array, T: number): Promise<Float32Array> {
+  /**
+   * The experts `next` (a later MoE layer) would pick for x: its router applied ahead of time.
+   * In a residual network the next layer's input is close to this one's, so this predicts most of
+   * its experts; pass the result as `forward(..., { prefetch })` to read them while this layer computes.
+   */
+  static predict(next: MoeLayer, x: Float32Array, T: number): { layer: number; ids: number[] } {
+    const r = next.opts.router.route(x, T);
+    return { layer: next.opts.layer, ids: [...new Set(r.ids)] };
+  }
+
+  /**
+   * y [T, hidden] for x [T, hidden]. Rejects (never returns partial output) if any expert read fails.
+   * `prefetch`: experts of a later layer to read at low priority once this layer's misses are queued.
+   */
+  async forward(x: Float32Array, T: number, opts: { prefetch?: { layer: number; ids: ArrayLike<number> } } = {}): Promise<Float32Array> {
     const { hidden, router, latent, compute } = this.opts;
     if (!Number.isInteger(T) || T < 1 || x.length < T * hidden)
       throw new MoeStreamError(`layer ${this.opts.layer}: x holds ${x.length} values, need T=${T} x hidden ${hidden}`);
@@ -126,6 +140,7 @@ export class MoeLayer {
     let prefetchHits = 0;
 
     const req = this.opts.experts.request(this.opts.layer, ids);
+    if (opts.prefetch && this.opts.experts.prefetch) this.opts.experts.prefetch(opts.prefetch.layer, opts.prefetch.ids);
     const done = new Set<ExpertHandle>();
     let maxBatch = 0;
     for (const l of users.values()) maxBatch = Math.max(maxBatch, l.length);

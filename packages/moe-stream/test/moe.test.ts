@@ -85,6 +85,26 @@ describe("MoeLayer, Kimi-Linear-48B plain MoE (bf16 experts, SiLU-GLU, x routed_
     }
   });
 
+  it("lookahead prefetch: predicted experts arrive as prefetch hits (not resident hits), same output", async () => {
+    const { fx, store, moe, x, T, D } = layer48b({ ioSlots: 8 });
+    try {
+      const want = await moe.forward(x.slice(D, 2 * D), 1);
+      const before = store.stats();
+      const next = MoeLayer.predict(moe, x.slice(D, 2 * D), 1);
+      await moe.forward(x.slice(0, D), 1, { prefetch: next });
+      const got = await moe.forward(x.slice(D, 2 * D), 1);
+      const s = store.stats();
+      expect(s.prefetchIssued - before.prefetchIssued).toBeGreaterThan(0);
+      expect(moe.lastStats!.prefetchHits).toBeGreaterThan(0);
+      expect(s.residentHits).toBe(0);
+      expect(Buffer.from(got.buffer).equals(Buffer.from(want.buffer))).toBe(true);
+      void fx;
+      void T;
+    } finally {
+      store.close();
+    }
+  });
+
   it("a read error mid-forward rejects (no output) and leaves the store usable", async () => {
     const { fx, store, moe, x, T } = layer48b({ ioSlots: 2 });
     try {
