@@ -37,7 +37,7 @@ static void recurrent_head(const recurrent_job *job, size_t h, float *scratch) {
                              job->o + at * dv, e);
         if (job->state_bf16) { /* the bf16 state is what persists: round it after every token */
             kda_bf16_round(S, (uint16_t *)job->S + h * state_len, state_len);
-            kda_bf16_widen((const uint16_t *)job->S + h * state_len, S, state_len);
+            if (t + 1 < job->T) kda_bf16_widen((const uint16_t *)job->S + h * state_len, S, state_len);
         }
     }
 }

@@ -9,13 +9,14 @@ void kda_bf16_widen(const uint16_t *src, float *dst, size_t n) {
     }
 }
 
+/* Branch-free so the compiler vectorises it; a NaN keeps its sign and stays a (quiet) NaN. */
 void kda_bf16_round(const float *src, uint16_t *dst, size_t n) {
     for (size_t i = 0; i < n; i++) {
         uint32_t b;
         memcpy(&b, src + i, sizeof b);
-        if ((b & 0x7f800000u) == 0x7f800000u && (b & 0x007fffffu) != 0)
-            dst[i] = (uint16_t)((b >> 16) | 0x0040u); /* NaN stays NaN */
-        else
-            dst[i] = (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+        uint32_t is_nan = (b & 0x7fffffffu) > 0x7f800000u;
+        uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+        uint32_t quiet = (b >> 16) | 0x0040u;
+        dst[i] = (uint16_t)(is_nan ? quiet : rounded);
     }
 }
