@@ -15,6 +15,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #include <immintrin.h>
 #include "mxfp4.h"
+#include "matmul_prefill.h"
 
 /* How many tiles ahead the packed bytes are prefetched (see tile()). */
 #define PREFETCH_TILES 2
@@ -106,6 +107,9 @@ void k3_mxfp4_rows_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, s
         for (; r < row_end; r++) tile_rows1_batch1(m, xs, y, r, 0);
         return;
     }
+    /* Batches of 4+ amortise a separate decode into L1 (matmul_prefill_avx512.c). */
+    if (batch >= 4)
+        for (; r + 4 <= row_end; r += 4) k3_mxfp4_rows4_prefill_avx512(m, xs, y, batch, r);
     for (; r + 2 <= row_end; r += 2) rows_with_batch(m, xs, y, batch, r, 2);
     for (; r < row_end; r++) rows_with_batch(m, xs, y, batch, r, 1);
 }

@@ -1,0 +1,9 @@
+/* matmul_prefill.h: the batched AVX-512 kernel (decode 4 rows once, then an f32 micro-kernel). */
+#ifndef K3_MXFP4_PREFILL_H
+#define K3_MXFP4_PREFILL_H
+#include "mxfp4.h"
+
+/* Rows [r0, r0 + 4) of Y for the whole batch; bit-identical to the other tiles. */
+void k3_mxfp4_rows4_prefill_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t r0);
+
+#endif
