@@ -7,7 +7,7 @@
  *     same reads (plain pread threads, O_DIRECT, QD16) and against fio (randread, bs = one expert,
  *     iodepth 16, direct) when fio is installed. Page cache dropped before every pass (O_DIRECT).
  *  2. bytes per token: device bytes (store counter and /proc/self/io read_bytes) / theoretical.
- *  3. overlap: MoeLayer with the real MXFP4 kernels (when @k3/mxfp4 is built) computing expert j
+ *  3. overlap: the decode schedule MoeLayer runs (real MXFP4 kernels) computing expert j
  *     while j+1.. are read; overlap = (t_io + t_cpu - t_wall) / min(t_io, t_cpu).
  *  4. hit rate vs cache size: the real ExpertStore on a small-expert checkpoint (same policy, tiny
  *     reads) replaying a routing trace with temporal locality (bench/trace.ts), against one global
@@ -20,12 +20,9 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { openCheckpointIndex, type ExpertLocation } from "../src/checkpoint.js";
-import { denseMatrix } from "../src/dense-weight.js";
 import { mxfp4ExpertCompute } from "../src/expert-compute.js";
 import { ExpertStore } from "../src/expert-store.js";
 import { dropPageCache, measureReadCeiling, peakRssBytes, procIo } from "../src/io-stats.js";
-import { MoeLayer } from "../src/moe-layer.js";
-import { Router } from "../src/router.js";
 import { expertBytes, writeSyntheticK3 } from "../test/make-checkpoint.js";
 import { globalLruHitRate, routingTrace } from "./trace.js";
 // @ts-expect-error plain JS module shared by every package's bench
@@ -116,55 +113,73 @@ const c1 = ceilingPass();
 const s1 = await storePass();
 const s2 = await storePass();
 const c2 = ceilingPass();
+const c3 = ceilingPass();
+const s3 = await storePass();
 const sp = await storePass(4 << 20);
 const fio = fioPass();
-const ceiling = Math.max(c1.gbPerSec, c2.gbPerSec);
-const store = s1.gbPerSec >= s2.gbPerSec ? s1 : s2;
-log(`ceiling ${c1.gbPerSec.toFixed(2)}/${c2.gbPerSec.toFixed(2)} GB/s, store ${s1.gbPerSec.toFixed(2)}/${s2.gbPerSec.toFixed(2)} GB/s, fio ${fio?.toFixed(2)}`);
+const median = (a: number[]) => [...a].sort((x, y) => x - y)[a.length >> 1];
+const ceiling = median([c1.gbPerSec, c2.gbPerSec, c3.gbPerSec]);
+const store = [s1, s2, s3].sort((a, b) => a.gbPerSec - b.gbPerSec)[1]; // the median pass
+log(`ceiling ${[c1, c2, c3].map((c) => c.gbPerSec.toFixed(2)).join("/")} GB/s, store ${[s1, s2, s3].map((c) => c.gbPerSec.toFixed(2)).join("/")} GB/s, fio ${fio?.toFixed(2)}`);
 
-// ---------------------------------------------------------------- 3. overlap (real MoeLayer)
+// ---------------------------------------------------------------- 3. overlap
 
-async function overlapPass(pieceBytes: number, readers: number) {
+/**
+ * Decode pipeline on the real K3-size experts: per layer, request the 16 experts and run each with
+ * the MXFP4 kernels as it lands (what MoeLayer does). `lookahead`: while layer L computes, prefetch
+ * layer L+1's experts with this accuracy (1 = an oracle; 0.7 = 30% of the predictions wrong, the
+ * rest of L+1's experts are demand-read). Routing is the trace, so modes are comparable.
+ */
+async function overlapPass(pieceBytes: number, readers: number, lookahead: number | null) {
   dropAll();
-  const hidden = 256;
-  const rand = (n: number, seed: number) => {
-    const a = new Float32Array(n);
-    let x = seed;
-    for (let i = 0; i < n; i++) {
-      x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
-      a[i] = (x / 2 ** 32 - 0.5) * 0.1;
-    }
-    return a;
-  };
-  const f32 = (a: Float32Array, shape: number[], name: string) => denseMatrix(new Uint8Array(a.buffer), "F32", shape, name);
-  const store = ExpertStore.open({ experts, ioSlots: K + 2, readers, pieceBytes });
-  const layers = LAYERS.map((layer, i) =>
-    new MoeLayer({
-      layer,
-      hidden,
-      router: new Router({ numExperts: EXPERTS, topK: K, routedScalingFactor: 1 }, f32(rand(EXPERTS * hidden, 11 + i), [EXPERTS, hidden], "gate"), null),
-      experts: store,
-      compute: mxfp4ExpertCompute({ inDim: LATENT, interDim: INTER }),
-      latent: { down: f32(rand(LATENT * hidden, 21 + i), [LATENT, hidden], "down"), up: f32(rand(hidden * LATENT, 31 + i), [hidden, LATENT], "up"), norm: new Float32Array(LATENT).fill(1), eps: 1e-5 },
-      activation: "situ",
-    }),
-  );
-  let io = 0, cpu = 0, wall = 0, wait = 0, bytes = 0;
+  const store = ExpertStore.open({ experts, ioSlots: 2 * K + 2, prefetchSlots: K, readers, pieceBytes, maxPrefetchInflight: Math.max(1, readers >> 1) });
+  const compute = mxfp4ExpertCompute({ inDim: LATENT, interDim: INTER });
+  const X = new Float32Array(LATENT).map((_, i) => Math.sin(i) * 0.1);
+  const Y = new Float32Array(LATENT);
   const tokens = Math.min(TOKENS, 3);
-  for (let t = 0; t < tokens; t++) {
-    let x: Float32Array = rand(hidden, 100 + t);
-    for (const layer of layers) {
-      x = await layer.forward(x, 1);
-      const st = layer.lastStats!;
-      io += st.ioNs; cpu += st.cpuNs; wall += st.wallNs; wait += st.ioWaitNs; bytes += st.deviceBytes;
+  let cpu = 0n;
+  let wait = 0n;
+  let rnd = 12345;
+  const rand = () => ((rnd = (Math.imul(rnd, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  const io0 = store.stats().ioBusyNs;
+  const w0 = process.hrtime.bigint();
+  const steps = trace.slice(0, tokens).flatMap((tok) => tok.map((ids, li) => ({ layer: LAYERS[li], ids })));
+  for (let i = 0; i < steps.length; i++) {
+    const req = store.request(steps[i].layer, steps[i].ids);
+    const next = steps[i + 1];
+    if (lookahead !== null && next) {
+      const guess = next.ids.map((id) => (rand() < lookahead ? id : Math.floor(rand() * EXPERTS)));
+      store.prefetch(next.layer, [...new Set(guess)]);
     }
+    const it = req.completed();
+    for (;;) {
+      const t0 = process.hrtime.bigint();
+      const n = await it.next();
+      wait += process.hrtime.bigint() - t0;
+      if (n.done) break;
+      const c0 = process.hrtime.bigint();
+      compute.run(n.value.bytes, n.value.location, X, 1, Y, n.value.readId);
+      n.value.release();
+      cpu += process.hrtime.bigint() - c0;
+    }
+    store.cancelPrefetch(); // wrong guesses: drop them before the next layer
   }
+  const wall = Number(process.hrtime.bigint() - w0);
+  const st = store.stats();
+  const io = st.ioBusyNs - io0;
   store.close();
-  return { io, cpu, wall, wait, bytes, tokens, pieceBytes, readers, overlap: (io + cpu - wall) / Math.min(io, cpu) };
+  const c = Number(cpu);
+  return { io, cpu: c, wall, wait: Number(wait), tokens, pieceBytes, readers, lookahead, prefetchHits: st.prefetchHits, requests: st.requests, overlap: (io + c - wall) / Math.min(io, c) };
 }
 
-const overlaps = [await overlapPass(0, 16), await overlapPass(4 << 20, 16), await overlapPass(0, 4)];
-for (const ov of overlaps) log(`overlap pieces=${ov.pieceBytes} readers=${ov.readers}: ${ov.overlap.toFixed(3)} (io ${(ov.io / 1e9).toFixed(2)} s, cpu ${(ov.cpu / 1e9).toFixed(2)} s, wall ${(ov.wall / 1e9).toFixed(2)} s)`);
+const overlaps = [
+  await overlapPass(0, 16, null),
+  await overlapPass(4 << 20, 16, null),
+  await overlapPass(4 << 20, 16, 1),
+  await overlapPass(4 << 20, 16, 0.7),
+];
+for (const ov of overlaps)
+  log(`overlap pieces=${ov.pieceBytes} readers=${ov.readers} lookahead=${ov.lookahead}: ${ov.overlap.toFixed(3)} (io ${(ov.io / 1e9).toFixed(2)} s, cpu ${(ov.cpu / 1e9).toFixed(2)} s, wall ${(ov.wall / 1e9).toFixed(2)} s, prefetch hits ${ov.prefetchHits}/${ov.requests})`);
 
 // ---------------------------------------------------------------- 4. hit rate vs cache size
 
@@ -193,7 +208,7 @@ const hits = await hitRates();
 
 const perToken = store.s.deviceBytes / TOKENS;
 const rows: Array<Record<string, string | number>> = [
-  { metric: "expert read bandwidth (store, decode trace, no cache)", ours: `${store.gbPerSec.toFixed(2)} GB/s`, reference: `${ceiling.toFixed(2)} GB/s (pread x16 O_DIRECT, same reads)`, ratio: store.gbPerSec / ceiling, target: ">= 0.9" },
+  { metric: "expert read bandwidth (store, decode trace, no cache; median of 3)", ours: `${store.gbPerSec.toFixed(2)} GB/s`, reference: `${ceiling.toFixed(2)} GB/s (plain pread x16, O_DIRECT, same reads and buffers; median of 3)`, ratio: store.gbPerSec / ceiling, target: ">= 0.9" },
   { metric: "  same, while reads are in flight (I/O busy time)", ours: `${store.busyGbPerSec.toFixed(2)} GB/s`, reference: `${ceiling.toFixed(2)} GB/s`, ratio: store.busyGbPerSec / ceiling, target: "" },
   { metric: "  same, 4 MiB pieces per expert", ours: `${sp.gbPerSec.toFixed(2)} GB/s`, reference: `${ceiling.toFixed(2)} GB/s`, ratio: sp.gbPerSec / ceiling, target: "" },
   ...(fio !== null ? [{ metric: "  fio randread bs=17547264 iodepth=16 direct io_uring", ours: `${store.gbPerSec.toFixed(2)} GB/s`, reference: `${fio.toFixed(2)} GB/s (fio, best of io_uring/libaio, its own 4 KiB-page buffers)`, ratio: store.gbPerSec / fio, target: "" }] : []),
@@ -201,13 +216,13 @@ const rows: Array<Record<string, string | number>> = [
   { metric: "bytes per token, /proc/self/io read_bytes", ours: `${(store.procBytes / TOKENS / 1e6).toFixed(1)} MB`, reference: `${(theoreticalPerToken / 1e6).toFixed(1)} MB`, ratio: store.procBytes / TOKENS / theoreticalPerToken, target: "<= 1.01" },
   ...overlaps.flatMap((ov) => [
     {
-      metric: `compute/I-O overlap, MoeLayer + MXFP4 (${ov.pieceBytes ? `${ov.pieceBytes >> 20} MiB pieces` : "one read per expert"}, ${ov.readers} readers)`,
+      metric: `compute/I-O overlap, decode + MXFP4 (${ov.pieceBytes ? `${ov.pieceBytes >> 20} MiB pieces` : "one read per expert"}, ${ov.readers} readers, ${ov.lookahead === null ? "no lookahead" : ov.lookahead === 1 ? "oracle lookahead" : `${ov.lookahead * 100}%-accurate lookahead`})`,
       ours: ov.overlap.toFixed(3),
       reference: `1.0; t_io ${(ov.io / 1e9 / ov.tokens).toFixed(2)} s, t_cpu ${(ov.cpu / 1e9 / ov.tokens).toFixed(2)} s, wall ${(ov.wall / 1e9 / ov.tokens).toFixed(2)} s per token`,
       ratio: ov.overlap,
       target: ">= 0.8",
     },
-    { metric: "  I/O wait share of wall", ours: `${((ov.wait / ov.wall) * 100).toFixed(1)} %`, reference: "", ratio: ov.wait / ov.wall, target: "" },
+    { metric: "  I/O wait share of wall", ours: `${((ov.wait / ov.wall) * 100).toFixed(1)} %`, reference: `prefetch hits ${ov.prefetchHits} of ${ov.requests}`, ratio: ov.wait / ov.wall, target: "" },
   ]),
   ...hits.map((h) => ({
     metric: `resident hit rate, ${h.slots} slots/layer (16 layers x 896, trace: reuse 0.25, window 8, Zipf 0.3)`,
@@ -223,7 +238,7 @@ writeReport("moe-stream", {
   rows,
   notes: [
     `Disk: ${(totalBytes / GB).toFixed(2)} GB checkpoint in ${dir}; page cache dropped (fdatasync + POSIX_FADV_DONTNEED) before every pass; ${TOKENS} decode tokens x ${LAYERS.length} layers x 16 experts.`,
-    `Store direct reads ${store.s.directReads}/${store.s.reads}. Ceiling passes ${c1.gbPerSec.toFixed(2)} / ${c2.gbPerSec.toFixed(2)} GB/s, store passes ${s1.gbPerSec.toFixed(2)} / ${s2.gbPerSec.toFixed(2)} GB/s (ABBA). Peak RSS ${(peakRssBytes() / 1e6).toFixed(0)} MB.`,
+    `Store direct reads ${store.s.directReads}/${store.s.reads}. Ceiling passes ${[c1, c2, c3].map((c) => c.gbPerSec.toFixed(2)).join(" / ")} GB/s, store passes ${[s1, s2, s3].map((c) => c.gbPerSec.toFixed(2)).join(" / ")} GB/s (order C S S C C S; medians compared; the disk is a virtual one, so the host may cache). Peak RSS ${(peakRssBytes() / 1e6).toFixed(0)} MB.`,
     "The machine has 2 cores shared with other engineers' builds and tests: figures are from a busy machine.",
   ],
 });

@@ -7,7 +7,7 @@
  * - `openCheckpointIndex`: where every tensor and expert lives (header-only).
  */
 export * from "./errors.js";
-export { openCheckpointIndex, readShardHeader, type CheckpointIndex, type ExpertLocation, type TensorInfo, type Dtype } from "./checkpoint.js";
+export { openCheckpointIndex, type CheckpointIndex, type ExpertLocation, type TensorInfo, type Dtype } from "./checkpoint.js";
 export { denseMatrix, denseVector, matmul, type DenseMatrix } from "./dense-weight.js";
 export { Router, selectExperts, type RouterConfig, type Routing } from "./router.js";
 export {

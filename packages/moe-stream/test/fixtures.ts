@@ -2,7 +2,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { readShardHeader } from "../src/checkpoint.js";
+import { openSafetensorsSync } from "@k3/safetensors";
 
 export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 export const componentsDir = join(repoRoot, "fixtures", "components");
@@ -24,7 +24,7 @@ export function fixtureExists(name: string): boolean {
 export function loadFixture(name: string): Fixture {
   const file = join(componentsDir, name);
   const bytes = readFileSync(file);
-  const infos = new Map(readShardHeader(file).map((t) => [t.name, t]));
+  const infos = new Map([...openSafetensorsSync(file).tensors].map((t) => [t.name, t]));
   const view = (n: string): Arr => {
     const t = infos.get(n);
     if (!t) throw new Error(`${name}: no tensor ${n}`);
