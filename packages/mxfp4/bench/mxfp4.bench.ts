@@ -3,7 +3,7 @@
 // against the same ceiling, batched GFLOP/s against the machine peak and ggml's anchors, and a naive
 // dequantize + f32 GEMV. Weights stream from DRAM: many distinct copies, >= 512 MiB per shape.
 import { gemvBf16, gemvF32, memoryReadCeiling, setSimdLevel, setThreadCount, bestSimdLevel } from "@k3/dense";
-import { dequantize, matmul, matrixBytes, matvec, type Mxfp4Matrix } from "../src/index.js";
+import { dequantize, matmul, matrixBytes, matvec, matvecInt8, type Mxfp4Matrix } from "../src/index.js";
 // @ts-expect-error: plain .mjs helper shared by every package's bench
 import { timeIt, writeReport } from "../../../scripts/bench-report.mjs";
 
@@ -70,6 +70,20 @@ for (const [r, c, label] of shapes) {
     const t = await timeIt(() => { for (const m of mats) matvec(m, x, y); }, { minRuns: 5, minMs: 1500 });
     const gb = bytes / (t.best / 1e3) / 1e9;
     const ceil = ceiling(threads);
+    if (!label.startsWith("large")) {
+      const t8 = await timeIt(() => { for (const m of mats) matvecInt8(m, x, y); }, { minRuns: 5, minMs: 1500 });
+      const gb8 = bytes / (t8.best / 1e3) / 1e9;
+      const ceil8 = ceiling(threads);
+      rows.push({
+        kernel: `mxfp4 matvecInt8 ${r}x${c} (${label}, opt-in)`,
+        threads,
+        "us/matrix": (t8.best * 1e3) / mats.length,
+        "GB/s": gb8,
+        "ceiling GB/s": ceil8,
+        "ratio": gb8 / ceil8,
+        "working set MiB": Math.round(bytes / MiB),
+      });
+    }
     rows.push({
       kernel: `mxfp4 matvec ${r}x${c} (${label})`,
       threads,
@@ -157,5 +171,5 @@ const notes = [
   "GB/s counts packed + scale bytes (MXFP4: 17 bytes per 32 weights) or bf16 bytes, 1 GB = 1e9 B. Weights cycle through >= 512 MiB of distinct copies, so they come from DRAM.",
   "ggml anchors come from /work/shared/spec/ggml-anchors.md: a different sitting, on a Zen 4 VM (this run's CPU is reported above), with -march=native; compare shapes, not absolute numbers.",
 ];
-writeReport("mxfp4", { title: "@k3/mxfp4 packed kernels vs the memory-read ceiling", command: "flock /tmp/k3-bench.lock pnpm bench", rows, notes: [] });
+writeReport("mxfp4", { title: "@k3/mxfp4 packed kernels vs the memory-read ceiling", command: "flock /tmp/k3-bench.lock pnpm bench", rows, notes: notes.slice(0, 2) });
 writeReport("mxfp4-batch", { title: "@k3/mxfp4 batched matmul and naive baseline", command: "flock /tmp/k3-bench.lock pnpm bench", rows: batchRows, notes });

@@ -11,6 +11,7 @@ void k3_mxfp4_quantize_activations(const float *x, size_t cols, k3_int8_activati
     memset(out->q_even, 0, out->groups * 64);
     memset(out->q_odd, 0, out->groups * 64);
     for (size_t i = 0; i < out->groups * 4; i++) out->d[i] = 0.0f;
+    for (size_t i = 0; i < out->groups * 16; i++) out->d_lanes[i] = 0.0f;
     for (size_t b = 0; b < n_blocks; b++) {
         const float *xb = x + 32 * b;
         float amax = 0.0f;
@@ -21,6 +22,7 @@ void k3_mxfp4_quantize_activations(const float *x, size_t cols, k3_int8_activati
         }
         float d = finite ? amax / 127.0f : NAN;
         out->d[b] = d;
+        for (int l = 0; l < 4; l++) out->d_lanes[4 * b + l] = d; /* block b = 4g + L/4 -> lanes 16g + 4(b%4) .. */
         if (!finite || amax == 0.0f) continue;
         for (int j = 0; j < 16; j++) {
             out->q_even[16 * b + j] = (int8_t)nearbyintf(xb[2 * j] / d);
@@ -59,7 +61,7 @@ typedef struct {
     const k3_int8_activations *acts; /* one per batch row */
     float *y;
     size_t batch, rows_per_task;
-    float (*row_fn)(const uint8_t *, const uint8_t *, size_t, const k3_int8_activations *);
+    int use_vnni;
 } int8_job;
 
 static void int8_task(void *ctx, int task_index) {
@@ -67,16 +69,24 @@ static void int8_task(void *ctx, int task_index) {
     const k3_mxfp4_matrix *m = job->m;
     size_t begin = (size_t)task_index * job->rows_per_task, end = begin + job->rows_per_task;
     if (end > m->rows) end = m->rows;
-    size_t n_blocks = m->cols / 32;
-    for (size_t r = begin; r < end; r++)
+    size_t n_blocks = m->cols / 32, r = begin;
+    if (job->use_vnni)
+        for (; r + 4 <= end; r += 4)
+            for (size_t b = 0; b < job->batch; b++) {
+                float out[4];
+                k3_mxfp4_rows4_int8_vnni(m, r, &job->acts[b], out);
+                for (int i = 0; i < 4; i++) job->y[b * m->rows + r + i] = out[i];
+            }
+    for (; r < end; r++)
         for (size_t b = 0; b < job->batch; b++)
-            job->y[b * m->rows + r] = job->row_fn(m->packed + r * (m->cols / 2), m->scales + r * n_blocks, n_blocks, &job->acts[b]);
+            job->y[b * m->rows + r] =
+                k3_mxfp4_row_int8_scalar(m->packed + r * (m->cols / 2), m->scales + r * n_blocks, n_blocks, &job->acts[b]);
 }
 
 int k3_mxfp4_matmul_int8(const k3_mxfp4_matrix *m, const float *x, float *y, size_t batch) {
     if (m->rows == 0 || batch == 0) return 0;
     size_t groups = (m->cols / 32 + 3) / 4;
-    size_t per_row = groups * 128 + groups * 4 * sizeof(float);
+    size_t per_row = groups * 128 + groups * 20 * sizeof(float); /* q_even, q_odd, d, d_lanes */
     uint8_t *scratch = aligned_alloc(64, (per_row * batch + 63) / 64 * 64 + 64);
     k3_int8_activations *acts = malloc(batch * sizeof *acts);
     if (!scratch || !acts) {
@@ -86,15 +96,16 @@ int k3_mxfp4_matmul_int8(const k3_mxfp4_matrix *m, const float *x, float *y, siz
     }
     for (size_t b = 0; b < batch; b++) {
         uint8_t *base = scratch + b * per_row;
-        acts[b] = (k3_int8_activations){(int8_t *)base, (int8_t *)(base + groups * 64), (float *)(base + groups * 128), groups};
+        acts[b] = (k3_int8_activations){(int8_t *)base, (int8_t *)(base + groups * 64), (float *)(base + groups * 128),
+                                        (float *)(base + groups * 128 + groups * 4 * sizeof(float)), groups};
         k3_mxfp4_quantize_activations(x + b * m->cols, m->cols, &acts[b]);
     }
     const k3_dense_api *dense = k3_mxfp4_dense_api();
-    int use_vnni = dense->simd_level() == K3_SIMD_AVX512 && k3_mxfp4_cpu_has_vnni();
     size_t tasks = (size_t)dense->thread_count() * 4;
     size_t per_task = (m->rows + tasks - 1) / tasks;
     if (per_task < 16) per_task = 16;
-    int8_job job = {m, acts, y, batch, per_task, use_vnni ? k3_mxfp4_row_int8_vnni : k3_mxfp4_row_int8_scalar};
+    per_task = (per_task + 3) / 4 * 4;
+    int8_job job = {m, acts, y, batch, per_task, dense->simd_level() == K3_SIMD_AVX512 && k3_mxfp4_cpu_has_vnni()};
     dense->parallel_for((int)((m->rows + per_task - 1) / per_task), int8_task, &job);
     free(scratch);
     free(acts);

@@ -16,19 +16,21 @@
 #define K3_MXFP4_INT8_H
 #include "mxfp4.h"
 
-/* Quantised activations of one row: q_even/q_odd [groups * 64] bytes, d [groups * 4] floats. */
+/* Quantised activations of one row: q_even/q_odd [groups * 64] bytes, d [groups * 4] floats (one
+   per block) and d_lanes [groups * 16] (d of block 4g + L/4 at 16g + L, for the SIMD kernel). */
 typedef struct {
     int8_t *q_even;
     int8_t *q_odd;
     float *d;
+    float *d_lanes;
     size_t groups;
 } k3_int8_activations;
 
 void k3_mxfp4_quantize_activations(const float *x, size_t cols, k3_int8_activations *out);
 float k3_mxfp4_row_int8_scalar(const uint8_t *packed, const uint8_t *scales, size_t n_blocks,
                                const k3_int8_activations *a);
-float k3_mxfp4_row_int8_vnni(const uint8_t *packed, const uint8_t *scales, size_t n_blocks,
-                             const k3_int8_activations *a);
+/* Rows r0 .. r0+3 of m against one activation row; out[i] = row r0+i. */
+void k3_mxfp4_rows4_int8_vnni(const k3_mxfp4_matrix *m, size_t r0, const k3_int8_activations *a, float out[4]);
 int k3_mxfp4_cpu_has_vnni(void);
 /* Y [batch, rows] from plain activations; 0, or -1 when the scratch could not be allocated. */
 int k3_mxfp4_matmul_int8(const k3_mxfp4_matrix *m, const float *x, float *y, size_t batch);

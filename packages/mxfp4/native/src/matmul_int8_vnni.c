@@ -1,10 +1,12 @@
 /*
  * matmul_int8_vnni.c: the int8 path on AVX-512 VNNI (order in matmul_int8.h). One 64-byte load is a
- * 4-block group of one row; vpshufb maps codes to |LUT2| (unsigned), the weight's sign is moved onto
- * the activation with a masked subtract, and vpdpbusd sums 4 byte products per dword lane.
+ * 4-block group of one row; vpshufb maps codes to |LUT2| (unsigned), the weight's sign moves onto the
+ * activation with a masked subtract, and vpdpbusd sums 4 byte products per dword lane. No
+ * lane-crossing shuffle in the loop (those bound the fp32 path). 4 rows share the activation loads.
  */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")
 #include <immintrin.h>
+#include <string.h>
 #include "matmul_int8.h"
 
 int k3_mxfp4_cpu_has_vnni(void) {
@@ -21,39 +23,54 @@ static float reduce16(__m512 v) {
     return _mm_cvtss_f32(s1);
 }
 
-float k3_mxfp4_row_int8_vnni(const uint8_t *packed, const uint8_t *scales, size_t n_blocks,
-                             const k3_int8_activations *a) {
+/* The 4 scale bytes of group g (fewer at the end of a row: missing ones read as 0, never past it). */
+static uint32_t scale_bytes(const uint8_t *scales, size_t g, size_t left) {
+    uint32_t four = 0;
+    if (left >= 4) memcpy(&four, scales + 4 * g, 4);
+    else
+        for (size_t i = 0; i < left; i++) four |= (uint32_t)scales[4 * g + i] << (8 * i);
+    return four;
+}
+
+void k3_mxfp4_rows4_int8_vnni(const k3_mxfp4_matrix *m, size_t r0, const k3_int8_activations *a, float out[4]) {
+    const size_t n_blocks = m->cols / 32;
     const __m512i magnitude = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12));
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bit3 = _mm512_set1_epi8(0x08), bit7 = _mm512_set1_epi8((char)0x80);
+    const __m512i bias = _mm512_set1_epi32(128), zero = _mm512_setzero_si512();
     /* vpshufb index: dword L takes byte L/4 of the four scale bytes (index bytes with bit 7 give 0) */
     const __m512i spread = _mm512_setr_epi32((int)0x80808000, (int)0x80808000, (int)0x80808000, (int)0x80808000,
                                              (int)0x80808001, (int)0x80808001, (int)0x80808001, (int)0x80808001,
                                              (int)0x80808002, (int)0x80808002, (int)0x80808002, (int)0x80808002,
                                              (int)0x80808003, (int)0x80808003, (int)0x80808003, (int)0x80808003);
-    const __m512i lane_block = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    __m512 acc = _mm512_setzero_ps();
+    const uint8_t *packed[4], *scales[4];
+    __m512 acc[4];
+    for (int i = 0; i < 4; i++) {
+        packed[i] = m->packed + (r0 + i) * (m->cols / 2);
+        scales[i] = m->scales + (r0 + i) * n_blocks;
+        acc[i] = _mm512_setzero_ps();
+    }
     for (size_t g = 0; g < a->groups; g++) {
-        size_t left = n_blocks - 4 * g; /* blocks present in this group (1..4) */
+        size_t left = n_blocks - 4 * g; /* blocks present in this group */
         __mmask64 bytes = left >= 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * left)) - 1);
         __mmask16 lanes = left >= 4 ? 0xFFFF : (__mmask16)((1u << (4 * left)) - 1);
-        __m512i v = _mm512_maskz_loadu_epi8(bytes, packed + 64 * g);
-        __m512i lo = _mm512_and_si512(v, low4);
-        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-        __m512i w_lo = _mm512_shuffle_epi8(magnitude, lo);
-        __m512i w_hi = _mm512_shuffle_epi8(magnitude, hi);
         __m512i q_even = _mm512_loadu_si512(a->q_even + 64 * g);
         __m512i q_odd = _mm512_loadu_si512(a->q_odd + 64 * g);
-        q_even = _mm512_mask_sub_epi8(q_even, _mm512_test_epi8_mask(v, _mm512_set1_epi8(0x08)), _mm512_setzero_si512(), q_even);
-        q_odd = _mm512_mask_sub_epi8(q_odd, _mm512_test_epi8_mask(v, _mm512_set1_epi8((char)0x80)), _mm512_setzero_si512(), q_odd);
-        __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w_lo, q_even);
-        dot = _mm512_dpbusd_epi32(dot, w_hi, q_odd);
-        /* factor_L = d_b * 2^(s_b - 128) for b = 4g + L/4, exact like ldexpf */
-        uint32_t four = 0;
-        for (size_t i = 0; i < 4 && i < left; i++) four |= (uint32_t)scales[4 * g + i] << (8 * i);
-        __m512i s = _mm512_shuffle_epi8(_mm512_set1_epi32((int)four), spread);
-        __m512 d = _mm512_permutexvar_ps(lane_block, _mm512_castps128_ps512(_mm_loadu_ps(a->d + 4 * g)));
-        __m512 factor = _mm512_maskz_scalef_ps(lanes, d, _mm512_cvtepi32_ps(_mm512_sub_epi32(s, _mm512_set1_epi32(128))));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), factor, acc);
+        __m512 d = _mm512_loadu_ps(a->d_lanes + 16 * g);
+        for (int i = 0; i < 4; i++) {
+            /* the same line two 4-row tiles ahead (rows are contiguous): DRAM latency stays hidden */
+            _mm_prefetch((const char *)(packed[i] + 8 * (m->cols / 2) + 64 * g), _MM_HINT_T0);
+            if ((g & 15) == 0) _mm_prefetch((const char *)(scales[i] + 8 * n_blocks + 4 * g), _MM_HINT_T0);
+            __m512i v = _mm512_maskz_loadu_epi8(bytes, packed[i] + 64 * g);
+            __m512i w_lo = _mm512_shuffle_epi8(magnitude, _mm512_and_si512(v, low4));
+            __m512i w_hi = _mm512_shuffle_epi8(magnitude, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+            __m512i x_lo = _mm512_mask_sub_epi8(q_even, _mm512_test_epi8_mask(v, bit3), zero, q_even);
+            __m512i x_hi = _mm512_mask_sub_epi8(q_odd, _mm512_test_epi8_mask(v, bit7), zero, q_odd);
+            __m512i dot = _mm512_dpbusd_epi32(zero, w_lo, x_lo);
+            dot = _mm512_dpbusd_epi32(dot, w_hi, x_hi);
+            __m512i s = _mm512_shuffle_epi8(_mm512_set1_epi32((int)scale_bytes(scales[i], g, left)), spread);
+            __m512 factor = _mm512_maskz_scalef_ps(lanes, d, _mm512_cvtepi32_ps(_mm512_sub_epi32(s, bias)));
+            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), factor, acc[i]);
+        }
     }
-    return reduce16(acc);
+    for (int i = 0; i < 4; i++) out[i] = reduce16(acc[i]);
 }
