@@ -8,7 +8,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { TokenizerError, VocabularyError } from "./errors.js";
 import { CL100K_PATTERN, KIMI_PATTERN, O200K_PATTERN } from "./patterns.js";
-import { readRankFile } from "./ranks.js";
+import { rankInfoOf, readRankFile } from "./ranks.js";
 import { Tokenizer, type TokenizerOptions } from "./tokenizer.js";
 
 export type EncodingName = "cl100k_base" | "o200k_base";
@@ -110,8 +110,9 @@ export interface KimiLoadOptions {
 export function loadKimiTokenizer(dir: string, options: KimiLoadOptions = {}): Tokenizer {
   const vocab = readRankFile(join(dir, "tiktoken.model"), options.expectedSha256);
   const n = vocab.ranks.length;
-  for (let i = 0; i < n; i++)
-    if (vocab.ranks[i] >= n) throw new VocabularyError(`${join(dir, "tiktoken.model")}: ranks are not 0..${n - 1} (found ${vocab.ranks[i]})`);
+  // Unique ranks with max n-1 are exactly 0..n-1, so the specials can start at n.
+  if (rankInfoOf(vocab, "tiktoken.model").maxRank !== n - 1)
+    throw new VocabularyError(`${join(dir, "tiktoken.model")}: ranks are not 0..${n - 1} (specials start at the rank count)`);
   const names = new Map<number, string>();
   let count: number = options.specialIdCount ?? 256;
   const configPath = join(dir, "tokenizer_config.json");

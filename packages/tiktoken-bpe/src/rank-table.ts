@@ -25,7 +25,9 @@ export class RankTable {
     this.slots = new Int32Array(size).fill(-1);
     this.mask = size - 1;
     const { pool, offsets } = vocab;
+    const single = new Uint8Array(256);
     for (let i = 0; i < n; i++) {
+      if (offsets[i + 1] - offsets[i] === 1) single[pool[offsets[i]]] = 1;
       let h = hashBytes(pool, offsets[i], offsets[i + 1]) & this.mask;
       const len = offsets[i + 1] - offsets[i];
       while (this.slots[h] >= 0) {
@@ -36,6 +38,9 @@ export class RankTable {
       }
       this.slots[h] = i;
     }
+    const missing = single.indexOf(0);
+    if (missing >= 0)
+      throw new VocabularyError(`vocabulary: byte 0x${missing.toString(16).padStart(2, "0")} has no token (all 256 single bytes are required)`);
   }
 
   /** Rank of bytes[start, end), or -1 when it is not a token. */

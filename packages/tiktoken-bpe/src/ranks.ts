@@ -122,22 +122,42 @@ function bad(name: string, line: number, what: string): VocabularyError {
   return new VocabularyError(`rank file ${name}, line ${line}: ${what}`);
 }
 
+/** Facts about a vocabulary's ranks that the tokenizer needs (computed once at load). */
+export interface RankInfo {
+  maxRank: number;
+  /** ranks[i] === i for every token (the standard files): id tables are the offsets themselves. */
+  contiguous: boolean;
+}
+
 /**
- * Ranks unique and every single byte present (tiktoken panics without them). Duplicate token bytes
- * are caught where the hash table is built (RankTable and the native core).
+ * Ranks unique (tiktoken's CoreBPE asserts it). The single-byte and duplicate-bytes checks happen
+ * where the hash table is built (RankTable and the native core), in the same pass as the inserts.
  */
-export function validateVocabulary(v: Vocabulary, name: string): void {
+export function validateVocabulary(v: Vocabulary, name: string): RankInfo {
   const n = v.ranks.length;
+  const ranks = v.ranks;
   let maxRank = 0;
-  for (let i = 0; i < n; i++) if (v.ranks[i] > maxRank) maxRank = v.ranks[i];
-  const seen = new Uint8Array(maxRank + 1);
+  let contiguous = true;
   for (let i = 0; i < n; i++) {
-    if (seen[v.ranks[i]]) throw new VocabularyError(`rank file ${name}: rank ${v.ranks[i]} appears twice`);
-    seen[v.ranks[i]] = 1;
+    const r = ranks[i];
+    if (r > maxRank) maxRank = r;
+    if (r !== i) contiguous = false;
   }
-  const single = new Uint8Array(256);
-  for (let i = 0; i < n; i++) if (v.offsets[i + 1] - v.offsets[i] === 1) single[v.pool[v.offsets[i]]] = 1;
-  const missing = single.indexOf(0);
-  if (missing >= 0)
-    throw new VocabularyError(`rank file ${name}: byte 0x${missing.toString(16).padStart(2, "0")} has no token (all 256 single bytes are required)`);
+  if (!contiguous) {
+    const seen = new Uint8Array(maxRank + 1);
+    for (let i = 0; i < n; i++) {
+      if (seen[ranks[i]]) throw new VocabularyError(`rank file ${name}: rank ${ranks[i]} appears twice`);
+      seen[ranks[i]] = 1;
+    }
+  }
+  const info = { maxRank, contiguous };
+  rankInfo.set(v, info);
+  return info;
+}
+
+const rankInfo = new WeakMap<Vocabulary, RankInfo>();
+
+/** RankInfo of a vocabulary, validating it if that has not happened yet. */
+export function rankInfoOf(v: Vocabulary, name: string): RankInfo {
+  return rankInfo.get(v) ?? validateVocabulary(v, name);
 }

@@ -10,7 +10,7 @@ import { NativeBackend } from "./native-backend.js";
 import { nativeBinding } from "./native.js";
 import { familyOf } from "./patterns.js";
 import type { Family } from "./pretokenize.js";
-import { parseRanks } from "./ranks.js";
+import { parseRanks, rankInfoOf, type RankInfo } from "./ranks.js";
 import type { Vocabulary } from "./rank-table.js";
 import { RegexBackend } from "./regex-backend.js";
 import { translatePattern } from "./regex-pattern.js";
@@ -68,15 +68,16 @@ export class Tokenizer {
   private readonly vocab: Vocabulary;
   private readonly specials: SpecialToken[];
   private readonly specialIndex = new Map<string, number>();
+  private readonly specialIds: Set<number>;
   private readonly backend: EncoderBackend;
   private readonly family: Family | undefined;
-  /** id → offset/length in decodePool; length -1 = unknown id. */
-  private readonly decodeStart: Uint32Array;
-  private readonly decodeLen: Int32Array;
-  private readonly decodePool: Uint8Array;
+  /** id → bytes tables, built on first decode (see decodeTables). */
+  private decodeTablesCache: { start: Uint32Array; len: Int32Array; pool: Uint8Array } | undefined;
   private scratch = new Uint8Array(4096);
   private readonly allMask: Uint8Array;
-  private readonly isRank: Uint8Array;
+  private readonly rankInfo: RankInfo;
+  /** Ranks present (only for non-contiguous vocabularies; contiguous: id < nRanks). */
+  private readonly rankSet: Uint8Array | undefined;
 
   constructor(options: TokenizerOptions) {
     const { pattern } = options;
@@ -90,17 +91,18 @@ export class Tokenizer {
 
     // Specials
     const entries = options.specialTokens instanceof Map ? [...options.specialTokens] : Object.entries(options.specialTokens ?? {});
-    let maxRank = 0;
-    for (const x of this.vocab.ranks) if (x > maxRank) maxRank = x;
-    const rankSet = new Uint8Array(maxRank + 1);
-    for (const x of this.vocab.ranks) rankSet[x] = 1;
-    this.isRank = rankSet;
+    this.rankInfo = rankInfoOf(this.vocab, this.name);
+    const { maxRank } = this.rankInfo;
+    if (!this.rankInfo.contiguous) {
+      this.rankSet = new Uint8Array(maxRank + 1);
+      for (const x of this.vocab.ranks) this.rankSet[x] = 1;
+    }
     const seenIds = new Set<number>();
     this.specials = entries.map(([name, id]) => {
       if (typeof name !== "string" || name.length === 0) throw new VocabularyError("specialTokens: a name is empty");
       if (!Number.isInteger(id) || id < 0 || id > 0x7fffffff)
         throw new VocabularyError(`specialTokens: id of ${JSON.stringify(name)} must be a non-negative integer, got ${id}`);
-      if (id <= maxRank && rankSet[id]) throw new VocabularyError(`specialTokens: id ${id} of ${JSON.stringify(name)} is also a BPE rank`);
+      if (this.isRank(id)) throw new VocabularyError(`specialTokens: id ${id} of ${JSON.stringify(name)} is also a BPE rank`);
       if (seenIds.has(id)) throw new VocabularyError(`specialTokens: id ${id} is used twice`);
       seenIds.add(id);
       return { name, id, bytes: utf8.encode(name) };
@@ -108,28 +110,10 @@ export class Tokenizer {
     this.specials.forEach((t, i) => this.specialIndex.set(t.name, i));
     this.specialTokens = new Map(this.specials.map((t) => [t.name, t.id]));
     this.allMask = new Uint8Array(this.specials.length).fill(1);
+    this.specialIds = new Set(this.specials.map((t) => t.id));
     let maxId = maxRank;
     for (const t of this.specials) if (t.id > maxId) maxId = t.id;
     this.nVocab = maxId + 1;
-
-    // Decode tables
-    const specialBytes = this.specials.reduce((s, t) => s + t.bytes.length, 0);
-    this.decodePool = new Uint8Array(this.vocab.pool.length + specialBytes);
-    this.decodePool.set(this.vocab.pool);
-    this.decodeStart = new Uint32Array(maxId + 1);
-    this.decodeLen = new Int32Array(maxId + 1).fill(-1);
-    const { offsets, ranks } = this.vocab;
-    for (let i = 0; i < ranks.length; i++) {
-      this.decodeStart[ranks[i]] = offsets[i];
-      this.decodeLen[ranks[i]] = offsets[i + 1] - offsets[i];
-    }
-    let w = this.vocab.pool.length;
-    for (const t of this.specials) {
-      this.decodePool.set(t.bytes, w);
-      this.decodeStart[t.id] = w;
-      this.decodeLen[t.id] = t.bytes.length;
-      w += t.bytes.length;
-    }
 
     // Encoder
     this.family = familyOf(pattern);
@@ -180,7 +164,7 @@ export class Tokenizer {
 
   /** Concatenated bytes of the ids (specials give their UTF-8 text). Unknown ids throw. */
   decodeBytes(ids: ArrayLike<number>): Uint8Array {
-    const { decodeStart, decodeLen, decodePool } = this;
+    const { start: decodeStart, len: decodeLen, pool: decodePool } = this.decodeTables();
     let total = 0;
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i];
@@ -230,10 +214,47 @@ export class Tokenizer {
 
   /** True when id is a special token's id. */
   isSpecialId(id: number): boolean {
-    return id >= 0 && id < this.decodeLen.length && this.decodeLen[id] >= 0 && (id >= this.isRank.length || !this.isRank[id]);
+    return this.specialIds.has(id);
   }
 
   // ------------------------------------------------------------------ internals
+
+  private isRank(id: number): boolean {
+    if (this.rankInfo.contiguous) return id < this.nRanks;
+    return this.rankSet !== undefined && id < this.rankSet.length && this.rankSet[id] === 1;
+  }
+
+  /**
+   * id → (offset, length) in one pool of every token's bytes, specials included; length -1 marks an
+   * unknown id. Built on first use so that loading stays cheap.
+   */
+  private decodeTables(): { start: Uint32Array; len: Int32Array; pool: Uint8Array } {
+    if (this.decodeTablesCache) return this.decodeTablesCache;
+    const { pool: vpool, offsets, ranks } = this.vocab;
+    const specialBytes = this.specials.reduce((s, t) => s + t.bytes.length, 0);
+    const pool = new Uint8Array(vpool.length + specialBytes);
+    pool.set(vpool);
+    const start = new Uint32Array(this.nVocab);
+    const len = new Int32Array(this.nVocab).fill(-1);
+    if (this.rankInfo.contiguous) {
+      start.set(offsets.subarray(0, ranks.length));
+      for (let i = 0; i < ranks.length; i++) len[i] = offsets[i + 1] - offsets[i];
+    } else {
+      for (let i = 0; i < ranks.length; i++) {
+        start[ranks[i]] = offsets[i];
+        len[ranks[i]] = offsets[i + 1] - offsets[i];
+      }
+    }
+    let w = vpool.length;
+    for (const t of this.specials) {
+      pool.set(t.bytes, w);
+      start[t.id] = w;
+      len[t.id] = t.bytes.length;
+      w += t.bytes.length;
+    }
+    this.decodeTablesCache = { start, len, pool };
+    return this.decodeTablesCache;
+  }
 
   /** UTF-8 of text in this.scratch (lone surrogates → U+FFFD, as tiktoken); returns the length. */
   private toUtf8(text: string): number {
