@@ -222,8 +222,9 @@ export class ExpertStore {
     let failed: Error | null = null;
     const misses: Array<{ loc: ExpertLocation; index: number }> = [];
     // 1. Look everything up and pin hits before any eviction can happen.
+    const locs = list.map((id) => this.location(layer, id)); // validate every id before any side effect
     for (let i = 0; i < list.length; i++) {
-      const loc = this.location(layer, list[i]);
+      const loc = locs[i];
       this.counters.requests++;
       const e = this.entries.get(key(layer, loc.id));
       if (e && e.state !== "free") {

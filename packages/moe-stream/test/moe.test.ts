@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { bestSimdLevel, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
 import { openCheckpointIndex } from "../src/checkpoint.js";
 import { denseMatrix } from "../src/dense-weight.js";
 import { ExpertReadError } from "../src/errors.js";
@@ -188,6 +189,32 @@ describe("MoeLayer, K3 latent MoE (MXFP4 experts from disk, SiTU-GLU, latent RMS
     } finally {
       store.close();
       store2.close();
+    }
+  });
+});
+
+describe("MoeLayer determinism", () => {
+  it("K3 latent MoE output is bit-identical at every SIMD level and thread count", async () => {
+    const levels: SimdLevel[] = ["scalar", "avx2", "avx512"];
+    const available = levels.slice(0, levels.indexOf(bestSimdLevel()) + 1);
+    const level0 = simdLevel();
+    const threads0 = threadCount();
+    const { store, moe, x, T } = layerK3();
+    try {
+      let ref: Buffer | null = null;
+      for (const level of available)
+        for (const threads of [1, 2, 3]) {
+          setSimdLevel(level);
+          setThreadCount(threads);
+          const y = Buffer.from((await moe.forward(x, T)).buffer);
+          if (!ref) ref = y;
+          else expect(y.equals(ref), `${level} x ${threads} threads`).toBe(true);
+        }
+      expect(available.length).toBeGreaterThanOrEqual(1);
+    } finally {
+      setSimdLevel(level0);
+      setThreadCount(threads0);
+      store.close();
     }
   });
 });

@@ -260,6 +260,19 @@ describe("ExpertStore faults", () => {
     }
   });
 
+  it("names an unknown expert and refuses duplicate ids", () => {
+    const store = ExpertStore.open({ experts, ioSlots: 2 });
+    try {
+      expect(() => store.request(1, [24])).toThrow(/layer 1 has no expert 24/);
+      expect(() => store.request(9, [0])).toThrow(/layer 9 has no expert 0/);
+      expect(() => store.request(1, [3, 3])).toThrow(/duplicate expert ids in layer 1/);
+      expect(() => store.request(1, [0, 24])).toThrow(/layer 1 has no expert 24/);
+      expect(store.stats().requests).toBe(0); // nothing was pinned or counted by the refused requests
+    } finally {
+      store.close();
+    }
+  });
+
   it("refuses use after close", () => {
     const store = ExpertStore.open({ experts, ioSlots: 1 });
     store.close();
