@@ -5,6 +5,7 @@
       "sources": [
         "src/addon.cc",
         "src/st_error.c",
+        "src/st_alloc.c",
         "src/st_dtype.c",
         "src/st_utf8.c",
         "src/st_classify.c",

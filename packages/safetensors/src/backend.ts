@@ -3,7 +3,8 @@
  * names in one string table, hash lookups in C) and the pure-TS fallback. Both produce the same
  * HeaderTables and the same errors; tests compare them on every fixture and fuzz case.
  */
-import { SafetensorsError } from "./errors.js";
+import { readFileSync } from "node:fs";
+import { SafetensorsError, ioError } from "./errors.js";
 import { parseIndexJson } from "./index-json.js";
 import { readRawHeader, readRawHeaderSync } from "./io.js";
 import { parseFileTs, parseHeaderTs } from "./scan.js";
@@ -29,7 +30,8 @@ export interface IndexedShards {
 export interface Backend {
   readonly kind: "native" | "ts";
   parseFile(bytes: Uint8Array, file?: string): IndexedShards;
-  parseIndex(bytes: Uint8Array, file: string): IndexSummary;
+  /** Reads and parses an index.json file. */
+  parseIndex(file: string): IndexSummary;
   indexShardsSync(paths: string[], index: IndexSummary | null, indexFile?: string): IndexedShards;
   indexShards(paths: string[], index: IndexSummary | null, indexFile?: string): Promise<IndexedShards>;
 }
@@ -93,7 +95,13 @@ export const tsBackend: Backend = {
     for (let i = 0; i < table.count; i++) map.set(tableName(table, i), i);
     return { tables: [table], find: (n) => map.get(n) ?? -1 };
   },
-  parseIndex(bytes, file) {
+  parseIndex(file) {
+    let bytes: Uint8Array;
+    try {
+      bytes = readFileSync(file);
+    } catch (err) {
+      throw ioError(file, "reading the index", err);
+    }
     const w = parseIndexJson(bytes, file);
     return { shards: w.shards, metadataJson: w.metadataJson, entries: w.names.length, state: { names: w.names, shardOf: w.shardOf } };
   },

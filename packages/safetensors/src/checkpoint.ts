@@ -569,13 +569,7 @@ function planSync(dir: string, backend: Backend): Plan {
   if (!st.isDirectory()) throw new SafetensorsError("InvalidArgument", "openCheckpoint needs a directory; use openSafetensors for one file", { file: abs });
   const indexFile = findIndexFile(abs);
   if (!indexFile) return { dir: abs, indexFile: null, index: null, shards: listShardFiles(abs) };
-  let bytes: Uint8Array;
-  try {
-    bytes = readFileSync(indexFile);
-  } catch (err) {
-    throw ioError(indexFile, "reading the index", err);
-  }
-  const index = backend.parseIndex(bytes, indexFile);
+  const index = backend.parseIndex(indexFile);
   const realDir = realpathSync(abs);
   const shards = index.shards.map((name) => resolveShard(abs, realDir, name, indexFile));
   return { dir: abs, indexFile, index, shards };

@@ -269,8 +269,6 @@ export function parseIndexJson(bytes: Uint8Array, file: string): WeightMap {
             if (s.peek() !== 0x22) s.expected("a string key");
             const nameAt = s.p;
             const name = s.string();
-            if (seenNames.has(name)) s.fail("DuplicateKey", "tensor listed twice in weight_map", nameAt, name);
-            seenNames.add(name);
             s.skipWs();
             if (s.peek() !== 0x3a) s.expected("':'");
             s.p++;
@@ -281,6 +279,7 @@ export function parseIndexJson(bytes: Uint8Array, file: string): WeightMap {
               s.expected("a value");
             }
             const shard = s.string();
+            // The duplicate check follows the value (the native scanner prefetches meanwhile).
             let id = shardId.get(shard);
             if (id === undefined) {
               id = shards.length;
@@ -288,6 +287,8 @@ export function parseIndexJson(bytes: Uint8Array, file: string): WeightMap {
               shards.push(shard);
               shardId.set(shard, id);
             }
+            if (seenNames.has(name)) s.fail("DuplicateKey", "tensor listed twice in weight_map", nameAt, name);
+            seenNames.add(name);
             names.push(name);
             shardIds.push(id);
             s.skipWs();

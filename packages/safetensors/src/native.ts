@@ -27,15 +27,14 @@ type Result<T> = T | { error: NativeError };
 interface NativeIndex {
   shards: string[];
   entries: number;
-  metadataBegin: number;
-  metadataEnd: number;
+  metadataJson: string | null;
   handle: unknown;
 }
 
 export interface SafetensorsBinding {
   init(api: unknown): void;
   parseBuffer(bytes: Uint8Array): Result<NativeTables>;
-  parseIndex(bytes: Uint8Array): Result<NativeIndex>;
+  parseIndexFile(path: string): Result<NativeIndex>;
   openShards(paths: string[], index?: unknown): Result<NativeTables>;
   openShardsAsync(paths: string[], index?: unknown): Promise<Result<NativeTables>>;
   find(handle: unknown, name: string): number;
@@ -99,10 +98,9 @@ export const nativeBackend: Backend | null = loaded.binding
       parseFile(bytes, file) {
         return indexed(unwrap(binding.parseBuffer(bytes), [], file), binding);
       },
-      parseIndex(bytes, file): IndexSummary {
-        const r = unwrap(binding.parseIndex(bytes), [], file);
-        const metadataJson = r.metadataBegin >= 0 ? Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8", r.metadataBegin, r.metadataEnd) : null;
-        return { shards: r.shards, metadataJson, entries: r.entries, state: r.handle };
+      parseIndex(file): IndexSummary {
+        const r = unwrap(binding.parseIndexFile(file), [], file);
+        return { shards: r.shards, metadataJson: r.metadataJson, entries: r.entries, state: r.handle };
       },
       indexShardsSync(paths, index, indexFile) {
         return indexed(unwrap(binding.openShards(paths, index?.state), paths, indexFile), binding);

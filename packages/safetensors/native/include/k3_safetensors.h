@@ -102,6 +102,7 @@ typedef struct {
     uint8_t *meta_bytes;
     size_t meta_length;
     st_hash *names;            /* name -> index, for lookups and duplicate checks */
+    uint64_t *hashes;          /* st_hash_bytes of each name (not exported) */
     /* capacities while scanning */
     uint32_t cap, dims_cap, meta_cap;
     size_t name_cap, meta_bytes_cap;
@@ -124,6 +125,13 @@ void st_classify(const uint8_t *name, size_t len, int32_t *layer, int32_t *exper
 /* Layout rules (sorted tiling, sizes, coverage); 0 on success. */
 int st_validate_layout(st_table *t, st_error *e);
 
+/* ---------------------------------------------------------------- memory */
+
+/* malloc/calloc for large blocks: 2 MB aligned and advised as transparent huge pages, so a
+   random-access table takes a handful of page faults and TLB entries instead of thousands.
+   Release with free(). */
+void *st_alloc_big(size_t bytes, int zero);
+
 /* ---------------------------------------------------------------- name hash */
 
 typedef void (*st_name_fn)(const void *ctx, uint32_t value, const uint8_t **name, size_t *len);
@@ -136,14 +144,20 @@ uint64_t st_hash_bytes(const uint8_t *s, size_t n);
 uint32_t st_hash_insert(st_hash *h, const uint8_t *name, size_t len, uint64_t hash, uint32_t value);
 uint32_t st_hash_find(const st_hash *h, const uint8_t *name, size_t len, uint64_t hash);
 void st_hash_set_ctx(st_hash *h, const void *ctx);
+/* Starts loading the slot a hash probes first (hides the cache miss of a later insert/find). */
+void st_hash_prefetch(const st_hash *h, uint64_t hash);
 
 /* ---------------------------------------------------------------- index.json */
 
 typedef struct {
     uint32_t count;              /* weight_map entries */
-    uint32_t *name_start;        /* count + 1 */
-    uint8_t *name_bytes;
+    const uint8_t *json;         /* the index text (owned when read by st_parse_index_file) */
+    uint8_t *owned_json;
+    uint64_t *name_off;          /* plain names: offset into json; escaped names: into name_bytes */
+    uint32_t *name_len;          /* high bit set = escaped (decoded into name_bytes) */
+    uint8_t *name_bytes;         /* decoded escaped names only */
     uint32_t *shard_of;          /* per entry */
+    uint64_t *hashes;            /* st_hash_bytes of each entry name */
     uint32_t n_shards;
     uint32_t *shard_start;       /* n_shards + 1 */
     uint8_t *shard_bytes;
@@ -153,6 +167,16 @@ typedef struct {
     size_t name_cap, name_length, shard_bytes_cap, shard_length;
 } st_index;
 
+#define ST_NAME_ESCAPED 0x80000000u
+
+static inline void st_index_name(const st_index *x, uint32_t k, const uint8_t **name, size_t *len) {
+    uint32_t l = x->name_len[k];
+    *name = (l & ST_NAME_ESCAPED ? x->name_bytes : x->json) + x->name_off[k];
+    *len = l & ~ST_NAME_ESCAPED;
+}
+
+/* Reads the index file into memory it owns, then parses it. */
+int st_parse_index_file(const char *path, st_index *out, st_error *e);
 int st_parse_index(const uint8_t *json, size_t n, st_index *out, st_error *e);
 void st_index_free(st_index *x);
 

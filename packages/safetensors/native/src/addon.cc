@@ -150,22 +150,22 @@ static Napi::Value ParseBuffer(const Napi::CallbackInfo &info) {
     return checkpoint_result(env, o);
 }
 
-// ---------------------------------------------------------------- parseIndex(bytes)
+// ---------------------------------------------------------------- parseIndexFile(path)
 
 struct IndexOwner {
     st_index x;
 };
 
-static Napi::Value ParseIndex(const Napi::CallbackInfo &info) {
+static Napi::Value ParseIndexFile(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
-    k3::Bytes b;
-    if (!k3::get_bytes(info, 0, "parseIndex", "bytes", &b)) return env.Undefined();
+    if (info.Length() < 1 || !info[0].IsString()) return k3::fail(env, "parseIndexFile", "argument 'path' must be a string"), env.Undefined();
+    std::string path = info[0].As<Napi::String>().Utf8Value();
     st_error e;
     memset(&e, 0, sizeof e);
     e.position = -1;
     e.shard = -1;
     auto *ix = new IndexOwner();
-    if (st_parse_index(b.data, b.length, &ix->x, &e) != 0) {
+    if (st_parse_index_file(path.c_str(), &ix->x, &e) != 0) {
         st_index_free(&ix->x);
         delete ix;
         return result_error(env, e);
@@ -178,8 +178,11 @@ static Napi::Value ParseIndex(const Napi::CallbackInfo &info) {
     }
     r["shards"] = shards;
     r["entries"] = Napi::Number::New(env, ix->x.count);
-    r["metadataBegin"] = Napi::Number::New(env, (double)ix->x.metadata_begin);
-    r["metadataEnd"] = Napi::Number::New(env, (double)ix->x.metadata_end);
+    if (ix->x.metadata_begin >= 0)
+        r["metadataJson"] = Napi::String::New(env, reinterpret_cast<const char *>(ix->x.json + ix->x.metadata_begin),
+                                              (size_t)(ix->x.metadata_end - ix->x.metadata_begin));
+    else
+        r["metadataJson"] = env.Null();
     r["handle"] = Napi::External<IndexOwner>::New(env, ix, [](Napi::Env, IndexOwner *p) {
         st_index_free(&p->x);
         delete p;
@@ -345,7 +348,7 @@ static Napi::Value MapRange(const Napi::CallbackInfo &info) {
 static Napi::Object InitModule(Napi::Env env, Napi::Object exports) {
     exports["init"] = Napi::Function::New(env, Init_);
     exports["parseBuffer"] = Napi::Function::New(env, ParseBuffer);
-    exports["parseIndex"] = Napi::Function::New(env, ParseIndex);
+    exports["parseIndexFile"] = Napi::Function::New(env, ParseIndexFile);
     exports["openShards"] = Napi::Function::New(env, OpenShards);
     exports["openShardsAsync"] = Napi::Function::New(env, OpenShardsAsync);
     exports["find"] = Napi::Function::New(env, Find);

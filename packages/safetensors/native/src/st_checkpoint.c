@@ -134,9 +134,10 @@ static int cross_check_index(st_checkpoint *c, const st_index *x, st_error *e) {
     }
     for (uint32_t k = 0; k < x->count && rc == 0; k++) {
         uint32_t s = x->shard_of[k];
-        const uint8_t *name = x->name_bytes + x->name_start[k];
-        size_t len = x->name_start[k + 1] - x->name_start[k];
-        uint32_t i = s < c->n_shards ? st_hash_find(c->tables[s].names, name, len, st_hash_bytes(name, len)) : UINT32_MAX;
+        const uint8_t *name;
+        size_t len;
+        st_index_name(x, k, &name, &len);
+        uint32_t i = s < c->n_shards ? st_hash_find(c->tables[s].names, name, len, x->hashes[k]) : UINT32_MAX;
         if (i == UINT32_MAX) {
             char quoted[512];
             json_quote(x->shard_bytes + x->shard_start[s], x->shard_start[s + 1] - x->shard_start[s], quoted, sizeof quoted);
@@ -167,12 +168,14 @@ static int cross_check_index(st_checkpoint *c, const st_index *x, st_error *e) {
 static int check_no_duplicates(st_checkpoint *c, const char *const *paths, st_error *e) {
     st_hash *all = st_hash_new((uint32_t)c->bases[c->n_shards], global_name_of, c);
     if (!all) return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory"), -1;
+    enum { AHEAD = 16 }; /* prefetch distance: inserts are bound by cache misses */
     for (uint32_t s = 0; s < c->n_shards; s++) {
         const st_table *t = &c->tables[s];
         for (uint32_t i = 0; i < t->count; i++) {
+            if (i + AHEAD < t->count) st_hash_prefetch(all, t->hashes[i + AHEAD]);
             const uint8_t *name = t->name_bytes + t->name_start[i];
             size_t len = t->name_start[i + 1] - t->name_start[i];
-            uint32_t prev = st_hash_insert(all, name, len, st_hash_bytes(name, len), (uint32_t)(c->bases[s] + i));
+            uint32_t prev = st_hash_insert(all, name, len, t->hashes[i], (uint32_t)(c->bases[s] + i));
             if (prev == UINT32_MAX) continue;
             st_hash_free(all);
             if (prev == UINT32_MAX - 1) return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory"), -1;

@@ -7,10 +7,14 @@
 #include <string.h>
 #include "k3_safetensors.h"
 
+typedef struct {
+    uint32_t value; /* value + 1; 0 = empty */
+    uint32_t tag;   /* high 32 bits of the hash */
+} slot_t;           /* one 8-byte slot: a probe costs one cache miss */
+
 struct st_hash {
-    uint32_t *values; /* value + 1; 0 = empty */
-    uint32_t *tags;   /* high 32 bits of the hash */
-    uint32_t cap;     /* power of two */
+    slot_t *slots;
+    uint32_t cap; /* power of two */
     uint32_t used;
     st_name_fn name_of;
     const void *ctx;
@@ -39,9 +43,8 @@ st_hash *st_hash_new(uint32_t expected, st_name_fn name_of, const void *ctx) {
     if (!h) return NULL;
     uint32_t cap = 16;
     while (cap < expected * 2u && cap < (1u << 31)) cap <<= 1;
-    h->values = calloc(cap, sizeof(uint32_t));
-    h->tags = malloc(cap * sizeof(uint32_t));
-    if (!h->values || !h->tags) {
+    h->slots = st_alloc_big(cap * sizeof(slot_t), 1);
+    if (!h->slots) {
         st_hash_free(h);
         return NULL;
     }
@@ -53,8 +56,7 @@ st_hash *st_hash_new(uint32_t expected, st_name_fn name_of, const void *ctx) {
 
 void st_hash_free(st_hash *h) {
     if (!h) return;
-    free(h->values);
-    free(h->tags);
+    free(h->slots);
     free(h);
 }
 
@@ -62,27 +64,19 @@ void st_hash_set_ctx(st_hash *h, const void *ctx) { h->ctx = ctx; }
 
 static int grow(st_hash *h) {
     uint32_t cap = h->cap * 2;
-    uint32_t *values = calloc(cap, sizeof(uint32_t));
-    uint32_t *tags = malloc(cap * sizeof(uint32_t));
-    if (!values || !tags) {
-        free(values);
-        free(tags);
-        return -1;
-    }
+    slot_t *slots = st_alloc_big(cap * sizeof(slot_t), 1);
+    if (!slots) return -1;
     for (uint32_t i = 0; i < h->cap; i++) {
-        if (!h->values[i]) continue;
+        if (!h->slots[i].value) continue;
         const uint8_t *name;
         size_t len;
-        h->name_of(h->ctx, h->values[i] - 1, &name, &len);
-        uint32_t slot = (uint32_t)st_hash_bytes(name, len) & (cap - 1);
-        while (values[slot]) slot = (slot + 1) & (cap - 1);
-        values[slot] = h->values[i];
-        tags[slot] = h->tags[i];
+        h->name_of(h->ctx, h->slots[i].value - 1, &name, &len);
+        uint32_t at = (uint32_t)st_hash_bytes(name, len) & (cap - 1);
+        while (slots[at].value) at = (at + 1) & (cap - 1);
+        slots[at] = h->slots[i];
     }
-    free(h->values);
-    free(h->tags);
-    h->values = values;
-    h->tags = tags;
+    free(h->slots);
+    h->slots = slots;
     h->cap = cap;
     return 0;
 }
@@ -90,33 +84,35 @@ static int grow(st_hash *h) {
 uint32_t st_hash_insert(st_hash *h, const uint8_t *name, size_t len, uint64_t hash, uint32_t value) {
     if ((h->used + 1) * 2 > h->cap && grow(h) != 0) return UINT32_MAX - 1;
     uint32_t tag = (uint32_t)(hash >> 32);
-    uint32_t slot = (uint32_t)hash & (h->cap - 1);
-    while (h->values[slot]) {
-        if (h->tags[slot] == tag) {
+    uint32_t at = (uint32_t)hash & (h->cap - 1);
+    while (h->slots[at].value) {
+        if (h->slots[at].tag == tag) {
             const uint8_t *other;
             size_t other_len;
-            h->name_of(h->ctx, h->values[slot] - 1, &other, &other_len);
-            if (other_len == len && memcmp(other, name, len) == 0) return h->values[slot] - 1;
+            h->name_of(h->ctx, h->slots[at].value - 1, &other, &other_len);
+            if (other_len == len && memcmp(other, name, len) == 0) return h->slots[at].value - 1;
         }
-        slot = (slot + 1) & (h->cap - 1);
+        at = (at + 1) & (h->cap - 1);
     }
-    h->values[slot] = value + 1;
-    h->tags[slot] = tag;
+    h->slots[at].value = value + 1;
+    h->slots[at].tag = tag;
     h->used++;
     return UINT32_MAX;
 }
 
 uint32_t st_hash_find(const st_hash *h, const uint8_t *name, size_t len, uint64_t hash) {
     uint32_t tag = (uint32_t)(hash >> 32);
-    uint32_t slot = (uint32_t)hash & (h->cap - 1);
-    while (h->values[slot]) {
-        if (h->tags[slot] == tag) {
+    uint32_t at = (uint32_t)hash & (h->cap - 1);
+    while (h->slots[at].value) {
+        if (h->slots[at].tag == tag) {
             const uint8_t *other;
             size_t other_len;
-            h->name_of(h->ctx, h->values[slot] - 1, &other, &other_len);
-            if (other_len == len && memcmp(other, name, len) == 0) return h->values[slot] - 1;
+            h->name_of(h->ctx, h->slots[at].value - 1, &other, &other_len);
+            if (other_len == len && memcmp(other, name, len) == 0) return h->slots[at].value - 1;
         }
-        slot = (slot + 1) & (h->cap - 1);
+        at = (at + 1) & (h->cap - 1);
     }
     return UINT32_MAX;
 }
+
+void st_hash_prefetch(const st_hash *h, uint64_t hash) { __builtin_prefetch(&h->slots[(uint32_t)hash & (h->cap - 1)], 1); }

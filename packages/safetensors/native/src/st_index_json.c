@@ -3,11 +3,15 @@
  * an object of tensor name -> shard file (names unique), "metadata" is kept as its raw JSON span
  * (object or null), other keys are skipped with full syntax checks and bounded nesting.
  */
+#include <errno.h>
 #include <stdarg.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "k3_safetensors.h"
+#include "st_swar.h"
 
 typedef struct {
     const uint8_t *b;
@@ -105,7 +109,7 @@ static void put_utf8(uint8_t *o, size_t *len, uint32_t cp) {
 static int string_into(ix_scanner *s, uint8_t **buf, size_t *cap, size_t *len) {
     const uint8_t *b = s->b;
     size_t n = s->n, p = s->p + 1, start = p;
-    while (p < n && b[p] != '"' && b[p] != '\\' && b[p] >= 0x20) p++;
+    p = st_plain_string_end(b, p, n);
     if (p < n && b[p] == '"') {
         if (grow(buf, cap, *len + (p - start)) != 0) return fail(s, ST_OUT_OF_MEMORY, p, "out of memory");
         memcpy(*buf + *len, b + start, p - start);
@@ -301,9 +305,7 @@ static int skip_value(ix_scanner *s) {
 /* ---------------------------------------------------------------- weight_map */
 
 static void entry_name_of(const void *ctx, uint32_t i, const uint8_t **name, size_t *len) {
-    const st_index *x = ctx;
-    *name = x->name_bytes + x->name_start[i];
-    *len = x->name_start[i + 1] - x->name_start[i];
+    st_index_name(ctx, i, name, len);
 }
 
 static void shard_name_of(const void *ctx, uint32_t i, const uint8_t **name, size_t *len) {
@@ -331,25 +333,36 @@ static int scan_weight_map(ix_scanner *s, st_index *x, st_hash *names, st_hash *
         size_t name_at = s->p;
         if (x->count + 2 > x->cap) {
             uint32_t c = x->cap ? x->cap * 2 : 1024;
-            uint32_t *ns = realloc(x->name_start, (c + 1) * sizeof(uint32_t));
-            if (ns) x->name_start = ns;
+            uint64_t *no = realloc(x->name_off, c * sizeof(uint64_t));
+            if (no) x->name_off = no;
+            uint32_t *nl = realloc(x->name_len, c * sizeof(uint32_t));
+            if (nl) x->name_len = nl;
             uint32_t *so = realloc(x->shard_of, c * sizeof(uint32_t));
             if (so) x->shard_of = so;
-            if (!ns || !so) return oom(s);
+            uint64_t *hs = realloc(x->hashes, c * sizeof(uint64_t));
+            if (hs) x->hashes = hs;
+            if (!no || !nl || !so || !hs) return oom(s);
             x->cap = c;
         }
         uint32_t k = x->count;
-        if (string_into(s, &x->name_bytes, &x->name_cap, &x->name_length) != 0) return -1;
-        x->name_start[k + 1] = (uint32_t)x->name_length;
-        const uint8_t *name = x->name_bytes + x->name_start[k];
-        size_t nlen = x->name_length - x->name_start[k];
-        uint32_t prev = st_hash_insert(names, name, nlen, st_hash_bytes(name, nlen), k);
-        if (prev == UINT32_MAX - 1) return oom(s);
-        if (prev != UINT32_MAX) {
-            fail(s, ST_DUPLICATE_KEY, name_at, "tensor listed twice in weight_map");
-            st_error_set_tensor(s->e, name, nlen);
-            return -1;
+        /* Plain names stay in the JSON text; only escaped ones are decoded aside. */
+        size_t end = st_plain_string_end(s->b, s->p + 1, s->n);
+        if (end < s->n && s->b[end] == '"') {
+            x->name_off[k] = s->p + 1;
+            x->name_len[k] = (uint32_t)(end - s->p - 1);
+            s->p = end + 1;
+        } else {
+            size_t before = x->name_length;
+            if (string_into(s, &x->name_bytes, &x->name_cap, &x->name_length) != 0) return -1;
+            x->name_off[k] = before;
+            x->name_len[k] = (uint32_t)(x->name_length - before) | ST_NAME_ESCAPED;
         }
+        const uint8_t *name;
+        size_t nlen;
+        st_index_name(x, k, &name, &nlen);
+        uint64_t hname = st_hash_bytes(name, nlen);
+        x->hashes[k] = hname;
+        st_hash_prefetch(names, hname); /* the duplicate check runs after the value is parsed */
         skip_ws(s);
         if (peek(s) != ':') return expected(s, "':'");
         s->p++;
@@ -376,8 +389,18 @@ static int scan_weight_map(ix_scanner *s, st_index *x, st_hash *names, st_hash *
         x->shard_start[x->n_shards + 1] = (uint32_t)x->shard_length;
         const uint8_t *sh = x->shard_bytes + before;
         size_t slen = x->shard_length - before;
-        uint64_t h = st_hash_bytes(sh, slen);
-        uint32_t id = st_hash_find(shards, sh, slen, h);
+        /* Neighbouring entries usually name the same shard: try the previous one first. */
+        uint32_t id = UINT32_MAX;
+        uint64_t h = 0;
+        if (k > 0) {
+            uint32_t last = x->shard_of[k - 1];
+            uint32_t a = x->shard_start[last], z = x->shard_start[last + 1];
+            if (z - a == slen && memcmp(x->shard_bytes + a, sh, slen) == 0) id = last;
+        }
+        if (id == UINT32_MAX) {
+            h = st_hash_bytes(sh, slen);
+            id = st_hash_find(shards, sh, slen, h);
+        }
         if (id == UINT32_MAX) {
             if (x->n_shards >= ST_MAX_SHARDS) {
                 fail(s, ST_INVALID_INDEX, name_at, "more than %d shard files", ST_MAX_SHARDS);
@@ -390,6 +413,14 @@ static int scan_weight_map(ix_scanner *s, st_index *x, st_hash *names, st_hash *
         } else
             x->shard_length = before;
         x->shard_of[k] = id;
+        st_index_name(x, k, &name, &nlen);
+        uint32_t prev = st_hash_insert(names, name, nlen, hname, k);
+        if (prev == UINT32_MAX - 1) return oom(s);
+        if (prev != UINT32_MAX) {
+            fail(s, ST_DUPLICATE_KEY, name_at, "tensor listed twice in weight_map");
+            st_error_set_tensor(s->e, name, nlen);
+            return -1;
+        }
         x->count = k + 1;
         skip_ws(s);
         int e = peek(s);
@@ -409,9 +440,12 @@ static int scan_weight_map(ix_scanner *s, st_index *x, st_hash *names, st_hash *
 /* ---------------------------------------------------------------- entry point */
 
 void st_index_free(st_index *x) {
-    free(x->name_start);
+    free(x->name_off);
+    free(x->name_len);
     free(x->name_bytes);
+    free(x->owned_json);
     free(x->shard_of);
+    free(x->hashes);
     free(x->shard_start);
     free(x->shard_bytes);
     memset(x, 0, sizeof *x);
@@ -488,12 +522,18 @@ int st_parse_index(const uint8_t *json, size_t n, st_index *x, st_error *e) {
         return st_fail(e, ST_INVALID_INDEX, -1, "the index is larger than %llu bytes", (unsigned long long)ST_MAX_INDEX_BYTES), -1;
     int64_t bad = st_utf8_first_invalid(json, n);
     if (bad >= 0) return st_fail(e, ST_INVALID_UTF8, bad, "the index is not valid UTF-8"), -1;
-    x->name_start = malloc(sizeof(uint32_t));
+    x->json = json;
+    /* Size the columns once from N (~120 index bytes per entry) to avoid regrowth copies. */
+    x->cap = (uint32_t)(n / 100 + 16);
+    x->name_off = st_alloc_big(x->cap * sizeof(uint64_t), 0);
+    x->name_len = st_alloc_big(x->cap * sizeof(uint32_t), 0);
+    x->shard_of = st_alloc_big(x->cap * sizeof(uint32_t), 0);
+    x->hashes = st_alloc_big(x->cap * sizeof(uint64_t), 0);
     x->shard_start = malloc(sizeof(uint32_t));
-    if (!x->name_start || !x->shard_start) return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the index"), -1;
-    x->name_start[0] = 0;
+    if (!x->name_off || !x->name_len || !x->shard_of || !x->hashes || !x->shard_start)
+        return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the index"), -1;
     x->shard_start[0] = 0;
-    st_hash *names = st_hash_new((uint32_t)(n / 96 + 16), entry_name_of, x);
+    st_hash *names = st_hash_new((uint32_t)(n / 200 + 16), entry_name_of, x);
     st_hash *shards = st_hash_new(64, shard_name_of, x);
     ix_scanner s = {json, n, 0, e, NULL, 0, 0};
     int rc;
@@ -504,5 +544,42 @@ int st_parse_index(const uint8_t *json, size_t n, st_index *x, st_error *e) {
     st_hash_free(names);
     st_hash_free(shards);
     free(s.scratch);
+    return rc;
+}
+
+int st_parse_index_file(const char *path, st_index *x, st_error *e) {
+    memset(x, 0, sizeof *x);
+    x->metadata_begin = x->metadata_end = -1;
+    FILE *f = fopen(path, "rb");
+    if (!f) return st_fail(e, ST_IO_ERROR, -1, "opening the index: %s", strerror(errno)), -1;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        fclose(f);
+        return st_fail(e, ST_IO_ERROR, -1, "stat: %s", strerror(errno)), -1;
+    }
+    size_t n = (size_t)st.st_size;
+    if (n > ST_MAX_INDEX_BYTES) {
+        fclose(f);
+        return st_fail(e, ST_INVALID_INDEX, -1, "the index is larger than %llu bytes", (unsigned long long)ST_MAX_INDEX_BYTES), -1;
+    }
+    uint8_t *buf = st_alloc_big(n ? n : 1, 0);
+    if (!buf) {
+        fclose(f);
+        return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory for the index"), -1;
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fileno(f), buf + got, n - got, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    fclose(f);
+    if (got != n) {
+        free(buf);
+        return st_fail(e, ST_IO_ERROR, -1, "reading the index: short read"), -1;
+    }
+    int rc = st_parse_index(buf, n, x, e);
+    x->owned_json = buf;
     return rc;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "k3_safetensors.h"
+#include "st_swar.h"
 
 typedef struct {
     const uint8_t *b;
@@ -35,6 +36,9 @@ static int grow_bytes(uint8_t **buf, size_t *cap, size_t need) {
 static int grow_entries(st_table *t) {
     if (t->count + 2 <= t->cap) return 0;
     uint32_t c = t->cap ? t->cap * 2 : 64;
+    uint64_t *hashes = realloc(t->hashes, c * sizeof(uint64_t));
+    if (!hashes) return -1;
+    t->hashes = hashes;
     uint8_t *dtype = realloc(t->dtype, c);
     if (dtype) t->dtype = dtype;
     double *begin = realloc(t->begin, c * sizeof(double));
@@ -150,11 +154,7 @@ static void put_utf8(uint8_t *o, size_t *len, uint32_t cp) {
 static int string_into(scanner *s, uint8_t **buf, size_t *cap, size_t *len) {
     const uint8_t *b = s->b;
     size_t n = s->n, p = s->p + 1, start = p;
-    while (p < n) {
-        uint8_t c = b[p];
-        if (c == '"' || c == '\\' || c < 0x20) break;
-        p++;
-    }
+    p = st_plain_string_end(b, p, n);
     if (p < n && b[p] == '"') {
         if (grow_bytes(buf, cap, *len + (p - start)) != 0) return oom(s);
         memcpy(*buf + *len, b + start, p - start);
@@ -633,7 +633,9 @@ static int scan_object(scanner *s) {
                 if (scan_metadata(s) != 0) goto done;
             } else {
                 t->name_start[t->count + 1] = (uint32_t)t->name_length;
-                uint32_t prev = st_hash_insert(t->names, k, klen, st_hash_bytes(k, klen), t->count);
+                uint64_t hk = st_hash_bytes(k, klen);
+                t->hashes[t->count] = hk;
+                uint32_t prev = st_hash_insert(t->names, k, klen, hk, t->count);
                 if (prev == UINT32_MAX - 1) {
                     oom(s);
                     goto done;
@@ -708,6 +710,7 @@ void st_table_free(st_table *t) {
     free(t->kind);
     free(t->meta_start);
     free(t->meta_bytes);
+    free(t->hashes);
     st_hash_free(t->names);
     memset(t, 0, sizeof *t);
 }
@@ -726,6 +729,14 @@ int st_parse_header(const uint8_t *header, size_t n, uint64_t file_size, st_tabl
     t->end = malloc(guess * sizeof(double));
     t->shape_start = malloc((guess + 1) * sizeof(uint32_t));
     t->name_start = malloc((guess + 1) * sizeof(uint32_t));
+    t->hashes = malloc(guess * sizeof(uint64_t));
+    /* names take about half of a real header; shapes about 3 dims per tensor */
+    t->name_cap = n / 2 + 64;
+    t->name_bytes = malloc(t->name_cap);
+    t->dims_cap = guess * 3;
+    t->dims = malloc(t->dims_cap * sizeof(double));
+    if (!t->hashes || !t->name_bytes || !t->dims)
+        return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1;
     t->names = st_hash_new(guess, table_name_of, t);
     if (!t->dtype || !t->begin || !t->end || !t->shape_start || !t->name_start || !t->names)
         return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1;
