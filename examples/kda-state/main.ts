@@ -20,7 +20,7 @@ const config: KdaConfig = {
 };
 
 // layer 0 is KDA (kda_layers is 1-based): read its tensors as { dtype, shape, bytes }
-const ckpt = openCheckpointSync(dir);
+const ckpt = openCheckpointSync(dir, { backend: "ts" }); // the pure-TS header parser: no native code needed here
 const prefix = "language_model.model.layers.0.self_attn.";
 const names = ["q_proj", "k_proj", "v_proj", "q_conv1d", "k_conv1d", "v_conv1d", "f_a_proj", "f_b_proj", "b_proj", "g_proj", "o_proj", "o_norm"];
 const weights: Record<string, unknown> = {};

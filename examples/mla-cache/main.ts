@@ -18,7 +18,7 @@ const config: MlaConfig = {
   qkNope: t.qk_nope_head_dim, qkRope: t.qk_rope_head_dim, vHead: t.v_head_dim, outputGate: t.mla_use_output_gate === true, normEps: 1e-6,
 };
 
-const ckpt = openCheckpointSync(dir);
+const ckpt = openCheckpointSync(dir, { backend: "ts" }); // the pure-TS header parser: no native code needed here
 const prefix = "language_model.model.layers.3.self_attn.";
 const weights: Record<string, unknown> = {};
 for (const n of ["q_a_proj", "q_a_layernorm", "q_b_proj", "kv_a_proj_with_mqa", "kv_a_layernorm", "kv_b_proj", "g_proj", "o_proj"]) {
