@@ -8,6 +8,7 @@
         "src/pretokenize.c",
         "src/rank_table.c",
         "src/rank_file.c",
+        "src/piece_cache.c",
         "src/bpe.c",
         "src/unicode_tables.c"
       ],

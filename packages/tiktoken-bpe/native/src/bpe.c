@@ -14,9 +14,12 @@
 /* ------------------------------------------------------------------ linear */
 
 static size_t linear_merge(const k3_rank_table *t, const uint8_t *s, size_t n, uint32_t *out) {
-    uint32_t pos[K3_HEAP_THRESHOLD + 1], rank[K3_HEAP_THRESHOLD + 1];
+    /* pos: part starts (+ the end); rank: rank of part i joined with part i+1; tok: rank of part i
+     * itself (a merged part's rank is the pair rank that merged it, so no lookup at the end). */
+    uint32_t pos[K3_HEAP_THRESHOLD + 1], rank[K3_HEAP_THRESHOLD + 1], tok[K3_HEAP_THRESHOLD + 1];
     size_t count = n + 1; /* boundaries */
     for (size_t i = 0; i <= n; i++) pos[i] = (uint32_t)i;
+    for (size_t i = 0; i < n; i++) tok[i] = t->single[s[i]];
     for (size_t i = 0; i + 1 < n; i++) rank[i] = t->pair[(size_t)s[i] << 8 | s[i + 1]];
     rank[n - 1] = K3_NO_RANK;
     rank[n] = K3_NO_RANK;
@@ -31,12 +34,20 @@ static size_t linear_merge(const k3_rank_table *t, const uint8_t *s, size_t n, u
         if (best == K3_NO_RANK) break;
         memmove(pos + at + 1, pos + at + 2, (count - at - 2) * sizeof *pos);
         memmove(rank + at + 1, rank + at + 2, (count - at - 2) * sizeof *rank);
+        tok[at] = best;
+        if (count - at > 3) memmove(tok + at + 1, tok + at + 2, (count - at - 3) * sizeof *tok);
         count--;
-        rank[at] = at + 2 < count ? k3_rank_lookup(t, s + pos[at], pos[at + 2] - pos[at]) : K3_NO_RANK;
-        if (at > 0) rank[at - 1] = k3_rank_lookup(t, s + pos[at - 1], pos[at + 1] - pos[at - 1]);
+        if (at > 0 && at + 2 < count)
+            k3_rank_lookup2(t, s + pos[at], pos[at + 2] - pos[at], s + pos[at - 1], pos[at + 1] - pos[at - 1], &rank[at],
+                            &rank[at - 1]);
+        else if (at + 2 < count)
+            rank[at] = k3_rank_lookup(t, s + pos[at], pos[at + 2] - pos[at]);
+        else {
+            rank[at] = K3_NO_RANK;
+            if (at > 0) rank[at - 1] = k3_rank_lookup(t, s + pos[at - 1], pos[at + 1] - pos[at - 1]);
+        }
     }
-    if (out)
-        for (size_t i = 0; i + 1 < count; i++) out[i] = k3_rank_lookup(t, s + pos[i], pos[i + 1] - pos[i]);
+    if (out) memcpy(out, tok, (count - 1) * sizeof *tok);
     return count - 1;
 }
 
@@ -53,18 +64,24 @@ static void heap_push(uint64_t *h, size_t *n, uint64_t v) {
     h[i] = v;
 }
 
-static uint64_t heap_pop(uint64_t *h, size_t *n) {
-    uint64_t top = h[0], last = h[--*n];
-    size_t i = 0, m = *n;
+/* Moves h[i] down to its place in the heap h[0, m). */
+static void sift_down(uint64_t *h, size_t m, size_t i) {
+    uint64_t v = h[i];
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= m) break;
         if (c + 1 < m && h[c + 1] < h[c]) c++;
-        if (h[c] >= last) break;
+        if (h[c] >= v) break;
         h[i] = h[c];
         i = c;
     }
-    if (m) h[i] = last;
+    h[i] = v;
+}
+
+static uint64_t heap_pop(uint64_t *h, size_t *n) {
+    uint64_t top = h[0];
+    h[0] = h[--*n];
+    if (*n) sift_down(h, *n, 0);
     return top;
 }
 
@@ -75,7 +92,9 @@ static int reserve(k3_bpe_scratch *sc, size_t n) {
         if (b) sc->prev = b;
         uint32_t *c = b ? realloc(sc->pair_rank, n * sizeof *c) : NULL;
         if (c) sc->pair_rank = c;
-        if (!a || !b || !c) return -1;
+        uint32_t *d = c ? realloc(sc->tok, n * sizeof *d) : NULL;
+        if (d) sc->tok = d;
+        if (!a || !b || !c || !d) return -1;
         sc->cap = n;
     }
     /* Each merge pushes at most two entries: n initial + 2n. */
@@ -92,46 +111,51 @@ static int reserve(k3_bpe_scratch *sc, size_t n) {
 
 static size_t heap_merge(const k3_rank_table *t, const uint8_t *s, size_t n, uint32_t *out, k3_bpe_scratch *sc) {
     if (reserve(sc, n)) return (size_t)-1;
-    uint32_t *next = sc->next, *prev = sc->prev, *pr = sc->pair_rank;
+    uint32_t *next = sc->next, *prev = sc->prev, *pr = sc->pair_rank, *tok = sc->tok;
     uint64_t *heap = sc->heap;
     size_t hn = 0;
     for (size_t i = 0; i < n; i++) {
         next[i] = i + 1 < n ? (uint32_t)(i + 1) : NIL;
         prev[i] = i ? (uint32_t)(i - 1) : NIL;
+        tok[i] = t->single[s[i]];
     }
     for (size_t i = 0; i + 1 < n; i++) {
         pr[i] = t->pair[(size_t)s[i] << 8 | s[i + 1]];
-        if (pr[i] != K3_NO_RANK) heap_push(heap, &hn, (uint64_t)pr[i] << 32 | i);
+        if (pr[i] != K3_NO_RANK) heap[hn++] = (uint64_t)pr[i] << 32 | i;
     }
     pr[n - 1] = K3_NO_RANK;
+    for (size_t i = hn / 2; i-- > 0;) sift_down(heap, hn, i); /* Floyd: O(n) heap build */
     while (hn) {
         uint64_t k = heap_pop(heap, &hn);
         uint32_t i = (uint32_t)k, r = (uint32_t)(k >> 32);
         /* A removed part has pair_rank NIL-ed below, so one test covers both staleness cases. */
         if (pr[i] != r) continue;
         uint32_t j = next[i];
+        tok[i] = r;
         next[i] = next[j];
         if (next[j] != NIL) prev[next[j]] = i;
         pr[j] = K3_NO_RANK;
+        /* Refresh the pairs (i, next) and (prev, i), looked up together. */
+        uint32_t p = prev[i], nr = K3_NO_RANK, prr = K3_NO_RANK;
+        uint32_t end_i = next[i] == NIL ? (uint32_t)n : next[i];
         if (next[i] != NIL) {
             uint32_t e = next[next[i]] == NIL ? (uint32_t)n : next[next[i]];
-            pr[i] = k3_rank_lookup(t, s + i, e - i);
-            if (pr[i] != K3_NO_RANK) heap_push(heap, &hn, (uint64_t)pr[i] << 32 | i);
-        } else
-            pr[i] = K3_NO_RANK;
-        uint32_t p = prev[i];
+            if (p != NIL)
+                k3_rank_lookup2(t, s + i, e - i, s + p, end_i - p, &nr, &prr);
+            else
+                nr = k3_rank_lookup(t, s + i, e - i);
+        } else if (p != NIL)
+            prr = k3_rank_lookup(t, s + p, end_i - p);
+        pr[i] = nr;
+        if (nr != K3_NO_RANK) heap_push(heap, &hn, (uint64_t)nr << 32 | i);
         if (p != NIL) {
-            uint32_t e = next[i] == NIL ? (uint32_t)n : next[i];
-            pr[p] = k3_rank_lookup(t, s + p, e - p);
-            if (pr[p] != K3_NO_RANK) heap_push(heap, &hn, (uint64_t)pr[p] << 32 | p);
+            pr[p] = prr;
+            if (prr != K3_NO_RANK) heap_push(heap, &hn, (uint64_t)prr << 32 | p);
         }
     }
     size_t count = 0;
     for (uint32_t i = 0; i != NIL; i = next[i]) {
-        if (out) {
-            uint32_t e = next[i] == NIL ? (uint32_t)n : next[i];
-            out[count] = k3_rank_lookup(t, s + i, e - i);
-        }
+        if (out) out[count] = tok[i];
         count++;
     }
     return count;
@@ -156,6 +180,7 @@ void k3_bpe_scratch_free(k3_bpe_scratch *s) {
     free(s->next);
     free(s->prev);
     free(s->pair_rank);
+    free(s->tok);
     free(s->heap);
     memset(s, 0, sizeof *s);
 }

@@ -8,7 +8,7 @@
 
 typedef struct {
     /* scratch reused across pieces by the heap merge */
-    uint32_t *next, *prev, *pair_rank;
+    uint32_t *next, *prev, *pair_rank, *tok;
     uint64_t *heap;
     size_t cap, heap_cap;
 } k3_bpe_scratch;

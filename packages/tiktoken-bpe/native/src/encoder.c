@@ -12,6 +12,7 @@ void k3_encoder_free(k3_encoder *e) {
     if (!e) return;
     k3_rank_table_free(&e->table);
     k3_bpe_scratch_free(&e->scratch);
+    k3_piece_cache_free(&e->cache);
     free(e->special_pool);
     free(e->special_offsets);
     free(e->special_ids);
@@ -45,6 +46,7 @@ k3_encoder *k3_encoder_new(const uint8_t *pool, size_t pool_len, const uint32_t 
     }
     e->family = family;
     e->n_special = n_special;
+    k3_piece_cache_init(&e->cache);
     e->special_pool = malloc(special_pool_len ? special_pool_len : 1);
     e->special_offsets = malloc((n_special + 1) * sizeof *e->special_offsets);
     e->special_ids = malloc((n_special ? n_special : 1) * sizeof *e->special_ids);
@@ -101,8 +103,19 @@ size_t k3_encoder_encode(k3_encoder *e, const uint8_t *s, size_t len, const uint
         size_t seg_end = sp >= 0 ? at : len;
         for (size_t p = start; p < seg_end;) {
             size_t q = k3_piece_end(s, p, seg_end, e->family);
-            size_t got = k3_bpe_encode(&e->table, s + p, q - p, out ? out + count : NULL, &e->scratch, 0);
+            int hit = k3_piece_cache_get(&e->cache, s + p, q - p, out ? out + count : NULL);
+            if (hit >= 0) {
+                count += (size_t)hit;
+                p = q;
+                continue;
+            }
+            uint32_t small[K3_PIECE_CACHE_MAX_TOKENS + 1];
+            int cacheable = q - p <= K3_PIECE_CACHE_MAX_BYTES;
+            /* Cacheable pieces (<= 26 bytes) merge into `small` when counting only. */
+            uint32_t *dst = out ? out + count : (cacheable && q - p <= K3_PIECE_CACHE_MAX_TOKENS ? small : NULL);
+            size_t got = k3_bpe_encode(&e->table, s + p, q - p, dst, &e->scratch, 0);
             if (got == (size_t)-1) return (size_t)-1;
+            if (cacheable && dst) k3_piece_cache_put(&e->cache, s + p, q - p, dst, got);
             count += got;
             p = q;
         }

@@ -3,6 +3,7 @@
 #define K3_ENCODER_H
 
 #include "bpe.h"
+#include "piece_cache.h"
 #include "pretokenize.h"
 
 typedef struct {
@@ -15,6 +16,7 @@ typedef struct {
     uint32_t *by_first;        /* special indices grouped by first byte, longest first */
     uint32_t first_start[257]; /* by_first[first_start[b] .. first_start[b+1]) start with byte b */
     k3_bpe_scratch scratch;
+    k3_piece_cache cache;
 } k3_encoder;
 
 k3_encoder *k3_encoder_new(const uint8_t *pool, size_t pool_len, const uint32_t *offsets, const uint32_t *ranks,

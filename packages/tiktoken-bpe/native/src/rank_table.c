@@ -55,9 +55,8 @@ static inline uint32_t hash_bytes(const uint8_t *s, size_t len) {
     return (uint32_t)(h >> 32);
 }
 
-uint32_t k3_rank_lookup(const k3_rank_table *t, const uint8_t *s, size_t len) {
-    if (len == 2) return t->pair[(size_t)s[0] << 8 | s[1]];
-    uint32_t h = hash_bytes(s, len);
+/* Probe for a key whose hash is known. */
+static inline uint32_t probe(const k3_rank_table *t, const uint8_t *s, size_t len, uint32_t h) {
     uint32_t f = (h >> 11) & (K3_FILTER_BITS - 1);
     if (!(t->filter[f >> 6] >> (f & 63) & 1)) return K3_NO_RANK;
     uint64_t head = head_of(s, len);
@@ -67,6 +66,22 @@ uint32_t k3_rank_lookup(const k3_rank_table *t, const uint8_t *s, size_t len) {
         if (slot->head != head || slot->len != len) continue;
         if (len <= 8 || memcmp(t->pool + t->offsets[slot->token] + 8, s + 8, len - 8) == 0) return t->ranks[slot->token];
     }
+}
+
+uint32_t k3_rank_lookup(const k3_rank_table *t, const uint8_t *s, size_t len) {
+    if (len == 2) return t->pair[(size_t)s[0] << 8 | s[1]];
+    return probe(t, s, len, hash_bytes(s, len));
+}
+
+/* Two independent lookups: both slots are prefetched before either is probed, so their cache
+ * misses overlap (the merge always needs the pairs on both sides of the part it just merged). */
+void k3_rank_lookup2(const k3_rank_table *t, const uint8_t *s1, size_t len1, const uint8_t *s2, size_t len2,
+                     uint32_t *r1, uint32_t *r2) {
+    uint32_t h1 = hash_bytes(s1, len1), h2 = hash_bytes(s2, len2);
+    __builtin_prefetch(&t->slots[h1 & t->mask]);
+    __builtin_prefetch(&t->slots[h2 & t->mask]);
+    *r1 = len1 == 2 ? t->pair[(size_t)s1[0] << 8 | s1[1]] : probe(t, s1, len1, h1);
+    *r2 = len2 == 2 ? t->pair[(size_t)s2[0] << 8 | s2[1]] : probe(t, s2, len2, h2);
 }
 
 void k3_rank_table_free(k3_rank_table *t) {
@@ -135,7 +150,10 @@ int k3_rank_table_init(k3_rank_table *t, const uint8_t *pool, size_t pool_len, c
     for (size_t m = 0; m < n; m++) {
         uint32_t k = order[m], o = offsets[k], len = offsets[k + 1] - o, h = hashes[k];
         uint64_t head = head_of(pool + o, len);
-        if (len == 1) single[pool[o]] = 1;
+        if (len == 1) {
+            single[pool[o]] = 1;
+            t->single[pool[o]] = ranks[k];
+        }
         size_t i = h & t->mask;
         for (; t->slots[i].token != K3_NO_RANK; i = (i + 1) & t->mask) {
             const k3_slot *sl = &t->slots[i];

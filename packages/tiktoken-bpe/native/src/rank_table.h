@@ -23,6 +23,7 @@ typedef struct {
     size_t mask;
     uint32_t *pair;     /* 65536 ranks of the two-byte tokens, K3_NO_RANK when absent */
     uint64_t *filter;   /* one bit per hash value (K3_FILTER_BITS): a clear bit proves a miss */
+    uint32_t single[256]; /* rank of each one-byte token */
 } k3_rank_table;
 
 /* Copies the vocabulary and builds the table. Returns 0, or -1 with a message in err
@@ -33,5 +34,9 @@ void k3_rank_table_free(k3_rank_table *t);
 
 /* Rank of s[0, len), or K3_NO_RANK. */
 uint32_t k3_rank_lookup(const k3_rank_table *t, const uint8_t *s, size_t len);
+
+/* Two lookups with overlapped memory access; same results as two k3_rank_lookup calls. */
+void k3_rank_lookup2(const k3_rank_table *t, const uint8_t *s1, size_t len1, const uint8_t *s2, size_t len2,
+                     uint32_t *r1, uint32_t *r2);
 
 #endif
