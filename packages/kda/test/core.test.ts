@@ -324,6 +324,10 @@ describe("determinism", () => {
       const S = S0.slice();
       return [chunked(q, k, v, g, beta, S, new Float32Array(T * H * dv), shape, 64), S];
     });
+    expectBitIdentical("recurrent bf16", () => {
+      const S = new Uint16Array(H * dk * dv).fill(0x3c00);
+      return [recurrent(q, k, v, g, beta, S, new Float32Array(T * H * dv), shape), S];
+    });
     expectBitIdentical("chunked bf16", () => {
       const S = new Uint16Array(H * dk * dv).fill(0x3c00);
       return [chunked(q, k, v, g, beta, S, new Float32Array(T * H * dv), shape, 32), S];
@@ -331,9 +335,10 @@ describe("determinism", () => {
     expectBitIdentical("odd shapes", () => {
       const t = 13, h = 3, a = 37, b = 21;
       const r = randomCore(t, h, a, b, 41);
-      const S = r.S0.slice(0, h * a * b), S2 = S.slice();
+      const S = r.S0.slice(0, h * a * b), S2 = S.slice(), S3 = new Uint16Array(h * a * b).fill(0xbd00);
       const s = { tokens: t, heads: h, dk: a, dv: b };
-      return [recurrent(r.q, r.k, r.v, r.g, r.beta, S, new Float32Array(t * h * b), s), chunked(r.q, r.k, r.v, r.g, r.beta, S2, new Float32Array(t * h * b), s, 5), S, S2];
+      return [recurrent(r.q, r.k, r.v, r.g, r.beta, S, new Float32Array(t * h * b), s), chunked(r.q, r.k, r.v, r.g, r.beta, S2, new Float32Array(t * h * b), s, 5), S, S2,
+        recurrent(r.q, r.k, r.v, r.g, r.beta, S3, new Float32Array(t * h * b), s), S3];
     });
     expectBitIdentical("conv + gate", () => {
       const C = 96, st = uniform(3 * C, -1, 1, 3);

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include "k3_kda.h"
 #include "kda_simd.h"
-#include "state_bf16.h"
 
 typedef struct {
     const kda_kernels *kern;
@@ -22,23 +21,16 @@ typedef struct {
 static void recurrent_head(const recurrent_job *job, size_t h, float *scratch) {
     size_t H = job->H, dk = job->dk, dv = job->dv;
     size_t state_len = dk * dv;
-    float *alpha = scratch, *e = alpha + dk;
-    float *S;
-    if (job->state_bf16) {
-        S = e + dv;
-        kda_bf16_widen((const uint16_t *)job->S + h * state_len, S, state_len);
-    } else {
-        S = (float *)job->S + h * state_len;
-    }
+    float *alpha = scratch, *e = alpha + dk, *work = e + dv;
     for (size_t t = 0; t < job->T; t++) {
         size_t at = t * H + h;
         job->kern->exp_diff(job->g + at * dk, NULL, alpha, dk);
-        job->kern->step_head(S, dk, dv, alpha, job->k + at * dk, job->q + at * dk, job->v + at * dv, job->beta[at],
-                             job->o + at * dv, e);
-        if (job->state_bf16) { /* the bf16 state is what persists: round it after every token */
-            kda_bf16_round(S, (uint16_t *)job->S + h * state_len, state_len);
-            if (t + 1 < job->T) kda_bf16_widen((const uint16_t *)job->S + h * state_len, S, state_len);
-        }
+        if (job->state_bf16) /* the bf16 state is what persists: it is rounded after every token */
+            job->kern->step_head_bf16((uint16_t *)job->S + h * state_len, work, dk, dv, alpha, job->k + at * dk,
+                                      job->q + at * dk, job->v + at * dv, job->beta[at], job->o + at * dv, e);
+        else
+            job->kern->step_head((float *)job->S + h * state_len, dk, dv, alpha, job->k + at * dk, job->q + at * dk,
+                                 job->v + at * dv, job->beta[at], job->o + at * dv, e);
     }
 }
 

@@ -12,10 +12,14 @@
  *   exp_diff   out[i] = kexp(a[i] - b[i]) (b NULL: kexp(a[i])), kexp = Cody-Waite + degree-5
  *              polynomial with fmaf (kda_exp.h); 0 for x <= -87, inf for x > 88, NaN kept
  *   axpy       y[i] = fmaf(a, x[i], y[i])
+ *   step_head_bf16  step_head on a bf16-stored state: widen (exact), the same step in f32 (decayed
+ *              rows kept in `work` [dk][dv]), o from the f32 values, then S rounded to nearest even
+ *              (a NaN stays a quiet NaN with its sign)
  */
 #ifndef K3_KDA_SIMD_H
 #define K3_KDA_SIMD_H
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
     void (*step_head)(float *S, size_t dk, size_t dv, const float *alpha, const float *k, const float *q,
@@ -25,6 +29,8 @@ typedef struct {
     float (*dot)(const float *a, const float *b, size_t n);
     void (*exp_diff)(const float *a, const float *b, float *out, size_t n);
     void (*axpy)(float a, const float *x, float *y, size_t n);
+    void (*step_head_bf16)(uint16_t *S, float *work, size_t dk, size_t dv, const float *alpha, const float *k,
+                           const float *q, const float *v, float beta, float *o, float *e_scratch);
 } kda_kernels;
 
 extern const kda_kernels kda_kernels_scalar;

@@ -82,4 +82,43 @@ static void axpy(float a, const float *x, float *y, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
 }
 
-const kda_kernels kda_kernels_scalar = {step_head, gemm_acc, dot, exp_diff, axpy};
+/* ---------------------------------------------------------------- bf16-stored state */
+
+static float widen(uint16_t b) {
+    uint32_t w = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &w, sizeof f);
+    return f;
+}
+
+static uint16_t round_bf16(float x) {
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((b >> 16) | 0x0040u);
+    return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+static void step_head_bf16(uint16_t *S, float *work, size_t dk, size_t dv, const float *alpha, const float *k,
+                           const float *q, const float *v, float beta, float *o, float *e) {
+    for (size_t j = 0; j < dv; j++) e[j] = 0.0f;
+    for (size_t d = 0; d < dk; d++)
+        for (size_t j = 0; j < dv; j++) {
+            float x = widen(S[d * dv + j]) * alpha[d];
+            work[d * dv + j] = x;
+            e[j] = fmaf(k[d], x, e[j]);
+        }
+    for (size_t j = 0; j < dv; j++) {
+        e[j] = v[j] - e[j];
+        o[j] = 0.0f;
+    }
+    for (size_t d = 0; d < dk; d++) {
+        float bk = beta * k[d];
+        for (size_t j = 0; j < dv; j++) {
+            float s = fmaf(bk, e[j], work[d * dv + j]);
+            S[d * dv + j] = round_bf16(s);
+            o[j] = fmaf(q[d], s, o[j]);
+        }
+    }
+}
+
+const kda_kernels kda_kernels_scalar = {step_head, gemm_acc, dot, exp_diff, axpy, step_head_bf16};
