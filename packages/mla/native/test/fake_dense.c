@@ -1,0 +1,28 @@
+/*
+ * fake_dense.c: a stand-in k3_dense_api for sanitizer runs of this addon's C kernels outside Node
+ * (the pool runs tasks in reverse order on the calling thread; SIMD level chosen by the driver).
+ */
+#include <math.h>
+#include "k3_dense.h"
+
+static k3_simd_level level = K3_SIMD_SCALAR;
+static k3_simd_level get_level(void) { return level; }
+static int threads(void) { return 3; }
+static void parallel_for(int n, k3_task_fn task, void *ctx) {
+    for (int i = n - 1; i >= 0; i--) task(ctx, i);
+}
+static void silu(const float *x, float *out, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+k3_dense_api fake_api;
+
+void fake_dense_init(int simd_level) {
+    level = (k3_simd_level)simd_level;
+    fake_api.abi_version = K3_DENSE_ABI_VERSION;
+    fake_api.struct_size = sizeof(k3_dense_api);
+    fake_api.simd_level = get_level;
+    fake_api.thread_count = threads;
+    fake_api.parallel_for = parallel_for;
+    fake_api.silu = silu;
+}
