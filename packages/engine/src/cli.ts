@@ -52,7 +52,9 @@ const MODEL_OPTIONS = `model and memory:
   --threads N          compute threads (default: all cores; $K3_THREADS)
   --simd LEVEL         scalar|avx2|avx512 (default: best; $K3_SIMD)
   --chunk N            prefill chunk in tokens (default 64)
-  --kda-core MODE      auto (chunked WY/UT prefill) | recurrent (bit-equal to decode)`;
+  --kda-core MODE      auto (chunked WY/UT prefill) | recurrent (bit-equal to decode)
+  --trunk DIR          packed trunk from \`k3 pack\`: layers the plan does not pin stream through its ring
+                       (without it the whole trunk is loaded resident)`;
 
 const SAMPLING_OPTIONS = `sampling:
   --max-tokens N       tokens to generate (default 64)
@@ -132,6 +134,7 @@ const COMMON: ParseArgsConfig["options"] = {
   simd: { type: "string" },
   chunk: { type: "string" },
   "kda-core": { type: "string" },
+  trunk: { type: "string" },
 };
 const SAMPLING: ParseArgsConfig["options"] = {
   "max-tokens": { type: "string" },
@@ -189,6 +192,7 @@ function engineOptions(values: Values, tokens: { kind: string; name?: string }[]
     if (!["auto", "recurrent", "chunked"].includes(values["kda-core"] as string)) throw new UsageError(`--kda-core ${values["kda-core"]}: expected auto, recurrent or chunked`);
     opts.kdaCore = values["kda-core"] as EngineOptions["kdaCore"];
   }
+  if (values.trunk !== undefined) opts.trunkDir = resolve(String(values.trunk));
   return opts;
 }
 

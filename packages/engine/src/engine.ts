@@ -37,6 +37,8 @@ export interface EngineOptions {
   log?: (line: string) => void;
   /** Memory figures for planning (default: /proc/meminfo). */
   mem?: MemInfo;
+  /** Packed trunk directory (`k3 pack`): layers the plan does not pin stream through its ring. */
+  trunkDir?: string;
 }
 
 export interface GenerateOptions extends SamplingOptions {
@@ -132,20 +134,30 @@ export class Engine {
     const plan = planMemory(census, budgets, options.budgets ? "custom" : preset, mem);
     options.log?.(formatPlan(plan, cfg.numLayers));
     checkPlanFits(plan);
-    // This version loads every trunk layer and embed/lm_head into memory; the ring/pinning part of
-    // the plan is not wired to a trunk streamer yet. Refuse honestly when the resident trunk cannot fit.
+    // Without a packed trunk every layer and embed/lm_head are loaded resident: refuse honestly when that cannot fit.
+    const streaming = options.trunkDir !== undefined && plan.streamedLayers.length > 0;
     const residentTrunk = census.trunkBytes + census.embedBytes + census.headBytes;
     const planned = plan.parts.find((p) => p.name === "pinned trunk")!.bytes + plan.parts.find((p) => p.name === "trunk ring")!.bytes + plan.parts.find((p) => p.name === "embed + lm_head")!.bytes;
-    if (residentTrunk > planned) {
+    if (!streaming && residentTrunk > planned) {
       const needed = plan.totalBytes - planned + residentTrunk;
-      options.log?.(`  note: this version keeps the whole trunk resident (${fmtBytes(residentTrunk)}); trunk streaming per the plan is not wired yet → ${fmtBytes(needed)} in total`);
+      options.log?.(`  note: no packed trunk (--trunk DIR from \`k3 pack\`): the whole trunk stays resident (${fmtBytes(residentTrunk)}) → ${fmtBytes(needed)} in total`);
       checkPlanFits({ ...plan, totalBytes: needed });
+    } else if (!plan.embedHeadResident) {
+      options.log?.("  note: embed/lm_head stay resident in this version (lm_head runs in row chunks)");
     }
     const tok = loadKimiTokenizer(dir, { specials: cfg.family === "k3" ? "k3" : "k2" });
     checkTokenizerMatch(cfg, tok.nVocab, join(dir, "config.json"));
     // Low-memory presets run lm_head in row chunks (at most 4096 rows, at least 16 chunks).
     const headChunkRows = plan.embedHeadResident ? undefined : Math.max(1, Math.min(4096, Math.ceil(cfg.vocabSize / 16)));
-    const model = Model.load(dir, { headChunkRows, kdaCore: options.kdaCore, cacheSlotsPerLayer: plan.cacheSlotsPerLayer });
+    const model = await Model.open(dir, {
+      headChunkRows,
+      kdaCore: options.kdaCore,
+      cacheSlotsPerLayer: plan.cacheSlotsPerLayer,
+      // Read pieces: 64 MiB, or the largest layer rounded up to 1 MiB when smaller (no oversized slots).
+      trunk: streaming
+        ? { dir: options.trunkDir!, pinnedLayers: plan.pinnedLayers, ringSlots: plan.ringSlots, chunkBytes: Math.min(64 << 20, Math.ceil(Math.max(...census.layerTrunkBytes) / (1 << 20)) * (1 << 20)) }
+        : undefined,
+    });
     return new Engine(dir, cfg, tok, plan, census, model, options.chunkSize ?? 64);
   }
 

@@ -10,11 +10,11 @@ import { rmsNorm } from "@k3/dense";
 import { isMoeLayer, readConfig, type ModelConfig } from "./config.js";
 import { AbortError } from "./errors.js";
 import { attnResMix, fuseResWeights } from "./layers/attnres.js";
-import { KdaMixer, KdaState, type KdaCore } from "./layers/kda.js";
-import { MlaCache, MlaMixer } from "./layers/mla.js";
+import { KdaMixer, KdaState, kdaConfigOf, type KdaCore } from "./layers/kda.js";
+import { loadMlaCache, MlaCache, MlaMixer, newMlaCache } from "./layers/mla.js";
 import { GluMlp } from "./layers/mlp.js";
 import { MoeFfn } from "./layers/moe.js";
-import { ExpertStore, openCheckpointIndex } from "@k3/moe-stream";
+import { ExpertStore, openCheckpointIndex, TrunkStreamer, type TrunkLayer } from "@k3/moe-stream";
 import { emptyCounters, type RunCounters } from "./report.js";
 import { loadMatrix, loadVector, matvec, openWeights, WeightError, type Matrix, type WeightSource } from "./weights.js";
 
@@ -60,6 +60,12 @@ export interface LoadOptions {
   cacheSlotsPerLayer?: number;
   /** Read experts with O_DIRECT when the filesystem allows (default true). */
   directIo?: boolean;
+  /**
+   * Stream the trunk from a packed trunk directory (`k3 pack`): `pinnedLayers` stay resident (read
+   * from the checkpoint at load), every other layer is read into one of `ringSlots` slots when its
+   * turn comes (2 slots: reading L+1 overlaps computing L). Needs Model.open (async).
+   */
+  trunk?: { dir: string; pinnedLayers: number[]; ringSlots: number; chunkBytes?: number };
 }
 
 export class Model {
@@ -72,13 +78,18 @@ export class Model {
   private readonly finalNorm: Float32Array;
   private readonly outRes?: Float32Array;
   private readonly head: Matrix;
-  private readonly layers: Layer[] = [];
+  /** Resident layers; null = streamed through the trunk ring. */
+  private readonly layers: (Layer | null)[] = [];
+  private readonly streamer: TrunkStreamer | null;
+  private readonly kdaCore: KdaCore;
   private readonly headChunkRows: number;
   /** Streams routed experts from the shards into the per-layer cache. */
   readonly experts: ExpertStore | null;
 
-  private constructor(dir: string, cfg: ModelConfig, src: WeightSource, options: LoadOptions, store: ExpertStore | null) {
+  private constructor(dir: string, cfg: ModelConfig, src: WeightSource, options: LoadOptions, store: ExpertStore | null, streamer: TrunkStreamer | null) {
     this.experts = store;
+    this.streamer = streamer;
+    this.kdaCore = options.kdaCore ?? "auto";
     this.dir = dir;
     this.cfg = cfg;
     const P = cfg.tensorPrefix;
@@ -91,31 +102,71 @@ export class Model {
     if (cfg.attnResBlockSize !== null) {
       this.outRes = fuseResWeights(loadVector(src, P + "model.output_attn_res_norm.weight", D), loadVector(src, P + "model.output_attn_res_proj.weight", D));
     }
+    const pinned = new Set(options.trunk?.pinnedLayers ?? []);
     for (let l = 0; l < cfg.numLayers; l++) {
-      const p = `${P}model.layers.${l}.`;
-      const kind = cfg.layerKinds[l];
-      const hasKda = src.has(p + "self_attn.q_conv1d.weight");
-      if (hasKda !== (kind === "kda")) {
-        throw new WeightError(`layer ${l}: the config makes it ${kind.toUpperCase()} (full_attn_layers is ONE-based) but the checkpoint holds ${hasKda ? "KDA" : "MLA"} tensors`);
-      }
-      const layer: Layer = {
-        inNorm: loadVector(src, p + "input_layernorm.weight", D),
-        postNorm: loadVector(src, p + "post_attention_layernorm.weight", D),
-        mixer: kind === "kda" ? new KdaMixer(cfg, src, p + "self_attn.", options.kdaCore ?? "auto") : new MlaMixer(cfg, src, p + "self_attn."),
-        ffn: isMoeLayer(cfg, l) ? new MoeFfn(cfg, src, p + "block_sparse_moe.", l, store!) : new GluMlp(cfg, src, p + "mlp.", D, cfg.denseIntermediate),
-      };
-      if (cfg.attnResBlockSize !== null) {
-        layer.attnRes = fuseResWeights(loadVector(src, p + "self_attention_res_norm.weight", D), loadVector(src, p + "self_attention_res_proj.weight", D));
-        layer.mlpRes = fuseResWeights(loadVector(src, p + "mlp_res_norm.weight", D), loadVector(src, p + "mlp_res_proj.weight", D));
-      }
-      this.layers.push(layer);
+      this.layers.push(streamer && !pinned.has(l) ? null : this.buildLayer(l, src));
     }
     this.loadBytes = src.bytesRead;
     this.headChunkRows = Math.max(1, Math.min(options.headChunkRows ?? V, V));
   }
 
-  /** Loads config and weights from a checkpoint directory. */
-  static load(dir: string, options: LoadOptions = {}): Model {
+  /** Builds layer l from a weight source (the checkpoint, or a trunk ring slot: views, no copies). */
+  private buildLayer(l: number, src: WeightSource): Layer {
+    const cfg = this.cfg;
+    const D = cfg.hiddenSize;
+    const p = `${cfg.tensorPrefix}model.layers.${l}.`;
+    const kind = cfg.layerKinds[l];
+    const hasKda = src.has(p + "self_attn.q_conv1d.weight");
+    if (hasKda !== (kind === "kda")) {
+      throw new WeightError(`layer ${l}: the config makes it ${kind.toUpperCase()} (full_attn_layers is ONE-based) but the checkpoint holds ${hasKda ? "KDA" : "MLA"} tensors`);
+    }
+    const layer: Layer = {
+      inNorm: loadVector(src, p + "input_layernorm.weight", D),
+      postNorm: loadVector(src, p + "post_attention_layernorm.weight", D),
+      mixer: kind === "kda" ? new KdaMixer(cfg, src, p + "self_attn.", this.kdaCore) : new MlaMixer(cfg, src, p + "self_attn."),
+      ffn: isMoeLayer(cfg, l) ? new MoeFfn(cfg, src, p + "block_sparse_moe.", l, this.experts!) : new GluMlp(cfg, src, p + "mlp.", D, cfg.denseIntermediate),
+    };
+    if (cfg.attnResBlockSize !== null) {
+      layer.attnRes = fuseResWeights(loadVector(src, p + "self_attention_res_norm.weight", D), loadVector(src, p + "self_attention_res_proj.weight", D));
+      layer.mlpRes = fuseResWeights(loadVector(src, p + "mlp_res_norm.weight", D), loadVector(src, p + "mlp_res_proj.weight", D));
+    }
+    return layer;
+  }
+
+  /** Layer l ready to run, and how to give its ring slot back. */
+  private async acquire(l: number): Promise<{ layer: Layer; release: () => void }> {
+    const resident = this.layers[l];
+    if (resident) return { layer: resident, release: () => {} };
+    const before = this.streamer!.stats();
+    const tl = await this.streamer!.acquire(l);
+    const after = this.streamer!.stats();
+    this.counters.bytesRead.trunk += after.bytesRead - before.bytesRead;
+    this.counters.ioSeconds += (after.ioBusyNs - before.ioBusyNs) / 1e9;
+    try {
+      return { layer: this.buildLayer(l, new TrunkLayerSource(tl)), release: () => tl.release() };
+    } catch (err) {
+      tl.release();
+      throw err;
+    }
+  }
+
+  /** Opens a model, streaming the trunk when `options.trunk` says so. */
+  static async open(dir: string, options: LoadOptions = {}): Promise<Model> {
+    if (!options.trunk) return Model.load(dir, options);
+    const t = options.trunk;
+    const all = new Set(t.pinnedLayers);
+    const streamed = [...Array(readConfig(dir).numLayers).keys()].filter((l) => !all.has(l));
+    const streamer = await TrunkStreamer.open({ dir: t.dir, pinnedLayers: [], ringSlots: Math.max(1, t.ringSlots), schedule: streamed, chunkBytes: t.chunkBytes ?? 64 << 20, direct: options.directIo ?? true });
+    try {
+      return Model.load(dir, options, streamer);
+    } catch (err) {
+      streamer.close();
+      throw err;
+    }
+  }
+
+  /** Loads config and weights from a checkpoint directory (the whole trunk resident unless a streamer is given). */
+  static load(dir: string, options: LoadOptions = {}, streamer: TrunkStreamer | null = null): Model {
     const cfg = readConfig(dir);
     const src = openWeights(dir);
     let store: ExpertStore | null = null;
@@ -135,7 +186,7 @@ export class Model {
           direct: options.directIo ?? true,
         });
       }
-      return new Model(dir, cfg, src, options, store);
+      return new Model(dir, cfg, src, options, store, streamer);
     } catch (err) {
       store?.close();
       throw err;
@@ -147,10 +198,11 @@ export class Model {
   /** Releases the expert store (its arena and file handles). */
   close(): void {
     this.experts?.close();
+    this.streamer?.close();
   }
 
   newState(): ModelState {
-    return { layers: this.layers.map((l) => l.mixer.newState()), pos: 0, ids: [] };
+    return { layers: this.cfg.layerKinds.map((k) => (k === "kda" ? new KdaState(kdaConfigOf(this.cfg)) : newMlaCache(this.cfg))), pos: 0, ids: [] };
   }
 
   /** Copies a state (so a conversation can branch or be compared). */
@@ -169,9 +221,8 @@ export class Model {
 
   /** Restores layer l's state from saveLayerState bytes; throws a message naming what is wrong. */
   loadLayerState(l: number, bytes: Uint8Array): LayerState {
-    const mixer = this.layers[l].mixer;
-    if (mixer instanceof KdaMixer) return KdaState.load(bytes, mixer.layer.config);
-    return mixer.loadState(bytes);
+    if (this.cfg.layerKinds[l] === "kda") return KdaState.load(bytes, kdaConfigOf(this.cfg));
+    return loadMlaCache(this.cfg, bytes);
   }
 
   private embedRows(ids: number[], out: Float32Array): void {
@@ -217,37 +268,41 @@ export class Model {
     const B = cfg.attnResBlockSize;
     for (let l = 0; l < cfg.numLayers; l++) {
       if (opts.signal?.aborted) throw new AbortError();
-      const L = this.layers[l];
-      if (B !== null) {
-        // Attention residuals: snapshot stack `blocks`, running prefix p = h.
-        let p: Float32Array | null = h;
-        let aIn = h;
-        if (blocks.length > 0) {
-          attnResMix(blocks, p, L.attnRes!, cfg.rmsNormEps, T, D, mixed, scratch);
-          aIn = mixed;
+      const { layer: L, release } = await this.acquire(l);
+      try {
+        if (B !== null) {
+          // Attention residuals: snapshot stack `blocks`, running prefix p = h.
+          let p: Float32Array | null = h;
+          let aIn = h;
+          if (blocks.length > 0) {
+            attnResMix(blocks, p, L.attnRes!, cfg.rmsNormEps, T, D, mixed, scratch);
+            aIn = mixed;
+          }
+          if (l % B === 0) {
+            blocks.push(p);
+            p = null;
+          }
+          rmsNorm(aIn, L.inNorm, cfg.rmsNormEps, normed, D);
+          this.mix(L, l, normed, T, state, a);
+          const next: Float32Array = p === null ? a.slice() : p.slice();
+          if (p !== null) for (let i = 0; i < T * D; i++) next[i] += a[i];
+          attnResMix(blocks, next, L.mlpRes!, cfg.rmsNormEps, T, D, mixed, scratch);
+          rmsNorm(mixed, L.postNorm, cfg.rmsNormEps, normed, D);
+          await this.ffn(L, normed, T, f);
+          for (let i = 0; i < T * D; i++) next[i] += f[i];
+          h = next;
+        } else {
+          rmsNorm(h, L.inNorm, cfg.rmsNormEps, normed, D);
+          this.mix(L, l, normed, T, state, a);
+          const next = h.slice();
+          for (let i = 0; i < T * D; i++) next[i] += a[i];
+          rmsNorm(next, L.postNorm, cfg.rmsNormEps, normed, D);
+          await this.ffn(L, normed, T, f);
+          for (let i = 0; i < T * D; i++) next[i] += f[i];
+          h = next;
         }
-        if (l % B === 0) {
-          blocks.push(p);
-          p = null;
-        }
-        rmsNorm(aIn, L.inNorm, cfg.rmsNormEps, normed, D);
-        this.mix(l, normed, T, state, a);
-        const next: Float32Array = p === null ? a.slice() : p.slice();
-        if (p !== null) for (let i = 0; i < T * D; i++) next[i] += a[i];
-        attnResMix(blocks, next, L.mlpRes!, cfg.rmsNormEps, T, D, mixed, scratch);
-        rmsNorm(mixed, L.postNorm, cfg.rmsNormEps, normed, D);
-        await this.ffn(L, normed, T, f);
-        for (let i = 0; i < T * D; i++) next[i] += f[i];
-        h = next;
-      } else {
-        rmsNorm(h, L.inNorm, cfg.rmsNormEps, normed, D);
-        this.mix(l, normed, T, state, a);
-        const next = h.slice();
-        for (let i = 0; i < T * D; i++) next[i] += a[i];
-        rmsNorm(next, L.postNorm, cfg.rmsNormEps, normed, D);
-        await this.ffn(L, normed, T, f);
-        for (let i = 0; i < T * D; i++) next[i] += f[i];
-        h = next;
+      } finally {
+        release();
       }
       opts.onLayer?.(l, h, T);
     }
@@ -260,8 +315,8 @@ export class Model {
     return h;
   }
 
-  private mix(l: number, x: Float32Array, T: number, state: ModelState, out: Float32Array): void {
-    const mixer = this.layers[l].mixer;
+  private mix(L: Layer, l: number, x: Float32Array, T: number, state: ModelState, out: Float32Array): void {
+    const mixer = L.mixer;
     if (mixer instanceof KdaMixer) mixer.forward(x, T, state.layers[l] as KdaState, out);
     else state.layers[l] = mixer.forward(x, T, state.layers[l] as MlaCache, out);
   }
@@ -296,4 +351,31 @@ export class Model {
     }
     return logits;
   }
+}
+
+/** A trunk ring slot seen as a weight source: tensors are views into the slot (valid until release). */
+class TrunkLayerSource implements WeightSource {
+  readonly dir: string;
+  bytesRead = 0;
+  private readonly set: Set<string>;
+  constructor(private readonly tl: TrunkLayer) {
+    this.dir = `trunk layer ${tl.layer}`;
+    this.set = new Set(tl.names());
+  }
+  has(name: string): boolean {
+    return this.set.has(name);
+  }
+  names(): string[] {
+    return [...this.set];
+  }
+  info(name: string) {
+    if (!this.set.has(name)) throw new WeightError(`${this.dir}: tensor ${name} is missing from the packed trunk`);
+    const t = this.tl.info(name);
+    return { name, dtype: t.dtype, shape: t.shape, file: "", offset: t.offset, nbytes: t.byteLength };
+  }
+  read(name: string): Uint8Array {
+    this.info(name);
+    return this.tl.tensor(name);
+  }
+  close(): void {}
 }

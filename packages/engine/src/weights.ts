@@ -106,7 +106,8 @@ function checkShape(info: TensorInfo, want: number[]): void {
 export function loadMatrix(src: WeightSource, name: string, rows: number, cols: number): Matrix {
   const info = src.info(name);
   checkShape(info, [rows, cols]);
-  const bytes = src.read(name);
+  let bytes = src.read(name);
+  if (bytes.byteOffset % 4 !== 0) bytes = bytes.slice();
   if (info.dtype === "BF16") return { name, rows, cols, bf16: new Uint16Array(bytes.buffer, bytes.byteOffset, rows * cols) };
   if (info.dtype === "F32") return { name, rows, cols, f32: new Float32Array(bytes.buffer, bytes.byteOffset, rows * cols) };
   throw new WeightError(`tensor ${name}: dtype ${info.dtype}, expected BF16 or F32`);
@@ -119,7 +120,8 @@ export function loadVector(src: WeightSource, name: string, elements: number, sh
   if (count !== elements || (shapes && !shapes.some((s) => s.length === info.shape.length && s.every((x, i) => x === info.shape[i])))) {
     throw new WeightError(`tensor ${name}: shape ${JSON.stringify(info.shape)} but the config implies ${shapes ? shapes.map((s) => JSON.stringify(s)).join(" or ") : elements + " elements"}`);
   }
-  const bytes = src.read(name);
+  let bytes = src.read(name);
+  if (bytes.byteOffset % 4 !== 0) bytes = bytes.slice();
   if (info.dtype === "F32") return new Float32Array(bytes.buffer, bytes.byteOffset, elements);
   if (info.dtype === "BF16") {
     const bits = new Uint16Array(bytes.buffer, bytes.byteOffset, elements);

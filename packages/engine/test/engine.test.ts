@@ -152,3 +152,32 @@ describe("engine on tiny-kimi-linear", async () => {
     expect(engine.encodeChat([{ role: "user", content: "Write a function that adds two numbers." }])).toEqual(meta48.prompt_ids);
   });
 });
+
+describe("trunk streaming from a packed trunk (k3 pack) gives the same output", async () => {
+  const { packTrunk } = await import("@k3/moe-stream");
+  const { mkdtempSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { censusOf } = await import("../src/census.js");
+  const { readConfig } = await import("../src/config.js");
+  setThreadCount(1);
+  const trunkDir = mkdtempSync(join(tmpdir(), "k3-trunk-"));
+  packTrunk(TINY_K3, trunkDir);
+  const census = censusOf(readConfig(TINY_K3));
+  const largest = Math.max(...census.layerTrunkBytes);
+  const base = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop" });
+  const want = (await base.complete(meta.prompt_ids, { maxTokens: 20, stopIds: [] })).ids;
+  base.close();
+
+  for (const ringSlots of [1, 2]) {
+    it(`${ringSlots} ring slot(s), some layers pinned`, async () => {
+      const budgets = { trunkBytes: (ringSlots + 4) * largest, ringSlots };
+      const e = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop", budgets, trunkDir });
+      expect(e.plan.streamedLayers.length).toBeGreaterThan(0);
+      expect(e.plan.pinnedLayers.length).toBeGreaterThan(0);
+      const r = await e.complete(meta.prompt_ids, { maxTokens: 20, stopIds: [] });
+      expect(r.ids).toEqual(want);
+      expect(r.report.bytes_read.trunk).toBeGreaterThan(0);
+      e.close();
+    });
+  }
+});

@@ -2,7 +2,7 @@
  * KDA mixer: @k3/kda's KdaLayer (native core: short conv, K3/48B gates, recurrence and chunked
  * WY/UT prefill, bit-identical across SIMD levels and threads) fed from the checkpoint.
  */
-import { KdaLayer, KdaState, type KdaWeights, type WeightTensor } from "@k3/kda";
+import { KdaLayer, KdaState, type KdaConfig, type KdaWeights, type WeightTensor } from "@k3/kda";
 import type { ModelConfig } from "../config.js";
 import { WeightError, type WeightSource } from "../weights.js";
 
@@ -14,6 +14,19 @@ export type KdaCore = "auto" | "chunked" | "recurrent";
 function tensor(src: WeightSource, name: string): WeightTensor {
   const info = src.info(name);
   return { dtype: info.dtype, shape: info.shape, data: src.read(name) };
+}
+
+/** @k3/kda's layer config for a model config. */
+export function kdaConfigOf(cfg: ModelConfig): KdaConfig {
+  return {
+    hidden: cfg.hiddenSize,
+    numHeads: cfg.kda.numHeads,
+    headDim: cfg.kda.headDim,
+    convKernel: cfg.kda.convKernel,
+    gate: cfg.kda.gateLowerBound !== null ? "k3-lowerbound" : "48b-softplus",
+    lowerBound: cfg.kda.gateLowerBound ?? -5,
+    rmsNormEps: cfg.rmsNormEps,
+  };
 }
 
 export class KdaMixer {
@@ -42,15 +55,7 @@ export class KdaMixer {
       ...(hasFull ? { g_proj: w("g_proj.weight") } : { g_a_proj: w("g_a_proj.weight"), g_b_proj: w("g_b_proj.weight") }),
     };
     try {
-      this.layer = new KdaLayer(weights, {
-        hidden: cfg.hiddenSize,
-        numHeads: cfg.kda.numHeads,
-        headDim: cfg.kda.headDim,
-        convKernel: cfg.kda.convKernel,
-        gate: cfg.kda.gateLowerBound !== null ? "k3-lowerbound" : "48b-softplus",
-        lowerBound: cfg.kda.gateLowerBound ?? -5,
-        rmsNormEps: cfg.rmsNormEps,
-      });
+      this.layer = new KdaLayer(weights, kdaConfigOf(cfg));
     } catch (err) {
       throw new WeightError(`${prefix}: ${(err as Error).message}`);
     }

@@ -3,7 +3,7 @@
  * per position, scale (nope+rope)^−½, K3 output gate) fed from the checkpoint. The cache grows by
  * doubling up to the plan's KV capacity (the context is refused before it could exceed it).
  */
-import { MlaCache, MlaLayer, type MlaWeights, type WeightTensor } from "@k3/mla";
+import { MlaCache, MlaLayer, type MlaConfig, type MlaWeights, type WeightTensor } from "@k3/mla";
 import type { ModelConfig } from "../config.js";
 import { WeightError, type WeightSource } from "../weights.js";
 
@@ -16,6 +16,24 @@ const INITIAL_CAPACITY = 256;
 function tensor(src: WeightSource, name: string): WeightTensor {
   const info = src.info(name);
   return { dtype: info.dtype, shape: info.shape, data: src.read(name) };
+}
+
+/** @k3/mla's layer config for a model config. */
+export function mlaConfigOf(cfg: ModelConfig): MlaConfig {
+  const m = cfg.mla;
+  return { hidden: cfg.hiddenSize, numHeads: m.numHeads, qLoraRank: m.qLoraRank, kvLoraRank: m.kvLoraRank, qkNope: m.qkNopeHeadDim, qkRope: m.qkRopeHeadDim, vHead: m.vHeadDim, outputGate: m.outputGate, normEps: MLA_NORM_EPS };
+}
+
+/** An empty cache for a model config (no layer needed). */
+export function newMlaCache(cfg: ModelConfig): MlaCache {
+  return new MlaCache(mlaConfigOf(cfg), INITIAL_CAPACITY);
+}
+
+/** Restores a saved cache with room to grow. */
+export function loadMlaCache(cfg: ModelConfig, bytes: Uint8Array): MlaCache {
+  const c = mlaConfigOf(cfg);
+  const probe = MlaCache.load(bytes, c);
+  return MlaCache.load(bytes, c, Math.max(INITIAL_CAPACITY, (probe.length + 1) * 2));
 }
 
 export class MlaMixer {
@@ -35,30 +53,10 @@ export class MlaMixer {
       ...(m.outputGate ? { g_proj: w("g_proj.weight") } : {}),
     };
     try {
-      this.layer = new MlaLayer(weights, {
-        hidden: cfg.hiddenSize,
-        numHeads: m.numHeads,
-        qLoraRank: m.qLoraRank,
-        kvLoraRank: m.kvLoraRank,
-        qkNope: m.qkNopeHeadDim,
-        qkRope: m.qkRopeHeadDim,
-        vHead: m.vHeadDim,
-        outputGate: m.outputGate,
-        normEps: MLA_NORM_EPS,
-      });
+      this.layer = new MlaLayer(weights, mlaConfigOf(cfg));
     } catch (err) {
       throw new WeightError(`${prefix}: ${(err as Error).message}`);
     }
-  }
-
-  newState(): MlaCache {
-    return this.layer.newCache(INITIAL_CAPACITY);
-  }
-
-  /** Restores a saved cache (room for the saved length plus growth). */
-  loadState(bytes: Uint8Array): MlaCache {
-    const probe = MlaCache.load(bytes, this.layer.config);
-    return probe.length + 1 > INITIAL_CAPACITY ? MlaCache.load(bytes, this.layer.config, (probe.length + 1) * 2) : MlaCache.load(bytes, this.layer.config, INITIAL_CAPACITY);
   }
 
   /** out[T, D] = MLA(x[T, D]); appends T positions to the cache, which grows by doubling. Returns the cache in use. */
