@@ -6,6 +6,7 @@
         "src/addon.cc",
         "src/api.c",
         "src/scale.c",
+        "src/quantize.c",
         "src/matmul.c",
         "src/matmul_scalar.c",
         "src/matmul_avx2.c",

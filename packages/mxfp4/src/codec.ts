@@ -85,8 +85,24 @@ export function blockExponent(amax: number): number {
   return e + 0; // never -0
 }
 
+/** Checks the arguments of a quantiser call (shared by the TS reference and the native quantiser). */
+export function checkQuantizeShape(values: Float32Array, rows: number, cols: number): void {
+  if (!Number.isSafeInteger(rows) || rows < 0 || !Number.isSafeInteger(cols) || cols < 0)
+    throw new Mxfp4Error(`quantize: rows (${rows}) and cols (${cols}) must be non-negative integers`);
+  if (cols % BLOCK_SIZE !== 0) throw new Mxfp4Error(`quantize: cols (${cols}) is not a multiple of 32 (the MXFP4 block size)`);
+  if (!(values instanceof Float32Array)) throw new Mxfp4Error("quantize: values must be a Float32Array");
+  if (values.length !== rows * cols)
+    throw new Mxfp4Error(`quantize: values has ${values.length} elements, expected rows x cols = ${rows * cols}`);
+}
+
+/** The error for a non-finite input at flat index `at`. */
+export function nonFiniteError(values: Float32Array, cols: number, at: number): Mxfp4Error {
+  return new Mxfp4Error(`quantize: non-finite value ${values[at]} at row ${Math.floor(at / cols)}, column ${at % cols}`);
+}
+
 /**
- * Quantises f32 values [rows, cols] to MXFP4 (the reference quantiser of the K3 fixtures):
+ * The readable definition of the quantiser in TypeScript (index.ts `quantize` runs the same rules in
+ * C, threaded, and is tested byte for byte against this). Quantises f32 values [rows, cols] to MXFP4 (the reference quantiser of the K3 fixtures):
  * per block of 32, s = clamp(127 + e, 0, 254) with e the smallest integer such that 6 * 2^e >= max|v|
  * (so the block maximum lands in (3, 6] and never clips unless s would exceed 254); each v / 2^(s-127)
  * is rounded to the nearest E2M1 value, ties to the even code, saturating at 6; the sign bit is the sign
@@ -94,12 +110,8 @@ export function blockExponent(amax: number): number {
  * 2^(s-127), i.e. at most 2^(s-127), and at most max|v| / 5 when s is not clamped (worst case v = 5 * 2^(s-127)).
  * Non-finite values are refused.
  */
-export function quantizeF32(values: Float32Array, rows: number, cols: number): Mxfp4Matrix {
-  if (!Number.isSafeInteger(rows) || rows < 0 || !Number.isSafeInteger(cols) || cols < 0)
-    throw new Mxfp4Error(`quantize: rows (${rows}) and cols (${cols}) must be non-negative integers`);
-  if (cols % BLOCK_SIZE !== 0) throw new Mxfp4Error(`quantize: cols (${cols}) is not a multiple of 32 (the MXFP4 block size)`);
-  if (values.length !== rows * cols)
-    throw new Mxfp4Error(`quantize: values has ${values.length} elements, expected rows x cols = ${rows * cols}`);
+export function quantizeReference(values: Float32Array, rows: number, cols: number): Mxfp4Matrix {
+  checkQuantizeShape(values, rows, cols);
   const packed = new Uint8Array((rows * cols) / 2);
   const scales = new Uint8Array((rows * cols) / BLOCK_SIZE);
   const codes = new Uint8Array(BLOCK_SIZE);
@@ -108,12 +120,7 @@ export function quantizeF32(values: Float32Array, rows: number, cols: number): M
     let amax = 0;
     for (let i = 0; i < BLOCK_SIZE; i++) {
       const v = values[base + i];
-      if (!Number.isFinite(v)) {
-        const perRow = cols / BLOCK_SIZE;
-        throw new Mxfp4Error(
-          `quantize: non-finite value ${v} at row ${Math.floor(blk / perRow)}, column ${(blk % perRow) * BLOCK_SIZE + i}`,
-        );
-      }
+      if (!Number.isFinite(v)) throw nonFiniteError(values, cols, base + i);
       const a = Math.abs(v);
       if (a > amax) amax = a;
     }
@@ -127,12 +134,4 @@ export function quantizeF32(values: Float32Array, rows: number, cols: number): M
     for (let j = 0; j < 16; j++) packed[blk * 16 + j] = codes[2 * j] | (codes[2 * j + 1] << 4);
   }
   return { packed, scales, rows, cols };
-}
-
-/** As quantizeF32 for bf16 input (raw bits, e.g. a Kimi-Linear-48B checkpoint tensor). */
-export function quantizeBf16(bits: Uint16Array, rows: number, cols: number): Mxfp4Matrix {
-  const values = new Float32Array(bits.length);
-  const wide = new Uint32Array(values.buffer);
-  for (let i = 0; i < bits.length; i++) wide[i] = bits[i] << 16;
-  return quantizeF32(values, rows, cols);
 }

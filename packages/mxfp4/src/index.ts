@@ -11,7 +11,7 @@
  * The kernels run on @k3/dense's thread pool and SIMD level (setSimdLevel / setThreadCount there).
  */
 import { native } from "./native.js";
-import { BLOCK_SIZE, checkMatrix, validateScales, type Mxfp4Matrix } from "./codec.js";
+import { BLOCK_SIZE, Mxfp4Error, checkMatrix, checkQuantizeShape, nonFiniteError, validateScales, type Mxfp4Matrix } from "./codec.js";
 
 export {
   BLOCK_SIZE,
@@ -19,8 +19,7 @@ export {
   Mxfp4Error,
   blockExponent,
   e8m0ToNumber,
-  quantizeBf16,
-  quantizeF32,
+  quantizeReference,
   validateScales,
   type Mxfp4Matrix,
 } from "./codec.js";
@@ -120,8 +119,33 @@ export function dequantize(m: Mxfp4Matrix): Float32Array {
   return out;
 }
 
-/** Quantises f32 [rows x cols] (see quantizeF32 for the rounding rules). */
-export { quantizeF32 as quantize } from "./codec.js";
+/**
+ * Quantises f32 values [rows x cols] to MXFP4, in C on the k3 pool (byte-identical to the TypeScript
+ * definition `quantizeReference`, whose comment gives the rules: shared exponent from the block max,
+ * round to nearest E2M1 with ties to the even code). Non-finite values are refused by position.
+ */
+export function quantize(values: Float32Array, rows: number, cols: number): Mxfp4Matrix {
+  checkQuantizeShape(values, rows, cols);
+  const packed = new Uint8Array((rows * cols) / 2);
+  const scales = new Uint8Array((rows * cols) / BLOCK_SIZE);
+  if (rows * cols > 0) {
+    const bad = native.quantize(values, rows, cols, packed, scales);
+    if (bad >= 0) throw nonFiniteError(values, cols, bad);
+  }
+  return { packed, scales, rows, cols };
+}
+
+/** quantize under its explicit name. */
+export const quantizeF32 = quantize;
+
+/** As quantize for bf16 input (raw bits, e.g. a Kimi-Linear-48B checkpoint tensor). */
+export function quantizeBf16(bits: Uint16Array, rows: number, cols: number): Mxfp4Matrix {
+  if (!(bits instanceof Uint16Array)) throw new Mxfp4Error("quantizeBf16: bits must be a Uint16Array of bf16 values");
+  const values = new Float32Array(bits.length);
+  const wide = new Uint32Array(values.buffer);
+  for (let i = 0; i < bits.length; i++) wide[i] = bits[i] << 16;
+  return quantize(values, rows, cols);
+}
 
 /**
  * The C function table (`k3_mxfp4_api` in native/include/k3_mxfp4.h) as an N-API external, for

@@ -9,6 +9,7 @@ export interface Mxfp4Binding {
   hasVnni(): boolean;
   splitActivations(X: Float32Array, out: Float32Array, cols: number, batch: number): void;
   dequantize(packed: Uint8Array, scales: Uint8Array, rows: number, cols: number, out: Float32Array): void;
+  quantize(values: Float32Array, rows: number, cols: number, packed: Uint8Array, scales: Uint8Array): number;
   api(): unknown;
 }
 

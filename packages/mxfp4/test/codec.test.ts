@@ -13,6 +13,7 @@ import {
   matvec,
   quantize,
   quantizeBf16,
+  quantizeReference,
   toGgml,
   toGptOss,
   validateScales,
@@ -161,6 +162,23 @@ describe("quantize", () => {
     expect(Array.from(dequantize(quantize(d, rows, cols)), (v) => v + 0)).toEqual(Array.from(d, (v) => v + 0));
   });
 
+  it("native quantize equals the TypeScript definition byte for byte (random, tiny, huge, zero and tie-heavy blocks)", () => {
+    const rows = 16, cols = 320;
+    const v = randomF32(rows * cols, 1, 31);
+    for (let i = 0; i < v.length; i += 7) v[i] *= 2 ** ((i % 270) - 150); // block maxima from subnormal to ~2^119
+    v.fill(0, 64, 96); // an all-zero block
+    for (let i = 96; i < 128; i++) v[i] = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, 6][i % 8] * (i % 2 ? -1 : 1);
+    for (let i = 128; i < 160; i++) v[i] = (i - 140) * 1e-41; // an all-subnormal block: s clamps to 0
+    v[200] = 3e38;
+    v[201] = -1e-45;
+    const a = quantize(v, rows, cols);
+    const b = quantizeReference(v, rows, cols);
+    expect(Buffer.from(a.packed).equals(Buffer.from(b.packed))).toBe(true);
+    expect(Buffer.from(a.scales).equals(Buffer.from(b.scales))).toBe(true);
+    expect(a.scales.includes(0)).toBe(true); // the low clamp is exercised (f32 cannot reach s = 255)
+    expect(Math.max(...a.scales)).toBe(253); // 3e38 -> e = 126
+  });
+
   it("accepts bf16 input (a Kimi-Linear-48B tensor) with the same result as its f32 value", () => {
     const v = randomF32(4 * 64, 2, 4);
     const bits = f32ToBf16(v);
@@ -171,7 +189,10 @@ describe("quantize", () => {
 
   fixtureIt(`reproduces the fixture quantiser byte for byte${fixtureNote}`, () => {
     const t = fixture!;
-    const m = quantize(t.get("quant.input")!.data as Float32Array, 8, 64);
+    const input = t.get("quant.input")!.data as Float32Array;
+    const r = quantizeReference(input, 8, 64);
+    expect(Buffer.from(r.packed).equals(Buffer.from(t.get("quant.packed")!.data as Uint8Array))).toBe(true);
+    const m = quantize(input, 8, 64);
     expect(Buffer.from(m.packed).equals(Buffer.from(t.get("quant.packed")!.data as Uint8Array))).toBe(true);
     expect(Buffer.from(m.scales).equals(Buffer.from(t.get("quant.scale")!.data as Uint8Array))).toBe(true);
     const decoded = t.get("quant.decoded")!.data as Float64Array;
@@ -182,9 +203,11 @@ describe("quantize", () => {
   it("refuses bad shapes and non-finite values by position", () => {
     expect(() => quantize(new Float32Array(48), 1, 48)).toThrow(/cols \(48\) is not a multiple of 32/);
     expect(() => quantize(new Float32Array(60), 2, 32)).toThrow(/values has 60 elements, expected rows x cols = 64/);
-    const v = new Float32Array(64);
-    v[45] = NaN;
-    expect(() => quantize(v, 1, 64)).toThrow(/non-finite value NaN at row 0, column 45/);
+    const v = new Float32Array(128);
+    v[64 + 45] = NaN;
+    v[120] = Infinity;
+    expect(() => quantize(v, 2, 64)).toThrow(/non-finite value NaN at row 1, column 45/);
+    expect(() => quantizeReference(v, 2, 64)).toThrow(/non-finite value NaN at row 1, column 45/);
   });
 });
 

@@ -141,6 +141,28 @@ static Napi::Value Dequantize(const Napi::CallbackInfo &info) {
     return env.Undefined();
 }
 
+// quantize(values, rows, cols, packed, scales): -1, or the index of the first non-finite value.
+static Napi::Value Quantize(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "quantize";
+    float *v;
+    size_t nv, rows, cols, need;
+    k3::Bytes packed, scales;
+    if (!k3::get_f32(info, 0, fn, "values", 0, &v, &nv) || !k3::get_size(info, 1, fn, "rows", &rows) ||
+        !k3::get_size(info, 2, fn, "cols", &cols) || !k3::get_bytes(info, 3, fn, "packed", &packed) ||
+        !k3::get_bytes(info, 4, fn, "scales", &scales))
+        return env.Undefined();
+    if (cols % 32 != 0)
+        return k3::fail(env, fn, "cols (" + std::to_string(cols) + ") is not a multiple of 32 (the MXFP4 block size)", true),
+               env.Undefined();
+    if (!k3::mul_size(rows, cols, &need) || nv != need)
+        return k3::fail(env, fn, "values has " + std::to_string(nv) + " elements, expected rows x cols", true), env.Undefined();
+    if (packed.length < need / 2 || scales.length < need / 32)
+        return k3::fail(env, fn, "output buffers are too small", true), env.Undefined();
+    if (k3_mxfp4_dense_api() == nullptr) return k3::fail(env, fn, "the addon was not initialised"), env.Undefined();
+    return Napi::Number::New(env, (double)k3_mxfp4_quantize(v, rows, cols, packed.data, scales.data));
+}
+
 // ---------------------------------------------------------------- the shared table
 
 static Napi::Value Api(const Napi::CallbackInfo &info) {
@@ -158,6 +180,7 @@ static Napi::Object Module(Napi::Env env, Napi::Object exports) {
     exports["hasVnni"] = Napi::Function::New(env, HasVnni);
     exports["splitActivations"] = Napi::Function::New(env, SplitActivations);
     exports["dequantize"] = Napi::Function::New(env, Dequantize);
+    exports["quantize"] = Napi::Function::New(env, Quantize);
     exports["api"] = Napi::Function::New(env, Api);
     return exports;
 }

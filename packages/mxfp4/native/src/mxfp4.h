@@ -32,6 +32,10 @@ void k3_mxfp4_set_dense_api(const k3_dense_api *api);
 const k3_dense_api *k3_mxfp4_dense_api(void);
 void k3_mxfp4_matmul_split(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch);
 int k3_mxfp4_matmul(const k3_mxfp4_matrix *m, const float *x, float *y, size_t batch);
+/* Quantises v [rows, cols] (cols % 32 == 0); -1, or the element index of the first non-finite value
+   (the output is then incomplete). */
+long long k3_mxfp4_quantize(const float *v, size_t rows, size_t cols, uint8_t *packed, uint8_t *scales);
+
 /* W as f32 (exactly the weights the fp32 path multiplies), rows [0, m->rows). */
 void k3_mxfp4_dequantize(const k3_mxfp4_matrix *m, float *out);
 
