@@ -230,7 +230,7 @@ export function parseIndexJson(bytes: Uint8Array, file: string): WeightMap {
   const shardIds: number[] = [];
   const shards: string[] = [];
   const shardId = new Map<string, number>();
-  const seenNames = new Set<string>();
+  const namePositions: number[] = [];
   let metadataJson: string | null = null;
   let haveMap = false;
   let haveMeta = false;
@@ -279,7 +279,6 @@ export function parseIndexJson(bytes: Uint8Array, file: string): WeightMap {
               s.expected("a value");
             }
             const shard = s.string();
-            // The duplicate check follows the value (the native scanner prefetches meanwhile).
             let id = shardId.get(shard);
             if (id === undefined) {
               id = shards.length;
@@ -287,9 +286,8 @@ export function parseIndexJson(bytes: Uint8Array, file: string): WeightMap {
               shards.push(shard);
               shardId.set(shard, id);
             }
-            if (seenNames.has(name)) s.fail("DuplicateKey", "tensor listed twice in weight_map", nameAt, name);
-            seenNames.add(name);
             names.push(name);
+            namePositions.push(nameAt);
             shardIds.push(id);
             s.skipWs();
             const e = s.peek();
@@ -332,5 +330,11 @@ export function parseIndexJson(bytes: Uint8Array, file: string): WeightMap {
   s.skipWs();
   if (s.p !== s.n) s.fail("InvalidJson", `trailing ${describeByte(s.b[s.p])} after the index object`);
   if (!haveMap) s.fail("InvalidIndex", "missing weight_map", 0);
+  // Duplicates are checked once the whole index parsed (the native scanner batches this step).
+  const seenNames = new Set<string>();
+  for (let k = 0; k < names.length; k++) {
+    if (seenNames.has(names[k])) s.fail("DuplicateKey", "tensor listed twice in weight_map", namePositions[k], names[k]);
+    seenNames.add(names[k]);
+  }
   return { names, shardOf: Uint32Array.from(shardIds), shards, metadataJson };
 }

@@ -36,6 +36,7 @@ export {
 export { KIND_EXPERT, KIND_FUSED, KIND_GLOBAL, KIND_SHARED, KIND_TRUNK, tableName, tableShape, type HeaderTable } from "./table.js";
 export { MAX_HEADER_LENGTH } from "./scan.js";
 export { unsafeShardReason } from "./paths.js";
+export { summarize, formatSummary, formatBytes, type CheckpointSummary, type LayerSummary } from "./summary.js";
 
 /** The parser in use by default: "native" when the addon loaded, else "ts". */
 export function defaultBackend(): "native" | "ts" {

@@ -158,6 +158,7 @@ typedef struct {
     uint8_t *name_bytes;         /* decoded escaped names only */
     uint32_t *shard_of;          /* per entry */
     uint64_t *hashes;            /* st_hash_bytes of each entry name */
+    uint64_t *key_pos;           /* JSON position of each entry's key (for messages) */
     uint32_t n_shards;
     uint32_t *shard_start;       /* n_shards + 1 */
     uint8_t *shard_bytes;

@@ -341,7 +341,9 @@ static int scan_weight_map(ix_scanner *s, st_index *x, st_hash *names, st_hash *
             if (so) x->shard_of = so;
             uint64_t *hs = realloc(x->hashes, c * sizeof(uint64_t));
             if (hs) x->hashes = hs;
-            if (!no || !nl || !so || !hs) return oom(s);
+            uint64_t *kp = realloc(x->key_pos, c * sizeof(uint64_t));
+            if (kp) x->key_pos = kp;
+            if (!no || !nl || !so || !hs || !kp) return oom(s);
             x->cap = c;
         }
         uint32_t k = x->count;
@@ -360,9 +362,8 @@ static int scan_weight_map(ix_scanner *s, st_index *x, st_hash *names, st_hash *
         const uint8_t *name;
         size_t nlen;
         st_index_name(x, k, &name, &nlen);
-        uint64_t hname = st_hash_bytes(name, nlen);
-        x->hashes[k] = hname;
-        st_hash_prefetch(names, hname); /* the duplicate check runs after the value is parsed */
+        x->hashes[k] = st_hash_bytes(name, nlen);
+        x->key_pos[k] = name_at;
         skip_ws(s);
         if (peek(s) != ':') return expected(s, "':'");
         s->p++;
@@ -413,14 +414,6 @@ static int scan_weight_map(ix_scanner *s, st_index *x, st_hash *names, st_hash *
         } else
             x->shard_length = before;
         x->shard_of[k] = id;
-        st_index_name(x, k, &name, &nlen);
-        uint32_t prev = st_hash_insert(names, name, nlen, hname, k);
-        if (prev == UINT32_MAX - 1) return oom(s);
-        if (prev != UINT32_MAX) {
-            fail(s, ST_DUPLICATE_KEY, name_at, "tensor listed twice in weight_map");
-            st_error_set_tensor(s->e, name, nlen);
-            return -1;
-        }
         x->count = k + 1;
         skip_ws(s);
         int e = peek(s);
@@ -437,6 +430,27 @@ static int scan_weight_map(ix_scanner *s, st_index *x, st_hash *names, st_hash *
     }
 }
 
+/* ---------------------------------------------------------------- duplicates */
+
+/* After the whole index parsed: the first name listed twice (batched, with prefetching, since
+   each insert is one random cache miss into a table of ~1M slots). */
+static int check_duplicate_names(st_index *x, st_hash *names, st_error *e) {
+    enum { AHEAD = 16 };
+    for (uint32_t k = 0; k < x->count; k++) {
+        if (k + AHEAD < x->count) st_hash_prefetch(names, x->hashes[k + AHEAD]);
+        const uint8_t *name;
+        size_t len;
+        st_index_name(x, k, &name, &len);
+        uint32_t prev = st_hash_insert(names, name, len, x->hashes[k], k);
+        if (prev == UINT32_MAX) continue;
+        if (prev == UINT32_MAX - 1) return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the index"), -1;
+        st_fail(e, ST_DUPLICATE_KEY, (int64_t)x->key_pos[k], "tensor listed twice in weight_map");
+        st_error_set_tensor(e, name, len);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- entry point */
 
 void st_index_free(st_index *x) {
@@ -446,6 +460,7 @@ void st_index_free(st_index *x) {
     free(x->owned_json);
     free(x->shard_of);
     free(x->hashes);
+    free(x->key_pos);
     free(x->shard_start);
     free(x->shard_bytes);
     memset(x, 0, sizeof *x);
@@ -529,8 +544,9 @@ int st_parse_index(const uint8_t *json, size_t n, st_index *x, st_error *e) {
     x->name_len = st_alloc_big(x->cap * sizeof(uint32_t), 0);
     x->shard_of = st_alloc_big(x->cap * sizeof(uint32_t), 0);
     x->hashes = st_alloc_big(x->cap * sizeof(uint64_t), 0);
+    x->key_pos = st_alloc_big(x->cap * sizeof(uint64_t), 0);
     x->shard_start = malloc(sizeof(uint32_t));
-    if (!x->name_off || !x->name_len || !x->shard_of || !x->hashes || !x->shard_start)
+    if (!x->name_off || !x->name_len || !x->shard_of || !x->hashes || !x->key_pos || !x->shard_start)
         return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the index"), -1;
     x->shard_start[0] = 0;
     st_hash *names = st_hash_new((uint32_t)(n / 200 + 16), entry_name_of, x);
@@ -539,8 +555,10 @@ int st_parse_index(const uint8_t *json, size_t n, st_index *x, st_error *e) {
     int rc;
     if (!names || !shards)
         rc = (st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the index"), -1);
-    else
+    else {
         rc = scan_index(&s, x, names, shards);
+        if (rc == 0) rc = check_duplicate_names(x, names, e);
+    }
     st_hash_free(names);
     st_hash_free(shards);
     free(s.scratch);
