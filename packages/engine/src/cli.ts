@@ -379,17 +379,18 @@ async function cmdServe(argv: string[]): Promise<number> {
     queue: { type: "string" },
   });
   if (values.help) return print(HELP.serve);
+  const port = num(values, "port", 8080, (x) => Number.isInteger(x) && x >= 0 && x < 65536, "a port number");
+  const maxQueue = num(values, "queue", 8, (x) => Number.isInteger(x) && x >= 0, "an integer >= 0");
   const { dir, embedded } = modelDir(values);
   if (embedded) process.stderr.write(EMBEDDED_NOTE + "\n");
   const { log: _log, ...options } = engineOptions(values, tokens, () => {});
   const workerUrl = new URL(import.meta.url.endsWith(".ts") ? "./worker.ts" : "./worker.js", import.meta.url);
   const backend = await WorkerBackend.start({ dir, options }, workerUrl);
   process.stderr.write(backend.plan);
-  const port = num(values, "port", 8080, (x) => Number.isInteger(x) && x >= 0 && x < 65536, "a port number");
   const server = await startServer(backend, {
     host: (values.host as string | undefined) ?? "127.0.0.1",
     port,
-    maxQueue: num(values, "queue", 8, (x) => Number.isInteger(x) && x >= 0, "an integer >= 0"),
+    maxQueue,
     log: (l) => process.stderr.write(l + "\n"),
   });
   process.stderr.write(`serving ${backend.modelId} at ${server.url}/v1 (Ctrl-C to stop)\n`);

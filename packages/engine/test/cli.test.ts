@@ -19,28 +19,51 @@ function k3(args: string[], env: Record<string, string> = {}): Promise<{ code: n
 }
 
 describe("k3 CLI", () => {
-  it("prints help and presets with exit 0", async () => {
-    const h = await k3(["--help"]);
+  it("prints help and presets with exit 0 (in process)", async () => {
+    const { main } = await import("../src/cli.js");
+    const out = async (args: string[]) => {
+      let stdout = "";
+      const orig = process.stdout.write.bind(process.stdout);
+      process.stdout.write = ((chunk: string | Uint8Array) => ((stdout += String(chunk)), true)) as typeof process.stdout.write;
+      try {
+        return { code: await main(args), stdout };
+      } finally {
+        process.stdout.write = orig;
+      }
+    };
+    const h = await out(["--help"]);
     expect(h.code).toBe(0);
     expect(h.stdout).toMatch(/exit codes: 0 ok/);
-    const r = await k3(["run", "--help"]);
-    expect(r.stdout).toMatch(/--prompt-file PATH/);
-    const p = await k3(["--list-presets"]);
-    expect(p.stdout).toMatch(/ultra\s+2.5\s+0.31/);
+    expect((await out(["run", "--help"])).stdout).toMatch(/--prompt-file PATH/);
+    expect((await out(["serve", "--help"])).stdout).toMatch(/429/);
+    expect((await out(["--list-presets"])).stdout).toMatch(/ultra\s+2.5\s+0.31/);
   });
 
-  it("exits 2 on usage errors, naming the problem", async () => {
-    expect((await k3(["frobnicate"])).code).toBe(2);
-    const two = await k3(["run", "--prompt", "a", "--ids", "1,2"]);
+  it("exits 2 on usage errors, naming the problem (in process)", async () => {
+    const { main } = await import("../src/cli.js");
+    const run = async (args: string[]) => {
+      let stderr = "";
+      const orig = process.stderr.write.bind(process.stderr);
+      process.stderr.write = ((chunk: string | Uint8Array) => ((stderr += String(chunk)), true)) as typeof process.stderr.write;
+      try {
+        return { code: await main(args), stderr };
+      } finally {
+        process.stderr.write = orig;
+      }
+    };
+    expect((await run(["frobnicate"])).code).toBe(2);
+    const two = await run(["run", "--prompt", "a", "--ids", "1,2"]);
     expect(two.code).toBe(2);
     expect(two.stderr).toMatch(/exactly one of --prompt, --prompt-file, --ids/);
-    const bad = await k3(["run", "--temperature", "hot"]);
+    const bad = await run(["run", "--temperature", "hot"]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--temperature hot/);
-    const ids = await k3(["run", "--ids", "1,99999"]);
+    const ids = await run(["run", "--ids", "1,99999", "--quiet"]);
+    expect(ids.code).toBe(2);
     expect(ids.stderr).toMatch(/99999/);
-    expect((await k3(["run", "--effort", "medium"])).code).toBe(2);
-    expect((await k3(["run", "--bogus"])).code).toBe(2);
+    expect((await run(["run", "--effort", "medium"])).code).toBe(2);
+    expect((await run(["run", "--bogus"])).code).toBe(2);
+    expect((await run(["serve", "--port", "99999"])).code).toBe(2);
   });
 
   it("exits 2 on a bad config, listing every problem", async () => {
