@@ -3,8 +3,8 @@
  * in-memory file), built from the headers alone, with grouping by layer/expert, contiguous runs
  * and positioned reads.
  */
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
-import { open as openAsync, readFile, type FileHandle } from "node:fs/promises";
+import { closeSync, existsSync, openSync, readdirSync, realpathSync, statSync } from "node:fs";
+import { open as openAsync, type FileHandle } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 import { DTYPES, type Dtype } from "./dtypes.js";
 import { SafetensorsError, ioError } from "./errors.js";
@@ -13,6 +13,7 @@ import { resolveShard } from "./paths.js";
 import type { Backend, IndexedShards, IndexSummary } from "./backend.js";
 import { KIND_EXPERT, KIND_GLOBAL, tableName, tableShape, type HeaderTable } from "./table.js";
 import { classifyName } from "./classify.js";
+import { nativeBinding, nativeLoadError } from "./native.js";
 
 /** One tensor, with its absolute position in its file. */
 export interface TensorInfo {
@@ -486,6 +487,21 @@ export class Checkpoint {
     if (src.kind !== "memory") throw new SafetensorsError("InvalidArgument", "view() needs an in-memory checkpoint; use read() or readInto() for files", { file: t.file, tensor: name });
     this.checkOpen();
     return src.bytes.subarray(t.offset, t.offset + t.byteLength);
+  }
+
+  /**
+   * Zero-copy bytes of a tensor of a file checkpoint: an mmap-backed external ArrayBuffer of
+   * exactly this tensor (unmapped when collected), so tensors of shards larger than 4 GiB work.
+   * Needs the native addon. Truncating the file while a mapping is alive raises SIGBUS on access.
+   */
+  map(name: string): Uint8Array {
+    const t = this.get(name);
+    const s = this.shardOfFile(t.file);
+    this.checkOpen();
+    const src = this.sources[s];
+    if (src.kind === "memory") return this.view(name);
+    if (!nativeBinding) throw new SafetensorsError("InvalidArgument", `map() needs the native addon (${nativeLoadError})`, { file: t.file, tensor: name });
+    return new Uint8Array(nativeBinding.mapRange(src.path, t.offset, t.byteLength));
   }
 
   /** Closes the shard files. Reads after close throw Closed. */
