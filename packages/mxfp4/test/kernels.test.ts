@@ -174,3 +174,12 @@ describe("argument checks", () => {
     expect(() => matmul(m, new Float32Array(64), new Float32Array(4), -1)).toThrow(/'batch' must be a non-negative integer/);
   });
 });
+
+describe("native tables", () => {
+  it("exposes the k3_mxfp4_api table as an external for other addons", async () => {
+    const { nativeApi } = await import("../src/index.js");
+    const api = nativeApi();
+    expect(typeof api).toBe("object");
+    expect(api).not.toBeNull();
+  });
+});
