@@ -5,7 +5,7 @@
  */
 import { Worker } from "node:worker_threads";
 import type { EngineOptions } from "./engine.js";
-import type { CompletionBackend, CompletionJob, CompletionResult } from "./server.js";
+import type { CompletionBackend, CompletionJob, CompletionResult, TextChannel } from "./server.js";
 
 export interface WorkerInit {
   dir: string;
@@ -14,7 +14,7 @@ export interface WorkerInit {
 
 type FromWorker =
   | { type: "ready"; modelId: string; contextLength: number; plan: string }
-  | { type: "text"; id: number; text: string }
+  | { type: "text"; id: number; text: string; channel?: TextChannel }
   | { type: "done"; id: number; result: CompletionResult }
   | { type: "error"; id: number; message: string }
   | { type: "fatal"; message: string; exitCode: number };
@@ -24,12 +24,12 @@ export class WorkerBackend implements CompletionBackend {
   contextLength = 0;
   plan = "";
   private nextId = 1;
-  private readonly pending = new Map<number, { onText: (t: string) => void; resolve: (r: CompletionResult) => void; reject: (e: Error) => void }>();
+  private readonly pending = new Map<number, { onText: (t: string, channel?: TextChannel) => void; resolve: (r: CompletionResult) => void; reject: (e: Error) => void }>();
   private readonly cancel = new Int32Array(new SharedArrayBuffer(4));
 
   private constructor(private readonly worker: Worker) {
     worker.on("message", (m: FromWorker) => {
-      if (m.type === "text") this.pending.get(m.id)?.onText(m.text);
+      if (m.type === "text") this.pending.get(m.id)?.onText(m.text, m.channel);
       else if (m.type === "done") {
         this.pending.get(m.id)?.resolve(m.result);
         this.pending.delete(m.id);
@@ -73,7 +73,7 @@ export class WorkerBackend implements CompletionBackend {
     return backend;
   }
 
-  complete(job: CompletionJob, onText: (text: string) => void, signal: AbortSignal): Promise<CompletionResult> {
+  complete(job: CompletionJob, onText: (text: string, channel?: TextChannel) => void, signal: AbortSignal): Promise<CompletionResult> {
     const id = this.nextId++;
     Atomics.store(this.cancel, 0, 0);
     const onAbort = () => Atomics.store(this.cancel, 0, id);

@@ -12,7 +12,7 @@ export * from "./weights.js";
 export { Model, type ModelState, type LayerState, type ForwardOptions, type LoadOptions } from "./model.js";
 export { Engine, type EngineOptions, type GenerateOptions, type GenerationResult, type TokenEvent, type ChatFormat } from "./engine.js";
 export { ChatSession, type ChatOptions } from "./chat.js";
-export { startServer, validateRequest, HttpError, type CompletionBackend, type CompletionJob, type CompletionResult, type ServeOptions, type RunningServer } from "./server.js";
+export { startServer, validateRequest, HttpError, type CompletionBackend, type CompletionJob, type CompletionResult, type TextChannel, type ServeOptions, type RunningServer } from "./server.js";
 export { WorkerBackend, type WorkerInit } from "./backend.js";
 export { embeddedModelDir } from "./embedded.js";
 export { runDoctor, type DoctorOptions } from "./doctor.js";

@@ -35,11 +35,14 @@ export interface CompletionResult {
   completionTokens: number;
 }
 
+/** Which part of a K3 chat reply a piece of text belongs to (the think channel is `reasoning`). */
+export type TextChannel = "content" | "reasoning";
+
 /** What the server needs from a model: streaming completion with cancellation. */
 export interface CompletionBackend {
   readonly modelId: string;
   readonly contextLength: number;
-  complete(job: CompletionJob, onText: (text: string) => void, signal: AbortSignal): Promise<CompletionResult>;
+  complete(job: CompletionJob, onText: (text: string, channel?: TextChannel) => void, signal: AbortSignal): Promise<CompletionResult>;
 }
 
 export interface ServeOptions {
@@ -270,13 +273,19 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
       if (job.stream) {
         res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
         const event = (payload: unknown) => res.write(`data: ${JSON.stringify(payload)}\n\n`);
-        const chunk = (text: string | null, finish: string | null, first = false) =>
+        const chunk = (text: string | null, finish: string | null, first = false, channel: TextChannel = "content") =>
           kind === "chat"
-            ? { id, object: "chat.completion.chunk", created: stamp, model: backend.modelId, choices: [{ index: 0, delta: text === null ? {} : first ? { role: "assistant", content: text } : { content: text }, finish_reason: finish }] }
+            ? {
+                id,
+                object: "chat.completion.chunk",
+                created: stamp,
+                model: backend.modelId,
+                choices: [{ index: 0, delta: text === null ? {} : first ? { role: "assistant", content: text } : channel === "reasoning" ? { reasoning_content: text } : { content: text }, finish_reason: finish }],
+              }
             : { id, object: "text_completion", created: stamp, model: backend.modelId, choices: [{ index: 0, text: text ?? "", finish_reason: finish }] };
         if (kind === "chat") event(chunk("", null, true));
         try {
-          const result = await backend.complete(job, (text) => event(chunk(text, null)), abort.signal);
+          const result = await backend.complete(job, (text, channel) => event(chunk(text, null, false, channel)), abort.signal);
           event({ ...chunk(null, result.finishReason), usage: usage(result) });
           res.write("data: [DONE]\n\n");
         } catch (err) {
@@ -286,10 +295,11 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
         return;
       }
       let text = "";
-      const result = await backend.complete(job, (t) => (text += t), abort.signal);
+      let reasoning: string | null = null;
+      const result = await backend.complete(job, (t, channel) => (channel === "reasoning" ? (reasoning = (reasoning ?? "") + t) : (text += t)), abort.signal);
       const choice =
         kind === "chat"
-          ? { index: 0, message: { role: "assistant", content: text }, finish_reason: result.finishReason }
+          ? { index: 0, message: { role: "assistant", content: text, ...(reasoning !== null ? { reasoning_content: reasoning } : {}) }, finish_reason: result.finishReason }
           : { index: 0, text, finish_reason: result.finishReason };
       sendJson(res, 200, { id, object, created: stamp, model: backend.modelId, choices: [choice], usage: usage(result) });
     }, abort.signal);

@@ -5,6 +5,7 @@
  */
 import { parentPort, workerData } from "node:worker_threads";
 import type { WorkerInit } from "./backend.js";
+import { parseK3Output } from "@k3/tiktoken-bpe";
 import { Engine } from "./engine.js";
 import { exitCodeOf } from "./errors.js";
 import type { CompletionJob } from "./server.js";
@@ -53,15 +54,35 @@ async function run(engine: Engine, id: number, job: CompletionJob): Promise<void
       stop: job.stop,
       signal: ac.signal,
     });
+    // K3 chat replies are split into the think channel (reasoning_content) and the response
+    // (content) on token ids, so literal tag text in the output cannot fake a boundary.
+    const split = job.kind === "chat" && engine.chatFormat === "k3";
+    const ids: number[] = [];
+    const sent = { reasoning: 0, content: 0 };
+    const emitSplit = (final: boolean) => {
+      const out = parseK3Output(engine.tokenizer, ids, { thinking: job.thinking ?? true });
+      for (const [channel, text] of [["reasoning", out.reasoning ?? ""], ["content", out.content]] as const) {
+        // Hold back a trailing U+FFFD: it may be half a UTF-8 character that the next token completes.
+        const upto = !final && text.endsWith("\uFFFD") ? text.length - 1 : text.length;
+        if (upto > sent[channel]) {
+          port.postMessage({ type: "text", id, text: text.slice(sent[channel], upto), channel });
+          sent[channel] = upto;
+        }
+      }
+    };
     let r = await gen.next();
     while (!r.done) {
-      if (r.value.text) port.postMessage({ type: "text", id, text: r.value.text });
+      if (split) {
+        if (r.value.token >= 0) ids.push(r.value.token);
+        emitSplit(false);
+      } else if (r.value.text) port.postMessage({ type: "text", id, text: r.value.text });
       // Let the cancel poller run between tokens.
       await new Promise((res) => setImmediate(res));
       if (cancel && Atomics.load(cancel, 0) === id) ac.abort();
       r = await gen.next();
     }
     const res = r.value;
+    if (split) emitSplit(true);
     port.postMessage({
       type: "done",
       id,

@@ -127,6 +127,16 @@ describe("server with the model in a worker thread", () => {
       const last = chunks.at(-1);
       expect(["stop", "length"]).toContain(last.choices[0].finish_reason);
       expect(last.usage.completion_tokens).toBeGreaterThan(0);
+      // K3 with thinking on: the think channel streams as reasoning_content.
+      expect(chunks.some((c) => typeof c.choices[0].delta.reasoning_content === "string" && c.choices[0].delta.reasoning_content.length > 0)).toBe(true);
+      const plain = await fetch(s.url + "/v1/chat/completions", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ messages: [{ role: "user", content: "Hi" }], max_tokens: 8, temperature: 0 }),
+      });
+      const body: any = await plain.json();
+      expect(typeof body.choices[0].message.reasoning_content).toBe("string");
+      expect(typeof body.choices[0].message.content).toBe("string");
     } finally {
       await s.close();
       await backend.close();
