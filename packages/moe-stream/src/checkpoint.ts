@@ -46,12 +46,15 @@ function wrap(dir: string, e: unknown): never {
 
 const SUFFIX_RE = /\.experts\.\d+\.(.+)$/;
 
-/** Opens a checkpoint directory (index + shards, or one model.safetensors). */
-export function openCheckpointIndex(dir: string): CheckpointIndex {
+/**
+ * Opens a checkpoint directory (index + shards, or one model.safetensors). `backend` picks
+ * @k3/safetensors' header parser ("native" by default when its addon loads, or "ts").
+ */
+export function openCheckpointIndex(dir: string, options: { backend?: "native" | "ts" } = {}): CheckpointIndex {
   const root = resolve(dir);
   let ck: Checkpoint;
   try {
-    ck = openCheckpointSync(root);
+    ck = openCheckpointSync(root, options.backend ? { backend: options.backend } : {});
   } catch (e) {
     wrap(root, e);
   }

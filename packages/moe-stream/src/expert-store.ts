@@ -131,7 +131,8 @@ export class ExpertStore {
   /** Per layer: cached entries in LRU order (oldest first). */
   private readonly lru = new Map<number, Map<number, Entry>>();
   private readonly freeSlots: number[] = [];
-  private readonly slotWaiters: Array<() => void> = [];
+  /** Entries waiting for a free slot (a request with more misses than free slots), oldest first. */
+  private readonly slotWaiters: Entry[] = [];
   private readonly jobs = new Map<number, Entry>();
   private nextJob = 1;
   private readSeq = 0;
@@ -332,7 +333,12 @@ export class ExpertStore {
     const n = this.nativeStore.stats();
     this.lastNative = { deviceBytes: n.deviceBytes, reads: n.reads, directReads: n.directReads, bufferedReads: n.bufferedReads, busyNs: n.busyNs };
     this.closed = true;
-    this.nativeStore.close();
+    this.nativeStore.close(); // reads in flight finish; queued ones come back cancelled
+    const err = () => new StoreStateError("ExpertStore: closed while the read was waiting for a slot");
+    for (const e of this.slotWaiters.splice(0)) {
+      this.entries.delete(key(e.layer, e.id));
+      for (const w of e.waiters.splice(0)) w.reject(err());
+    }
   }
 
   private lastNative = { deviceBytes: 0, reads: 0, directReads: 0, bufferedReads: 0, busyNs: 0 };
@@ -360,11 +366,7 @@ export class ExpertStore {
     // No slot yet: reserve the entry so a second request waits on the same read, then wait.
     const e = this.newEntry(loc, -1, false);
     const p = this.whenReady(e, "read");
-    this.slotWaiters.push(() => {
-      const s = this.takeSlot()!;
-      e.slot = s;
-      this.submit(e, false);
-    });
+    this.slotWaiters.push(e);
     return p;
   }
 
@@ -511,7 +513,11 @@ export class ExpertStore {
   private releaseSlot(slot: number): void {
     if (slot < 0) return;
     this.freeSlots.push(slot);
-    const w = this.slotWaiters.shift();
-    if (w) w();
+    if (this.closed) return; // close() already failed every waiter
+    const e = this.slotWaiters.shift();
+    if (e) {
+      e.slot = this.takeSlot()!;
+      this.submit(e, false);
+    }
   }
 }

@@ -191,10 +191,11 @@ describe("ExpertStore memory", () => {
       const out = execFileSync(process.execPath, ["--import", "tsx", new URL("./rss-child.ts", import.meta.url).pathname, d, "1,2,3"], { encoding: "utf8" });
       const r = JSON.parse(out.trim().split("\n").at(-1)!);
       expect(r.reads).toBe(36 + 2 * 3 * 4); // rounds 2 and 3: 8 of 12 per layer are resident hits
-      expect(r.afterOpen - r.before).toBeGreaterThanOrEqual(r.arena * 0.95);
-      expect(r.afterOpen - r.before).toBeLessThanOrEqual(r.arena + 8 * 2 ** 20);
+      const figures = JSON.stringify(r);
+      expect(r.afterOpen - r.before, figures).toBeGreaterThanOrEqual(r.arena * 0.95);
+      expect(r.afterOpen - r.before, figures).toBeLessThanOrEqual(r.arena + 8 * 2 ** 20);
       // Reading 36 experts three times (cache hits and misses) adds almost nothing: no page cache in RSS, no growth.
-      expect(r.afterReads - r.afterOpen).toBeLessThanOrEqual(16 * 2 ** 20);
+      expect(r.afterReads - r.afterOpen, figures).toBeLessThanOrEqual(16 * 2 ** 20);
     } finally {
       rmSync(d, { recursive: true, force: true });
     }
