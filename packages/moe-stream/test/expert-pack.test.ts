@@ -1,14 +1,17 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openCheckpointIndex } from "../src/checkpoint.js";
 import { CheckpointError } from "../src/errors.js";
 import { openPackedExperts, packExperts } from "../src/expert-pack.js";
 import { ExpertStore } from "../src/expert-store.js";
 import { tinyK3Dir } from "./fixtures.js";
 
-const out = mkdtempSync(join(tmpdir(), "k3-xpack-"));
+let out: string;
+beforeAll(() => {
+  out = mkdtempSync(join(tmpdir(), "k3-xpack-"));
+});
 afterAll(() => rmSync(out, { recursive: true, force: true }));
 
 describe("packExperts", () => {
