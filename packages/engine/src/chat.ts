@@ -8,7 +8,7 @@
  * the rendered conversation with and without them).
  */
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
-import type { ChatMessage } from "@k3/tiktoken-bpe";
+import { parseK3Output, type ChatMessage } from "@k3/tiktoken-bpe";
 import type { Engine, GenerateOptions, GenerationResult, TokenEvent } from "./engine.js";
 import { StateFileError, UsageError } from "./errors.js";
 import type { ModelState } from "./model.js";
@@ -75,8 +75,15 @@ export class ChatSession {
     }
     const result = r.value;
     this.pending = result.unfed;
-    const raw = this.engine.tokenizer.decode(result.ids);
-    this.messages = [...withUser, { role: "assistant", content: raw }];
+    // K3: keep the think channel as `reasoning` and the response as `content` (split on ids).
+    const reply: ChatMessage =
+      this.engine.chatFormat === "k3"
+        ? (() => {
+            const out = parseK3Output(this.engine.tokenizer, result.ids, { thinking: this.options.thinking ?? true });
+            return out.reasoning !== null ? { role: "assistant", content: out.content, reasoning: out.reasoning } : { role: "assistant", content: out.content };
+          })()
+        : { role: "assistant", content: this.engine.tokenizer.decode(result.ids) };
+    this.messages = [...withUser, reply];
     this.turn++;
     return result;
   }
