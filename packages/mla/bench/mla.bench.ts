@@ -3,7 +3,7 @@
  * time and memory per token against context length, absorbed latent cache (576 values/position,
  * f32 or bf16) next to the expanded per-head cache (96 x (192 + 128) = 30,720 values/position), in
  * the same run. Both use this package's native attention core; the absorbed side also pays for the
- * per-token absorption (q~ = W_UK^T q_nope and o = W_UV o~, 2 x 6.3 M bf16 MACs through @k3/dense).
+ * per-token absorption (q~ = W_UK^T q_nope and o = W_UV o~, 2 x 6.3 M MACs on the 25.2 MB bf16 kv_b_proj, natively).
  * Run: flock /tmp/k3-bench.lock pnpm bench
  */
 import { f32ToBf16, simdLevel, threadCount } from "@k3/dense";
@@ -39,7 +39,7 @@ const absorb = await time(() => {
   native.project(ol, 1, H, H * L, L, kvb, n, dv, L, oh, H * dv, dv);
 }, { minRuns: 20, minMs: 500 });
 const absorbUs = absorb.median * 1000;
-notes.push(`absorption (q~ and W_UV for 96 heads, bf16, 12.6 MB of weights): ${absorbUs.toFixed(0)} us per token, included in the absorbed totals.`);
+notes.push(`absorption (q~ and W_UV for 96 heads, bf16 kv_b_proj, 25.2 MB of weights): ${absorbUs.toFixed(0)} us per token, included in the absorbed totals.`);
 
 const qAbs = rand(H * W, -0.2, 0.2, 5);
 const qExp = rand(H * (n + r), -0.2, 0.2, 6);
