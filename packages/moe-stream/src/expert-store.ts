@@ -90,6 +90,8 @@ export interface ExpertStoreStats {
   ioBusyNs: number;
   /** Summed per-read durations (ns), for the mean latency. */
   readNs: number;
+  /** deviceBytes / ioBusyNs, in GB/s (1e9 B): the read rate while reads were in flight. */
+  readGBps: number;
 }
 
 type SlotState = "free" | "reading" | "ready";
@@ -310,10 +312,13 @@ export class ExpertStore {
   stats(): ExpertStoreStats {
     const n = this.closed ? null : this.nativeStore.stats();
     const c = this.counters;
+    const deviceBytes = n?.deviceBytes ?? this.lastNative.deviceBytes;
+    const busy = n?.busyNs ?? this.lastNative.busyNs;
     return {
       ...c,
       residentHitRate: c.requests ? c.residentHits / c.requests : 0,
-      deviceBytes: n?.deviceBytes ?? this.lastNative.deviceBytes,
+      readGBps: busy > 0 ? deviceBytes / busy : 0,
+      deviceBytes,
       reads: n?.reads ?? this.lastNative.reads,
       directReads: n?.directReads ?? this.lastNative.directReads,
       bufferedReads: n?.bufferedReads ?? this.lastNative.bufferedReads,

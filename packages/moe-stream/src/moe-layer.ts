@@ -19,6 +19,7 @@ import type { ExpertCompute, GluActivation } from "./expert-compute.js";
 import type { ExpertHandle, ExpertRequest } from "./expert-store.js";
 import type { Router, Routing } from "./router.js";
 import { siluGlu, situGlu } from "@k3/dense";
+import { procIo } from "./io-stats.js";
 
 /** Where experts come from: an ExpertStore, or anything with the same request(). */
 export interface ExpertProvider {
@@ -67,13 +68,16 @@ export interface MoeForwardStats {
   /** Experts' own bytes asked from disk, and bytes the device transferred. */
   bytesRequested: number;
   deviceBytes: number;
+  /** /proc/self/io read_bytes over the forward (whole process: other readers count too). */
+  procReadBytes: number;
   wallNs: number;
   /** Wall time with a read in flight. */
   ioNs: number;
   /** Time spent computing (router, projections, experts, shared). */
   cpuNs: number;
-  /** Time the compute loop sat waiting for a read. */
+  /** Time the compute loop sat waiting for a read, and its share of the wall time. */
   ioWaitNs: number;
+  ioWaitShare: number;
   /** (t_io + t_cpu - t_wall) / min(t_io, t_cpu); null when either is 0. */
   overlap: number | null;
   routing: Routing;
@@ -116,6 +120,7 @@ export class MoeLayer {
       throw new MoeStreamError(`layer ${this.opts.layer}: x holds ${x.length} values, need T=${T} x hidden ${hidden}`);
     const t0 = now();
     const before = this.opts.experts.stats?.();
+    const proc0 = procIo().readBytes;
     let cpu = 0n;
     let wait = 0n;
 
@@ -214,7 +219,9 @@ export class MoeLayer {
       wallNs,
       ioNs,
       cpuNs,
+      procReadBytes: procIo().readBytes - proc0,
       ioWaitNs: Number(wait),
+      ioWaitShare: wallNs > 0 ? Number(wait) / wallNs : 0,
       overlap: overlapOf(ioNs, cpuNs, wallNs),
       routing,
     };

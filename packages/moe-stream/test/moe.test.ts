@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, statfsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -67,6 +67,12 @@ describe("MoeLayer, Kimi-Linear-48B plain MoE (bf16 experts, SiLU-GLU, x routed_
       expect(s.selections).toBe(T * 2);
       expect(store.stats().reads).toBe(s.uniqueExperts);
       expect(s.uniqueExperts).toBeLessThan(s.selections);
+      // The device bytes show up in /proc/self/io read_bytes too (other threads may add more), unless
+      // the scratch dir is a tmpfs (no block device under it).
+      if (statfsSync(tmpdir()).type !== 0x01021994) expect(s.procReadBytes).toBeGreaterThanOrEqual(s.bytesRequested);
+      expect(s.deviceBytes).toBeGreaterThanOrEqual(s.bytesRequested);
+      expect(s.ioWaitShare).toBeGreaterThanOrEqual(0);
+      expect(s.ioWaitShare).toBeLessThanOrEqual(1);
     } finally {
       store.close();
     }
