@@ -136,14 +136,12 @@ export class Engine {
     checkPlanFits(plan);
     // Without a packed trunk every layer and embed/lm_head are loaded resident: refuse honestly when that cannot fit.
     const streaming = options.trunkDir !== undefined && plan.streamedLayers.length > 0;
-    const residentTrunk = census.trunkBytes + census.embedBytes + census.headBytes;
+    const residentTrunk = census.trunkBytes + (plan.embedHeadResident ? census.embedBytes + census.headBytes : 0);
     const planned = plan.parts.find((p) => p.name === "pinned trunk")!.bytes + plan.parts.find((p) => p.name === "trunk ring")!.bytes + plan.parts.find((p) => p.name === "embed + lm_head")!.bytes;
     if (!streaming && residentTrunk > planned) {
       const needed = plan.totalBytes - planned + residentTrunk;
       options.log?.(`  note: no packed trunk (--trunk DIR from \`k3 pack\`): the whole trunk stays resident (${fmtBytes(residentTrunk)}) → ${fmtBytes(needed)} in total`);
       checkPlanFits({ ...plan, totalBytes: needed });
-    } else if (!plan.embedHeadResident) {
-      options.log?.("  note: embed/lm_head stay resident in this version (lm_head runs in row chunks)");
     }
     const tok = loadKimiTokenizer(dir, { specials: cfg.family === "k3" ? "k3" : "k2" });
     checkTokenizerMatch(cfg, tok.nVocab, join(dir, "config.json"));
@@ -151,6 +149,7 @@ export class Engine {
     const headChunkRows = plan.embedHeadResident ? undefined : Math.max(1, Math.min(4096, Math.ceil(cfg.vocabSize / 16)));
     const model = await Model.open(dir, {
       headChunkRows,
+      streamEmbedHead: !plan.embedHeadResident,
       kdaCore: options.kdaCore,
       cacheSlotsPerLayer: plan.cacheSlotsPerLayer,
       // Read pieces: 64 MiB, or the largest layer rounded up to 1 MiB when smaller (no oversized slots).

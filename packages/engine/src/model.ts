@@ -6,7 +6,7 @@
  * chunks of `chunkSize` tokens, carrying KDA/conv state and the MLA latent cache in `state`, so
  * prefill, chunked prefill and incremental decode are the same code and give the same bits.
  */
-import { rmsNorm } from "@k3/dense";
+import { gemvBf16, rmsNorm } from "@k3/dense";
 import { isMoeLayer, readConfig, type ModelConfig } from "./config.js";
 import { AbortError } from "./errors.js";
 import { attnResMix, fuseResWeights } from "./layers/attnres.js";
@@ -54,6 +54,11 @@ export interface ForwardOptions {
 export interface LoadOptions {
   /** lm_head rows per GEMV chunk (the chunked head used by low-memory presets); default all. */
   headChunkRows?: number;
+  /**
+   * Keep embed_tokens and lm_head on disk: each token reads its embedding row, and lm_head is read
+   * in `headChunkRows`-row chunks through one reused buffer (the `ultra` preset).
+   */
+  streamEmbedHead?: boolean;
   /** KDA prefill form: chunked WY/UT for multi-token chunks (default "auto") or the recurrence everywhere. */
   kdaCore?: KdaCore;
   /** Expert cache slots per MoE layer (the memory plan's); default 0 = stream every expert. */
@@ -74,10 +79,13 @@ export class Model {
   readonly counters: RunCounters = emptyCounters();
   /** Bytes read while loading. */
   readonly loadBytes: number;
-  private readonly embed: Uint16Array | Float32Array;
+  private readonly embed: Uint16Array | Float32Array | null;
+  /** Open checkpoint for the streamed embed/head (null when resident). */
+  private readonly stream: WeightSource | null;
+  private headBuffer: Uint8Array | null = null;
   private readonly finalNorm: Float32Array;
   private readonly outRes?: Float32Array;
-  private readonly head: Matrix;
+  private readonly head: Matrix | null;
   /** Resident layers; null = streamed through the trunk ring. */
   private readonly layers: (Layer | null)[] = [];
   private readonly streamer: TrunkStreamer | null;
@@ -95,10 +103,20 @@ export class Model {
     const P = cfg.tensorPrefix;
     const D = cfg.hiddenSize;
     const V = cfg.vocabSize;
-    const emb = loadMatrix(src, P + "model.embed_tokens.weight", V, D);
-    this.embed = emb.bf16 ?? emb.f32!;
+    this.stream = options.streamEmbedHead ? src : null;
+    if (this.stream) {
+      for (const n of ["model.embed_tokens.weight", "lm_head.weight"]) {
+        const info = src.info(P + n);
+        if (info.shape.join() !== `${V},${D}` || info.dtype !== "BF16") throw new WeightError(`tensor ${P + n}: ${info.dtype} ${JSON.stringify(info.shape)}, expected BF16 [${V},${D}]`);
+      }
+      this.embed = null;
+      this.head = null;
+    } else {
+      const emb = loadMatrix(src, P + "model.embed_tokens.weight", V, D);
+      this.embed = emb.bf16 ?? emb.f32!;
+      this.head = loadMatrix(src, P + "lm_head.weight", V, D);
+    }
     this.finalNorm = loadVector(src, P + "model.norm.weight", D);
-    this.head = loadMatrix(src, P + "lm_head.weight", V, D);
     if (cfg.attnResBlockSize !== null) {
       this.outRes = fuseResWeights(loadVector(src, P + "model.output_attn_res_norm.weight", D), loadVector(src, P + "model.output_attn_res_proj.weight", D));
     }
@@ -186,12 +204,13 @@ export class Model {
           direct: options.directIo ?? true,
         });
       }
-      return new Model(dir, cfg, src, options, store, streamer);
+      const model = new Model(dir, cfg, src, options, store, streamer);
+      if (!options.streamEmbedHead) src.close();
+      return model;
     } catch (err) {
       store?.close();
-      throw err;
-    } finally {
       src.close();
+      throw err;
     }
   }
 
@@ -199,6 +218,7 @@ export class Model {
   close(): void {
     this.experts?.close();
     this.streamer?.close();
+    this.stream?.close();
   }
 
   newState(): ModelState {
@@ -231,10 +251,16 @@ export class Model {
     ids.forEach((id, t) => {
       if (!Number.isInteger(id) || id < 0 || id >= V) throw new WeightError(`token id ${id} is outside the vocabulary (0..${V - 1})`);
       const row = out.subarray(t * D, (t + 1) * D);
-      if (this.embed instanceof Float32Array) row.set(this.embed.subarray(id * D, (id + 1) * D));
+      if (this.stream) {
+        const bytes = this.stream.readRange!(this.cfg.tensorPrefix + "model.embed_tokens.weight", id * D * 2, D * 2);
+        this.counters.bytesRead.embedHead += D * 2;
+        const bits = new Uint16Array(bytes.buffer, bytes.byteOffset, D);
+        const wide = new Uint32Array(row.buffer, row.byteOffset, D);
+        for (let d = 0; d < D; d++) wide[d] = bits[d] << 16;
+      } else if (this.embed instanceof Float32Array) row.set(this.embed.subarray(id * D, (id + 1) * D));
       else {
         const wide = new Uint32Array(row.buffer, row.byteOffset, D);
-        for (let d = 0; d < D; d++) wide[d] = this.embed[id * D + d] << 16;
+        for (let d = 0; d < D; d++) wide[d] = this.embed![id * D + d] << 16;
       }
     });
   }
@@ -245,9 +271,19 @@ export class Model {
     const V = this.cfg.vocabSize;
     for (let r0 = 0; r0 < V; r0 += this.headChunkRows) {
       const rows = Math.min(this.headChunkRows, V - r0);
-      const m: Matrix = this.head.bf16
-        ? { name: this.head.name, rows, cols: D, bf16: this.head.bf16.subarray(r0 * D, (r0 + rows) * D) }
-        : { name: this.head.name, rows, cols: D, f32: this.head.f32!.subarray(r0 * D, (r0 + rows) * D) };
+      if (this.stream) {
+        this.headBuffer ??= new Uint8Array(this.headChunkRows * D * 2);
+        const t0 = performance.now();
+        const bytes = this.stream.readRange!(this.cfg.tensorPrefix + "lm_head.weight", r0 * D * 2, rows * D * 2, this.headBuffer);
+        this.counters.ioSeconds += (performance.now() - t0) / 1000;
+        this.counters.bytesRead.embedHead += rows * D * 2;
+        gemvBf16(new Uint16Array(bytes.buffer, bytes.byteOffset, rows * D), h, out.subarray(r0, r0 + rows), { rows, cols: D });
+        continue;
+      }
+      const head = this.head!;
+      const m: Matrix = head.bf16
+        ? { name: head.name, rows, cols: D, bf16: head.bf16.subarray(r0 * D, (r0 + rows) * D) }
+        : { name: head.name, rows, cols: D, f32: head.f32!.subarray(r0 * D, (r0 + rows) * D) };
       matvec(m, h, out.subarray(r0, r0 + rows));
     }
   }

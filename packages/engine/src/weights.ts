@@ -34,6 +34,8 @@ export interface WeightSource {
   names(): string[];
   /** The tensor's raw little-endian bytes (a fresh copy). */
   read(name: string): Uint8Array;
+  /** `byteLength` bytes of the tensor from `byteOffset` (one positioned read), into `into` when given. */
+  readRange?(name: string, byteOffset: number, byteLength: number, into?: Uint8Array): Uint8Array;
   /** Bytes read from disk so far. */
   readonly bytesRead: number;
   close(): void;
@@ -58,6 +60,15 @@ class CheckpointSource implements WeightSource {
     this.info(name);
     const bytes = this.ckpt.readSync(name);
     this.bytesRead += bytes.length;
+    return bytes;
+  }
+  readRange(name: string, byteOffset: number, byteLength: number, into?: Uint8Array): Uint8Array {
+    const t = this.info(name);
+    if (byteOffset < 0 || byteLength < 0 || byteOffset + byteLength > t.nbytes) {
+      throw new WeightError(`${name}: range [${byteOffset}, ${byteOffset + byteLength}) is outside its ${t.nbytes} bytes`);
+    }
+    const bytes = this.ckpt.readRunSync({ file: t.file, offset: t.offset + byteOffset, byteLength }, into);
+    this.bytesRead += byteLength;
     return bytes;
   }
   close(): void {

@@ -113,10 +113,19 @@ describe("byte-identical output across presets, chunk sizes, threads and SIMD le
   });
   setSimdLevel(bestSimdLevel());
 
-  it("every memory preset (ultra streams the head in chunks)", async () => {
+  it("every memory preset (ultra reads embedding rows and lm_head chunks from disk)", async () => {
     for (const preset of PRESET_NAMES) {
       const e = await Engine.load(TINY_K3, { mem: bigBox, preset });
-      expect((await e.complete(meta.prompt_ids, { maxTokens: 20, stopIds: [] })).ids, preset).toEqual(want);
+      const r = await e.complete(meta.prompt_ids, { maxTokens: 20, stopIds: [] });
+      expect(r.ids, preset).toEqual(want);
+      if (preset === "ultra") {
+        const D = e.config.hiddenSize;
+        const V = e.config.vocabSize;
+        // every fed token's embedding row + one full lm_head pass per sampled token
+        const fed = meta.prompt_ids.length + r.ids.length - 1;
+        expect(r.report.bytes_read.embed_head).toBe(fed * D * 2 + r.ids.length * V * D * 2);
+      } else expect(r.report.bytes_read.embed_head).toBe(0);
+      e.close();
     }
   });
 
