@@ -38,6 +38,7 @@ export interface SafetensorsBinding {
   openShards(paths: string[], index?: unknown): Result<NativeTables>;
   openShardsAsync(paths: string[], index?: unknown): Promise<Result<NativeTables>>;
   find(handle: unknown, name: string): number;
+  freeIndex(handle: unknown): void;
   mapRange(path: string, offset: number, length: number): ArrayBuffer;
 }
 
@@ -103,11 +104,19 @@ export const nativeBackend: Backend | null = loaded.binding
         return { shards: r.shards, metadataJson: r.metadataJson, entries: r.entries, state: r.handle };
       },
       indexShardsSync(paths, index, indexFile) {
-        return indexed(unwrap(binding.openShards(paths, index?.state), paths, indexFile), binding);
+        try {
+          return indexed(unwrap(binding.openShards(paths, index?.state), paths, indexFile), binding);
+        } finally {
+          if (index) binding.freeIndex(index.state);
+        }
       },
       async indexShards(paths, index, indexFile) {
         await nativePoolReady;
-        return indexed(unwrap(await binding.openShardsAsync(paths, index?.state), paths, indexFile), binding);
+        try {
+          return indexed(unwrap(await binding.openShardsAsync(paths, index?.state), paths, indexFile), binding);
+        } finally {
+          if (index) binding.freeIndex(index.state);
+        }
       },
     }))(loaded.binding)
   : null;

@@ -99,6 +99,10 @@ static Napi::Object result_error(Napi::Env env, st_error &e) {
 }
 
 static Napi::Object checkpoint_result(Napi::Env env, Owner *o) {
+    for (uint32_t s = 0; s < o->ck.n_shards; s++) {
+        free(o->ck.tables[s].hashes);
+        o->ck.tables[s].hashes = nullptr;
+    }
     Napi::Object r = Napi::Object::New(env);
     Napi::Array tables = Napi::Array::New(env, o->ck.n_shards);
     for (uint32_t s = 0; s < o->ck.n_shards; s++) tables[s] = table_object(env, o, &o->ck.tables[s]);
@@ -291,6 +295,14 @@ static Napi::Value OpenShardsAsync(const Napi::CallbackInfo &info) {
     return p;
 }
 
+// ---------------------------------------------------------------- freeIndex(handle)
+
+// Releases a parsed index as soon as the shards are checked (the GC does not know its size).
+static Napi::Value FreeIndex(const Napi::CallbackInfo &info) {
+    if (info.Length() >= 1 && info[0].IsExternal()) st_index_free(&info[0].As<Napi::External<IndexOwner>>().Data()->x);
+    return info.Env().Undefined();
+}
+
 // ---------------------------------------------------------------- find(handle, name)
 
 static Napi::Value Find(const Napi::CallbackInfo &info) {
@@ -352,6 +364,7 @@ static Napi::Object InitModule(Napi::Env env, Napi::Object exports) {
     exports["openShards"] = Napi::Function::New(env, OpenShards);
     exports["openShardsAsync"] = Napi::Function::New(env, OpenShardsAsync);
     exports["find"] = Napi::Function::New(env, Find);
+    exports["freeIndex"] = Napi::Function::New(env, FreeIndex);
     exports["mapRange"] = Napi::Function::New(env, MapRange);
     return exports;
 }
