@@ -138,7 +138,8 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
   const L = census.layerTrunkBytes.length;
   const largest = Math.max(0, ...census.layerTrunkBytes);
   const allFit = census.trunkBytes <= budgets.trunkBytes;
-  const ringSlots = allFit ? 0 : Math.max(1, budgets.ringSlots);
+  // The ring needs at least one slot of the largest layer; a second one only when the budget holds it.
+  const ringSlots = allFit ? 0 : Math.max(1, Math.min(budgets.ringSlots, Math.floor(budgets.trunkBytes / Math.max(1, largest))));
   const ringBytes = ringSlots * largest;
   const pinned: number[] = [];
   if (allFit) {

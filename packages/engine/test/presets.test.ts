@@ -1,6 +1,8 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { censusOf } from "../src/census.js";
-import { readConfig } from "../src/config.js";
+import { parseConfig, readConfig } from "../src/config.js";
 import { budgetsFor, checkContextFits, checkPlanFits, formatPlan, GB, planMemory, presetForMemory, PRESET_NAMES } from "../src/presets.js";
 import { TINY_K3 } from "./helpers.js";
 
@@ -49,9 +51,49 @@ describe("presets and plan", () => {
     expect(() => checkContextFits(plan, 10, census.kvBytesPerToken)).not.toThrow();
   });
 
+  it("plans real K3 sizes: laptop gets one ring slot, desktop two plus pinned layers, server pins most", () => {
+    const raw = JSON.parse(JSON.stringify(rawK3()));
+    const k3 = censusOf(parseConfig(raw));
+    const largest = Math.max(...k3.layerTrunkBytes);
+    expect(largest).toBeGreaterThan(2.3e9); // layer 0 with the dense MLP (2.34 GB)
+    const box = { totalBytes: 512 * GB, availableBytes: 500 * GB };
+    const laptop = planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box);
+    expect(laptop.ringSlots).toBe(1);
+    expect(laptop.pinnedLayers.length).toBe(0);
+    const desktop = planMemory(k3, budgetsFor("desktop", k3, box), "desktop", box);
+    expect(desktop.ringSlots).toBe(2);
+    expect(desktop.pinnedLayers.length).toBeGreaterThan(5);
+    const server = planMemory(k3, budgetsFor("server", k3, box), "server", box);
+    expect(server.pinnedLayers.length).toBeGreaterThan(85);
+    // cold-cache reads per token: streamed trunk + 16 experts x 92 layers
+    expect(laptop.expectedBytesPerToken).toBeGreaterThan(k3.expertBytesPerToken + 100e9);
+    const ultra = planMemory(k3, budgetsFor("ultra", k3, box), "ultra", box);
+    expect(ultra.embedHeadResident).toBe(false);
+    expect(ultra.totalBytes).toBeLessThan(4 * GB);
+  });
+
   it("auto gives the trunk everything on a big machine and caps it on a small one", () => {
     const big = budgetsFor("auto", census, bigBox);
     expect(big.trunkBytes).toBe(census.trunkBytes);
     expect(() => budgetsFor("huge" as never, census)).toThrow(/--preset huge: expected one of/);
   });
 });
+
+/** The tiny K3 config scaled to the published K3 dimensions (anchor.md §1). */
+function rawK3() {
+  const raw = JSON.parse(readFileSync(join(TINY_K3, "config.json"), "utf8"));
+  const t = raw.text_config;
+  Object.assign(t, {
+    hidden_size: 7168, num_hidden_layers: 93, vocab_size: 163840, bos_token_id: 163584, eos_token_id: 163586, pad_token_id: 163839,
+    num_attention_heads: 96, num_key_value_heads: 96, q_lora_rank: 1536, kv_lora_rank: 512, qk_nope_head_dim: 128, qk_rope_head_dim: 64,
+    v_head_dim: 128, num_experts: 896, num_experts_per_token: 16, moe_intermediate_size: 3072, routed_expert_hidden_size: 3584,
+    intermediate_size: 33792, attn_res_block_size: 12,
+  });
+  Object.assign(raw, { bos_token_id: 163584, eos_token_id: 163586, pad_token_id: 163839 });
+  const full: number[] = [];
+  for (let l = 4; l <= 92; l += 4) full.push(l);
+  full.push(93);
+  t.linear_attn_config = { ...t.linear_attn_config, num_heads: 96, head_dim: 128, full_attn_layers: full };
+  delete t.linear_attn_config.kda_layers;
+  return raw;
+}
