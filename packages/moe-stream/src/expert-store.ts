@@ -16,7 +16,7 @@
  * Arena = (layers x slotsPerLayer + ioSlots) slots; ioSlots >= 1. A request whose misses exceed the
  * free slots is served in waves: the caller must `release()` each handle after using it.
  */
-import { StoreStateError, ExpertReadError, BudgetError, MoeStreamError, formatBytes } from "./errors.js";
+import { StoreStateError, ExpertReadError, BudgetError, CheckpointError, MoeStreamError, formatBytes } from "./errors.js";
 import type { ExpertLocation } from "./checkpoint.js";
 import { native, type NativeExpertStore, type NativeReadDone } from "./native.js";
 
@@ -185,6 +185,15 @@ export class ExpertStore {
     this.arenaBytes = bytes;
     this.arena = new Uint8Array(this.nativeStore.arena());
     this.fileAlign = this.files.map((_, i) => this.nativeStore.fileInfo(i).offsetAlign);
+    // Hostile or stale locations fail here, naming the expert, instead of mid-generation.
+    const sizes = this.files.map((_, i) => this.nativeStore.fileInfo(i).size);
+    for (const e of opts.experts) {
+      const size = sizes[this.fileIndex.get(e.file)!];
+      if (!Number.isSafeInteger(e.offset) || e.offset < 0 || !Number.isSafeInteger(e.byteLength) || e.byteLength <= 0 || e.offset + e.byteLength > size) {
+        this.nativeStore.close();
+        throw new CheckpointError(e.file, `layer ${e.layer} expert ${e.id}: bytes [${e.offset}, ${e.offset + e.byteLength}) lie outside the ${size}-byte file (truncated shard?)`);
+      }
+    }
     const piece = opts.pieceBytes ?? 0;
     if (!Number.isInteger(piece) || piece < 0 || piece % 4096 !== 0 || this.fileAlign.some((a) => piece % a !== 0))
       throw new MoeStreamError(`ExpertStore: pieceBytes must be 0 or a multiple of 4096 and of every file's alignment, got ${piece}`);

@@ -242,23 +242,33 @@ describe("ExpertStore faults", () => {
     }
   });
 
-  it("a shard truncated after indexing fails the read naming the file", async () => {
+  it("a truncated shard: refused at open naming the expert, or a short read if it shrinks later", async () => {
     const d = mkdtempSync(join(tmpdir(), "k3-trunc-"));
     try {
       const files = writeSyntheticK3({ dir: d, ...spec, layers: [1] });
       const ex = openCheckpointIndex(d).experts(1);
-      truncateSync(files[0], statSync(files[0]).size - 5000);
+      const last = ex.reduce((a, b) => (b.offset > a.offset ? b : a));
+      const size = statSync(files[0]).size;
+      // Shrinks while the store is open: the read comes back short, never as partial data.
       const store = ExpertStore.open({ experts: ex, ioSlots: 2 });
       try {
-        const last = ex.reduce((a, b) => (b.offset > a.offset ? b : a));
-        await expect(store.request(1, [last.id]).handles[0]).rejects.toThrow(/model-00001-of-00001.safetensors: truncated shard/);
+        truncateSync(files[0], size - 5000);
+        await expect(store.request(1, [last.id]).handles[0]).rejects.toThrow(/model-00001-of-00001.safetensors: (short read|truncated shard)/);
       } finally {
         store.close();
       }
+      // Already truncated when the store opens (stale index): refused up front.
+      expect(() => ExpertStore.open({ experts: ex, ioSlots: 2 })).toThrow(CheckpointError);
+      expect(() => ExpertStore.open({ experts: ex, ioSlots: 2 })).toThrow(new RegExp(`layer 1 expert ${last.id}: bytes \\[\\d+, \\d+\\) lie outside the \\d+-byte file`));
       expect(() => openCheckpointIndex(d)).toThrow(/model-00001-of-00001.safetensors: MetadataIncompleteBuffer: the tensors cover \d+ data bytes but the file holds \d+/);
     } finally {
       rmSync(d, { recursive: true, force: true });
     }
+  });
+
+  it("refuses a hostile expert location at open", () => {
+    const bad = { ...experts[0], offset: -4 };
+    expect(() => ExpertStore.open({ experts: [bad], ioSlots: 1 })).toThrow(/layer 1 expert 0: bytes \[-4,/);
   });
 
   it("names an unknown expert and refuses duplicate ids", () => {
