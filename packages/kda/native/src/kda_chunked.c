@@ -5,7 +5,8 @@
  *   M[i][j] = beta_i sum_d k_i k_j e^(Gamma_i - Gamma_j)   j < i   (strictly lower)
  *   P[i][j] =        sum_d q_i k_j e^(Gamma_i - Gamma_j)   j <= i  (keeps the diagonal)
  *   R_i     = beta_i (v_i - (k_i . e^Gamma_i) S0)
- *   V_new   = (I + M)^-1 R                 (forward substitution: V_new_i = R_i - sum_{j<i} M_ij V_new_j)
+ *   V_new   = (I + M)^-1 R                 (forward substitution: V_new_i = R_i - sum_{j<i} M_ij V_new_j,
+ *                                           j ascending; earlier sub-blocks as one small product)
  *             [= U - W S0 of the spec: (I+M)^-1 diag(beta) (V - (e^Gamma . K) S0)]
  *   O       = (Q . e^Gamma) S0 + P V_new
  *   S_end   = diag(e^Gamma_last) S0 + (K . e^(Gamma_last - Gamma))^T V_new
@@ -29,7 +30,7 @@ typedef struct {
     float *Q, *K, *V, *G;   /* the chunk, gathered: [n][dk] / [n][dv] */
     float *Gam, *eG;        /* Gamma and e^Gamma [n][dk] */
     float *Qg, *Kg;         /* Q . e^Gamma, K . e^Gamma [n][dk] */
-    float *M, *P;           /* [C][C] */
+    float *M, *P;           /* [C][C]; M is stored negated (-M), ready for the forward substitution */
     float *R, *Ob;          /* [n][dv]: R then V_new; the chunk output */
     float *Bt;              /* [dk][C]: K_j . e^(Gamma_r - Gamma_j), transposed */
     float *Fa, *Ka, *Qa;    /* [SUB][dk]: e^(Gamma_i - Gamma_r), K_i . Fa, Q_i . Fa */
@@ -89,7 +90,7 @@ static void build_m_p(const kda_kernels *kern, chunk_scratch *s, size_t n, size_
                 kern->exp_diff(s->Gam + i * dk, s->Gam + j * dk, s->E, dk);
                 for (size_t d = 0; d < dk; d++) s->KE[d] = s->K[j * dk + d] * s->E[d];
                 s->P[i * C + j] = kern->dot(s->Q + i * dk, s->KE, dk);
-                if (j < i) s->M[i * C + j] = s->beta[i] * kern->dot(s->K + i * dk, s->KE, dk);
+                if (j < i) s->M[i * C + j] = -(s->beta[i] * kern->dot(s->K + i * dk, s->KE, dk));
             }
         if (b0 == 0) continue;
         const float *Gr = s->Gam + (b0 - 1) * dk;
@@ -109,7 +110,7 @@ static void build_m_p(const kda_kernels *kern, chunk_scratch *s, size_t n, size_
         kern->gemm_acc(m, b0, dk, s->Ka, dk, s->Bt, b0, s->M + b0 * C, C);
         kern->gemm_acc(m, b0, dk, s->Qa, dk, s->Bt, b0, s->P + b0 * C, C);
         for (size_t i = b0; i < b1; i++)
-            for (size_t j = 0; j < b0; j++) s->M[i * C + j] = s->beta[i] * s->M[i * C + j];
+            for (size_t j = 0; j < b0; j++) s->M[i * C + j] = -(s->beta[i] * s->M[i * C + j]);
     }
 }
 
@@ -129,8 +130,14 @@ static void chunk_step(const kda_kernels *kern, chunk_scratch *s, float *S, size
     kern->gemm_acc(n, dv, dk, s->Kg, dk, S, dv, s->Ob, dv);
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < dv; j++) s->R[i * dv + j] = s->beta[i] * (s->V[i * dv + j] - s->Ob[i * dv + j]);
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = 0; j < i; j++) kern->axpy(-s->M[i * C + j], s->R + j * dv, s->R + i * dv, dv);
+    /* row i accumulates -M_ij V_new_j for j = 0, 1, ..., i-1 in that order: the earlier sub-blocks as one
+       small product (its p loop runs j ascending), then the rows of its own sub-block one by one */
+    for (size_t b0 = 0; b0 < n; b0 += SUB) {
+        size_t b1 = b0 + SUB < n ? b0 + SUB : n;
+        if (b0 > 0) kern->gemm_acc(b1 - b0, dv, b0, s->M + b0 * C, C, s->R, dv, s->R + b0 * dv, dv);
+        for (size_t i = b0 + 1; i < b1; i++)
+            for (size_t j = b0; j < i; j++) kern->axpy(s->M[i * C + j], s->R + j * dv, s->R + i * dv, dv);
+    }
     /* O = Qg S0 + P V_new */
     memset(s->Ob, 0, n * dv * sizeof(float));
     kern->gemm_acc(n, dv, dk, s->Qg, dk, S, dv, s->Ob, dv);
