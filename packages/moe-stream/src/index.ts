@@ -55,3 +55,4 @@ export { TrunkStreamer, type TrunkStreamerOptions, type TrunkLayer, type TrunkSt
 export { planMemory, censusFromConfig, type PlanOptions, type MemoryPlan, type ModelCensus } from "./plan.js";
 export { procIo, peakRssBytes, dropPageCache, measureReadCeiling } from "./io-stats.js";
 export { packExperts, openPackedExperts, verifyPackedExperts, EXPERTS_FILE, EXPERTS_INDEX, type PackedExpertsIndex } from "./expert-pack.js";
+export { TrunkChunkStreamer, planTrunkChunks, type TrunkChunk, type TrunkChunkStreamerOptions } from "./trunk-chunks.js";

@@ -208,3 +208,50 @@ describe("TrunkStreamer", () => {
     }
   });
 });
+
+describe("TrunkChunkStreamer", () => {
+  it("streams every layer in chunks smaller than a layer, byte-exact, reading ahead with 2 slots", async () => {
+    const { TrunkChunkStreamer } = await import("../src/trunk-chunks.js");
+    const s = new TrunkChunkStreamer({ dir: packedOnce(), chunkBytes: 32 << 10, ringSlots: 2, verify: true });
+    try {
+      const m = readTrunkManifest(packedOnce());
+      const largestLayer = Math.max(...m.groups.filter((g) => g.layer !== null).map((g) => g.byteLength));
+      expect(s.slotBytes).toBeLessThan(largestLayer / 2); // the ring is far smaller than one layer
+      let chunks = 0;
+      for (let round = 0; round < 2; round++)
+        for (let l = 0; l < 13; l++) {
+          const seen = new Set<string>();
+          for await (const c of s.layer(l)) {
+            for (const name of c.names()) {
+              expect(Buffer.from(c.tensor(name)).equals(sourceBytes(name))).toBe(true);
+              seen.add(name);
+            }
+            chunks++;
+            await new Promise((r) => setTimeout(r, 2)); // "compute"
+            c.release();
+          }
+          expect(seen.size).toBe(Object.keys(m.groups[l].tensors).length);
+        }
+      const st = s.stats();
+      expect(chunks).toBeGreaterThan(2 * 13);
+      expect(st.asyncReaderStarted).toBe(true);
+      expect(st.readyOnAcquire).toBeGreaterThan(chunks / 2); // most chunks were already read when asked for
+    } finally {
+      s.close();
+    }
+  });
+
+  it("one slot: no async reader; a chunk not released before the next is an error", async () => {
+    const { TrunkChunkStreamer } = await import("../src/trunk-chunks.js");
+    const s = new TrunkChunkStreamer({ dir: packedOnce(), chunkBytes: 32 << 10, ringSlots: 1 });
+    try {
+      for (let l = 0; l < 13; l++) for await (const c of s.layer(l)) c.release();
+      expect(s.stats().asyncReaderStarted).toBe(false);
+      const it = s.layer(1);
+      await it.next();
+      await expect(it.next()).rejects.toThrow(/release\(\) it before asking for the next chunk/);
+    } finally {
+      s.close();
+    }
+  });
+});
