@@ -16,16 +16,12 @@ export class VocabularyError extends TokenizerError {
 
 /**
  * Text contains a special token that the caller did not allow (tiktoken's default for `encode`).
- * The message matches the `tiktoken` npm package / Python tiktoken wording.
+ * The message is the `tiktoken` npm package's, word for word; `token` is the special's text.
+ * (Python tiktoken says "Encountered text corresponding to disallowed special token …".)
  */
 export class DisallowedSpecialError extends TokenizerError {
   constructor(readonly token: string) {
-    super(
-      `Encountered text corresponding to disallowed special token ${JSON.stringify(token)}.\n` +
-        `If you want this text to be encoded as a special token, pass it to \`allowedSpecial\`, e.g. \`allowedSpecial: [${JSON.stringify(token)}, ...]\`.\n` +
-        `If you want this text to be encoded as normal text, disable the check for this token by passing \`disallowedSpecial: (enc.specialTokens - new Set([${JSON.stringify(token)}]))\`.\n` +
-        `To disable this check for all special tokens, pass \`disallowedSpecial: []\`.`,
-    );
+    super(`The text contains a special token that is not allowed: ${token}`);
     this.name = "DisallowedSpecialError";
   }
 }

@@ -30,7 +30,7 @@ for (const backend of backends) {
       const chat = "<|im_user|>user<|im_middle|>hi<|im_end|>";
       expect(Array.from(tok.encode(chat, { allowedSpecial: "all" }))).toEqual([163587, 2482, 163601, 9663, 163586]);
       expect(Array.from(tok.encodeOrdinary("<|im_end|>"))).toEqual([27, 91, 348, 11129, 91, 29]);
-      expect(() => tok.encode(chat)).toThrow(/disallowed special token "<\|im_user\|>"/);
+      expect(() => tok.encode(chat)).toThrow("The text contains a special token that is not allowed: <|im_user|>");
       expect(tok.specialTokenId("[EOS]")).toBe(163585);
       expect(tok.specialTokenId("<|reserved_token_163700|>")).toBe(163700);
       expect(tok.nVocab).toBe(163840);
