@@ -84,6 +84,15 @@ const VISION_RE = /(^|\.)(vision_tower|mm_projector|multi_modal_projector)\./;
 
 const alignUp = (n: number, a: number) => Math.ceil(n / a) * a;
 
+function computeRank(name: string): number {
+  if (/\.(input_layernorm|self_attention_res_(norm|proj))\./.test(name)) return 0;
+  if (/\.self_attn\./.test(name)) return 1;
+  if (/\.(post_attention_layernorm|mlp_res_(norm|proj))\./.test(name)) return 2;
+  if (/\.block_sparse_moe\.gate\./.test(name)) return 3;
+  if (/\.(mlp|block_sparse_moe)\./.test(name)) return 4;
+  return 5;
+}
+
 /** The deterministic layout of the trunk for a checkpoint (no I/O beyond headers). */
 export function planTrunk(checkpointDir: string): { groups: Array<TrunkGroup & { sources: TensorInfo[] }>; bytes: number; shards: TrunkManifest["source"]["shards"] } {
   const ckpt = openCheckpointIndex(checkpointDir);
@@ -106,7 +115,9 @@ export function planTrunk(checkpointDir: string): { groups: Array<TrunkGroup & {
   const groups: Array<TrunkGroup & { sources: TensorInfo[] }> = [];
   for (const name of names) {
     const g = byGroup.get(name)!;
-    const sources = [...g.tensors].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    // Compute order (attention-side norms, attention, FFN-side norms, FFN), then name: a consumer
+    // streaming a layer chunk by chunk gets each tensor roughly when it needs it.
+    const sources = [...g.tensors].sort((a, b) => computeRank(a.name) - computeRank(b.name) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     let inner = 0;
     const tensors: Record<string, TrunkTensor> = {};
     for (const t of sources) {
