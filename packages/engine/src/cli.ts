@@ -323,48 +323,40 @@ async function cmdChat(argv: string[]): Promise<number> {
   });
   if (values.load) session.load(String(values.load));
   const sampling = { ...samplingOptions(values), maxTokens: num(values, "max-tokens", 512, (x) => Number.isInteger(x) && x >= 1, "an integer >= 1") };
-  const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: process.stdin.isTTY });
-  const ask = () => new Promise<string | null>((res) => {
-    rl.question("> ", (a) => res(a));
-    rl.once("close", () => res(null));
-  });
+  // The async line iterator buffers input, so piped lines typed ahead of a reply are not lost.
+  const rl = createInterface({ input: process.stdin, terminal: false });
+  const prompt = () => process.stdin.isTTY && process.stdout.write("> ");
   process.stderr.write("type a message; /reset, /save FILE, /load FILE, /exit\n");
-  for (;;) {
-    const line = await ask();
-    if (line === null || line.trim() === "/exit") break;
+  prompt();
+  for await (const line of rl) {
     const cmd = line.trim();
+    if (cmd === "/exit") break;
     try {
       if (cmd === "/reset") {
         session.reset();
         process.stdout.write("(conversation reset)\n");
-        continue;
-      }
-      if (cmd.startsWith("/save ")) {
+      } else if (cmd.startsWith("/save ")) {
         session.save(cmd.slice(6).trim());
         process.stdout.write(`(saved to ${cmd.slice(6).trim()})\n`);
-        continue;
-      }
-      if (cmd.startsWith("/load ")) {
+      } else if (cmd.startsWith("/load ")) {
         session.load(cmd.slice(6).trim());
         process.stdout.write(`(loaded ${session.messages.length} messages)\n`);
-        continue;
-      }
-      if (cmd.startsWith("/")) {
+      } else if (cmd.startsWith("/")) {
         process.stdout.write("commands: /reset, /save FILE, /load FILE, /exit\n");
-        continue;
+      } else if (cmd) {
+        const gen = session.send(line, sampling);
+        let r = await gen.next();
+        while (!r.done) {
+          process.stdout.write(r.value.text);
+          r = await gen.next();
+        }
+        const rep = r.value.report;
+        process.stdout.write(`\n[${session.lastPrefillTokens} new prompt tokens, ${rep.generated_tokens} generated, ${rep.decode_tokens_per_second.toFixed(1)} tok/s]\n`);
       }
-      if (!cmd) continue;
-      const gen = session.send(line, sampling);
-      let r = await gen.next();
-      while (!r.done) {
-        process.stdout.write(r.value.text);
-        r = await gen.next();
-      }
-      const rep = r.value.report;
-      process.stdout.write(`\n[${session.lastPrefillTokens} new prompt tokens, ${rep.generated_tokens} generated, ${rep.decode_tokens_per_second.toFixed(1)} tok/s]\n`);
     } catch (e) {
       process.stdout.write(`error: ${(e as Error).message}\n`);
     }
+    prompt();
   }
   rl.close();
   return EXIT_OK;

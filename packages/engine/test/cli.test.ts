@@ -10,11 +10,12 @@ const CLI = join(__dirname, "..", "src", "cli.ts");
 const dir = mkdtempSync(join(tmpdir(), "k3-cli-"));
 const meta = JSON.parse(readFileSync(join(TINY_K3, "expected.json"), "utf8"));
 
-function k3(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+function k3(args: string[], env: Record<string, string> = {}, input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ["--import", "tsx", CLI, ...args], { env: { ...process.env, K3_THREADS: "1", ...env }, cwd: join(__dirname, "..") }, (err, stdout, stderr) => {
+    const child = execFile(process.execPath, ["--import", "tsx", CLI, ...args], { env: { ...process.env, K3_THREADS: "1", ...env }, cwd: join(__dirname, "..") }, (err, stdout, stderr) => {
       resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
     });
+    if (input !== undefined) child.stdin!.end(input);
   });
 }
 
@@ -104,5 +105,17 @@ describe("k3 CLI", () => {
     expect(report.generated_ids).toEqual(cut < 0 ? meta.greedy_ids : meta.greedy_ids.slice(0, cut));
     expect(report.peak_rss_bytes).toBeGreaterThan(0);
     expect(report.prefill_tokens_per_second).toBeGreaterThan(0);
+  });
+
+  it("chat REPL: piped turns, /save, /reset, /load; turn two prefills only its own tokens", async () => {
+    const file = join(dir, "repl.k3st");
+    const r = await k3(["chat", "--max-tokens", "4"], {}, `hello\n/save ${file}\nagain\n/reset\n/load ${file}\n/exit\n`);
+    expect(r.code).toBe(0);
+    const prefills = [...r.stdout.matchAll(/\[(\d+) new prompt tokens/g)].map((m) => Number(m[1]));
+    expect(prefills.length).toBe(2);
+    expect(prefills[1]).toBeLessThan(prefills[0]);
+    expect(r.stdout).toMatch(/\(saved to .*repl.k3st\)/);
+    expect(r.stdout).toMatch(/\(conversation reset\)/);
+    expect(r.stdout).toMatch(/\(loaded 2 messages\)/);
   });
 });
