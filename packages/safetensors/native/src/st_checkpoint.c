@@ -124,30 +124,67 @@ static void global_name_of(const void *ctx, uint32_t g, const uint8_t **name, si
     *len = t->name_start[i + 1] - t->name_start[i];
 }
 
-static int cross_check_index(st_checkpoint *c, const st_index *x, st_error *e) {
-    uint8_t **marks = calloc(c->n_shards, sizeof(uint8_t *));
+/* Cross-check work split over the pool: entries [k0, k1) of the weight map per task. Entries
+   have distinct names, so no two tasks mark the same (shard, tensor): the marks need no lock. */
+typedef struct {
+    st_checkpoint *c;
+    const st_index *x;
+    uint8_t **marks;
+    uint32_t per_task;
+    uint32_t *first_missing; /* per task: first entry not found in its shard, or UINT32_MAX */
+} check_job;
+
+static void check_range(void *ctx, int task) {
+    check_job *j = ctx;
+    uint32_t k0 = (uint32_t)task * j->per_task;
+    uint32_t k1 = k0 + j->per_task < j->x->count ? k0 + j->per_task : j->x->count;
+    j->first_missing[task] = UINT32_MAX;
+    for (uint32_t k = k0; k < k1; k++) {
+        uint32_t s = j->x->shard_of[k];
+        const uint8_t *name;
+        size_t len;
+        st_index_name(j->x, k, &name, &len);
+        uint32_t i = s < j->c->n_shards ? st_hash_find(j->c->tables[s].names, name, len, j->x->hashes[k]) : UINT32_MAX;
+        if (i == UINT32_MAX) {
+            j->first_missing[task] = k;
+            return;
+        }
+        j->marks[s][i] = 1;
+    }
+}
+
+static int cross_check_index(st_checkpoint *c, const st_index *x, st_parallel_fn parallel, st_error *e) {
+    enum { TASKS = 16 };
+    uint8_t **marks = calloc(c->n_shards ? c->n_shards : 1, sizeof(uint8_t *));
     if (!marks) return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory"), -1;
     int rc = 0;
     for (uint32_t s = 0; s < c->n_shards && rc == 0; s++) {
         marks[s] = calloc(c->tables[s].count + 1, 1);
         if (!marks[s]) rc = (st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory"), -1);
     }
-    for (uint32_t k = 0; k < x->count && rc == 0; k++) {
+    uint32_t first_missing[TASKS];
+    check_job job = {c, x, marks, (x->count + TASKS - 1) / TASKS, first_missing};
+    if (job.per_task == 0) job.per_task = 1;
+    if (rc == 0) {
+        if (parallel && x->count > 4096)
+            parallel(TASKS, check_range, &job);
+        else
+            for (int t = 0; t < TASKS; t++) check_range(&job, t);
+    }
+    /* The first missing entry in file order is in the lowest task that found one. */
+    for (int t = 0; t < TASKS && rc == 0; t++) {
+        uint32_t k = first_missing[t];
+        if (k == UINT32_MAX) continue;
         uint32_t s = x->shard_of[k];
         const uint8_t *name;
         size_t len;
         st_index_name(x, k, &name, &len);
-        uint32_t i = s < c->n_shards ? st_hash_find(c->tables[s].names, name, len, x->hashes[k]) : UINT32_MAX;
-        if (i == UINT32_MAX) {
-            char quoted[512];
-            json_quote(x->shard_bytes + x->shard_start[s], x->shard_start[s + 1] - x->shard_start[s], quoted, sizeof quoted);
-            st_fail(e, ST_TENSOR_NOT_IN_SHARD, -1, "weight_map puts this tensor in %s but that shard does not hold it", quoted);
-            st_error_set_tensor(e, name, len);
-            e->shard = -1;
-            rc = -1;
-            break;
-        }
-        marks[s][i] = 1;
+        char quoted[512];
+        json_quote(x->shard_bytes + x->shard_start[s], x->shard_start[s + 1] - x->shard_start[s], quoted, sizeof quoted);
+        st_fail(e, ST_TENSOR_NOT_IN_SHARD, -1, "weight_map puts this tensor in %s but that shard does not hold it", quoted);
+        st_error_set_tensor(e, name, len);
+        e->shard = -1;
+        rc = -1;
     }
     for (uint32_t s = 0; s < c->n_shards && rc == 0; s++) {
         const st_table *t = &c->tables[s];
@@ -229,7 +266,7 @@ int st_open_shards(const char *const *paths, uint32_t n, const st_index *index, 
         st_hash_set_ctx(c->tables[s].names, &c->tables[s]);
     }
     if (c->bases[n] >= UINT32_MAX - 2) return st_fail(e, ST_INVALID_INDEX, -1, "more than 4 billion tensors"), -1;
-    return index ? cross_check_index(c, index, e) : check_no_duplicates(c, paths, e);
+    return index ? cross_check_index(c, index, parallel, e) : check_no_duplicates(c, paths, e);
 }
 
 void st_checkpoint_free(st_checkpoint *c) {
