@@ -86,6 +86,19 @@ describe("engine on tiny-k3", async () => {
     expect(r.ids).toEqual([]);
   });
 
+  it("honours an abort in the middle of a generation", async () => {
+    const ac = new AbortController();
+    const it = engine.generate(meta.prompt_ids, { maxTokens: 20, signal: ac.signal, stopIds: [] });
+    let r = await it.next();
+    let seen = 0;
+    while (!r.done) {
+      if (++seen === 3) ac.abort();
+      r = await it.next();
+    }
+    expect(r.value.stopReason).toBe("abort");
+    expect(r.value.ids).toEqual(meta.greedy_ids.slice(0, 3));
+  });
+
   it("seeded sampling is deterministic and differs across seeds", async () => {
     const run = async (seed: number) => (await engine.complete(meta.prompt_ids, { maxTokens: 12, temperature: 1.2, topK: 50, topP: 0.95, seed, stopIds: [] })).ids.join(",");
     const a = await run(1);

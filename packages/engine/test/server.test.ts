@@ -137,6 +137,22 @@ describe("server with the model in a worker thread", () => {
       const body: any = await plain.json();
       expect(typeof body.choices[0].message.reasoning_content).toBe("string");
       expect(typeof body.choices[0].message.content).toBe("string");
+
+      // A client that goes away cancels its generation: the next request is not stuck behind it.
+      const ac = new AbortController();
+      const long = fetch(s.url + "/v1/completions", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ prompt: "x", max_tokens: 4000, stream: true }),
+        signal: ac.signal,
+      }).then((r) => r.text()).catch(() => "aborted");
+      await new Promise((r) => setTimeout(r, 300));
+      ac.abort();
+      expect(await long).toBe("aborted");
+      const t1 = performance.now();
+      const next = await fetch(s.url + "/v1/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt: "x", max_tokens: 2 }) });
+      expect(next.status).toBe(200);
+      expect(performance.now() - t1).toBeLessThan(10_000);
     } finally {
       await s.close();
       await backend.close();
