@@ -1,8 +1,9 @@
 /**
- * Test helpers: a minimal safetensors reader for the reference fixtures (F32/F64/I64 only; the
- * fixtures are small, plain files), the MANIFEST tolerances, comparison, deterministic random data.
+ * Test helpers: the reference fixtures read through @k3/safetensors, the MANIFEST tolerances,
+ * comparison, deterministic random data.
  */
 import { existsSync, readFileSync } from "node:fs";
+import { openSafetensorsSync } from "@k3/safetensors";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -23,27 +24,28 @@ export function fixtureExists(file: string): boolean {
 }
 
 export function readFixture(file: string): Map<string, FixtureTensor> {
-  const bytes = readFileSync(join(componentsDir, file));
-  const n = Number(bytes.readBigUInt64LE(0));
-  const header = JSON.parse(bytes.subarray(8, 8 + n).toString("utf8")) as Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>;
-  const base = 8 + n;
+  // @k3/safetensors' strict TS header parser (no native code needed for these small files)
+  const ckpt = openSafetensorsSync(join(componentsDir, file), { backend: "ts" });
   const out = new Map<string, FixtureTensor>();
-  for (const [name, t] of Object.entries(header)) {
-    if (name === "__metadata__") continue;
-    const [a, b] = t.data_offsets;
-    const raw = bytes.buffer.slice(bytes.byteOffset + base + a, bytes.byteOffset + base + b);
-    let data: Float32Array | Float64Array;
-    if (t.dtype === "F32") data = new Float32Array(raw);
-    else if (t.dtype === "F64") data = new Float64Array(raw);
-    else if (t.dtype === "I64") data = Float64Array.from(new BigInt64Array(raw), (v) => Number(v));
-    else if (t.dtype === "BF16") {
-      const bits = new Uint16Array(raw);
-      const wide = new Uint32Array(bits.length);
-      for (let i = 0; i < bits.length; i++) wide[i] = bits[i] << 16;
-      out.set(name, { dtype: t.dtype, shape: t.shape, data: new Float32Array(wide.buffer), bits });
-      continue;
-    } else throw new Error(`test reader: ${file}:${name} has dtype ${t.dtype}`);
-    out.set(name, { dtype: t.dtype, shape: t.shape, data });
+  try {
+    for (const info of ckpt.tensors) {
+      const bytes = ckpt.readSync(info.name);
+      const raw = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+      let data: Float32Array | Float64Array;
+      if (info.dtype === "F32") data = new Float32Array(raw);
+      else if (info.dtype === "F64") data = new Float64Array(raw);
+      else if (info.dtype === "I64") data = Float64Array.from(new BigInt64Array(raw), (v) => Number(v));
+      else if (info.dtype === "BF16") {
+        const bits = new Uint16Array(raw);
+        const wide = new Uint32Array(bits.length);
+        for (let i = 0; i < bits.length; i++) wide[i] = bits[i] << 16;
+        out.set(info.name, { dtype: info.dtype, shape: info.shape, data: new Float32Array(wide.buffer), bits });
+        continue;
+      } else throw new Error(`${file}:${info.name} has dtype ${info.dtype}, which the tests do not read`);
+      out.set(info.name, { dtype: info.dtype, shape: info.shape, data });
+    }
+  } finally {
+    ckpt.closeSync();
   }
   return out;
 }
