@@ -27,7 +27,20 @@ export interface IndexedShards {
   find(name: string): number;
 }
 
+/** A parallel pass over index.json and every candidate shard file (see st_speculative_parse). */
+export interface Speculation {
+  /** The index, or the error that parsing it gave. */
+  index: IndexSummary | null;
+  error: SafetensorsError | null;
+  /** Takes candidate order[k] as index shard k (paths = their display paths) and cross-checks. */
+  finish(order: Uint32Array, paths: string[], indexFile: string): IndexedShards;
+  dispose(): void;
+}
+
 export interface Backend {
+  /** Optional: parse index.json and the candidates' headers in one parallel pass. */
+  speculate?(indexFile: string, candidates: string[]): Speculation;
+  speculateAsync?(indexFile: string, candidates: string[]): Promise<Speculation>;
   readonly kind: "native" | "ts";
   parseFile(bytes: Uint8Array, file?: string): IndexedShards;
   /** Reads and parses an index.json file. */

@@ -10,7 +10,7 @@ import { DTYPES, type Dtype } from "./dtypes.js";
 import { SafetensorsError, ioError } from "./errors.js";
 import { preadExact, preadExactSync, bytesOf } from "./io.js";
 import { resolveShard } from "./paths.js";
-import type { Backend, IndexedShards, IndexSummary } from "./backend.js";
+import type { Backend, IndexedShards, IndexSummary, Speculation } from "./backend.js";
 import { KIND_EXPERT, KIND_GLOBAL, tableName, tableShape, type HeaderTable } from "./table.js";
 import { classifyName } from "./classify.js";
 import { nativeBinding, nativeLoadError } from "./native.js";
@@ -610,13 +610,74 @@ function finish(plan: Plan, indexed: IndexedShards, backend: Backend, options: O
   });
 }
 
+/** Plain *.safetensors files of the directory (no symlinks): the shards a speculative pass may read. */
+function speculativeCandidates(abs: string): string[] {
+  return readdirSync(abs, { withFileTypes: true })
+    .filter((d) => d.isFile() && d.name.endsWith(".safetensors"))
+    .map((d) => join(abs, d.name))
+    .sort();
+}
+
+/** The directory and its index file, or null when there is none (stat errors are IoError). */
+function locate(dir: string): { abs: string; indexFile: string | null } {
+  const abs = resolve(dir);
+  let st;
+  try {
+    st = statSync(abs);
+  } catch (err) {
+    throw ioError(abs, "opening the checkpoint", err);
+  }
+  if (!st.isDirectory()) throw new SafetensorsError("InvalidArgument", "openCheckpoint needs a directory; use openSafetensors for one file", { file: abs });
+  return { abs, indexFile: findIndexFile(abs) };
+}
+
+/**
+ * With the native parser, index.json and the headers of every plain *.safetensors file are
+ * parsed in one parallel pass; the shard paths are then checked exactly as in the sequential
+ * plan, and a shard that was not a candidate (subdirectory, symlink) falls back to that plan.
+ */
+function finishSpeculation(spec: Speculation, abs: string, indexFile: string, candidates: string[]): { plan: Plan; indexed: IndexedShards } | { plan: Plan; indexed: null } {
+  if (spec.error) {
+    spec.dispose();
+    throw spec.error;
+  }
+  const index = spec.index!;
+  let shards: string[];
+  try {
+    const realDir = realpathSync(abs);
+    shards = index.shards.map((name) => resolveShard(abs, realDir, name, indexFile));
+  } catch (err) {
+    spec.dispose();
+    throw err;
+  }
+  const plan: Plan = { dir: abs, indexFile, index, shards };
+  const order = shards.map((p) => candidates.indexOf(p));
+  if (order.some((i) => i < 0)) {
+    spec.dispose();
+    return { plan, indexed: null };
+  }
+  return { plan, indexed: spec.finish(Uint32Array.from(order), shards, indexFile) };
+}
+
 export function openCheckpointWith(backend: Backend, dir: string, options: OpenOptions = {}): Checkpoint {
+  const { abs, indexFile } = locate(dir);
+  if (indexFile && backend.speculate) {
+    const candidates = speculativeCandidates(abs);
+    const r = finishSpeculation(backend.speculate(indexFile, candidates), abs, indexFile, candidates);
+    if (r.indexed) return finish(r.plan, r.indexed, backend, options);
+  }
   const plan = planSync(dir, backend);
   const indexed = backend.indexShardsSync(plan.shards, plan.index, plan.indexFile ?? undefined);
   return finish(plan, indexed, backend, options);
 }
 
 export async function openCheckpointAsyncWith(backend: Backend, dir: string, options: OpenOptions = {}): Promise<Checkpoint> {
+  const { abs, indexFile } = locate(dir);
+  if (indexFile && backend.speculateAsync) {
+    const candidates = speculativeCandidates(abs);
+    const r = finishSpeculation(await backend.speculateAsync(indexFile, candidates), abs, indexFile, candidates);
+    if (r.indexed) return finish(r.plan, r.indexed, backend, options);
+  }
   const plan = planSync(dir, backend);
   const indexed = await backend.indexShards(plan.shards, plan.index, plan.indexFile ?? undefined);
   return finish(plan, indexed, backend, options);

@@ -5,7 +5,7 @@
  * `nativeLoadError` says why; the TS parser then does the work.
  */
 import { loadAddon } from "@k3/native";
-import type { Backend, IndexSummary, IndexedShards } from "./backend.js";
+import type { Backend, IndexSummary, IndexedShards, Speculation } from "./backend.js";
 import { SafetensorsError, type SafetensorsErrorCode } from "./errors.js";
 import type { HeaderTable } from "./table.js";
 
@@ -24,6 +24,14 @@ interface NativeTables {
 
 type Result<T> = T | { error: NativeError };
 
+interface NativeSpeculation {
+  error?: NativeError;
+  shards?: string[];
+  entries?: number;
+  metadataJson?: string | null;
+  handle: unknown;
+}
+
 interface NativeIndex {
   shards: string[];
   entries: number;
@@ -39,6 +47,9 @@ export interface SafetensorsBinding {
   openShardsAsync(paths: string[], index?: unknown): Promise<Result<NativeTables>>;
   find(handle: unknown, name: string): number;
   freeIndex(handle: unknown): void;
+  speculativeOpen(indexPath: string, candidates: string[]): NativeSpeculation;
+  speculativeOpenAsync(indexPath: string, candidates: string[]): Promise<NativeSpeculation>;
+  speculativeFinish(handle: unknown, order: Uint32Array): Result<NativeTables>;
   mapRange(path: string, offset: number, length: number): ArrayBuffer;
 }
 
@@ -93,11 +104,34 @@ export const nativePoolReady: Promise<boolean> = loaded.binding ? attachPool(loa
 export const nativeBinding: SafetensorsBinding | null = loaded.binding;
 export const nativeLoadError: string | null = loaded.error;
 
+function speculation(r: NativeSpeculation, binding: SafetensorsBinding, indexFile: string): Speculation {
+  let open = true;
+  return {
+    error: r.error ? toError(r.error, [], indexFile) : null,
+    index: r.error ? null : { shards: r.shards!, metadataJson: r.metadataJson ?? null, entries: r.entries!, state: null },
+    finish(order, paths, file) {
+      open = false;
+      return indexed(unwrap(binding.speculativeFinish(r.handle, order), paths, file), binding);
+    },
+    dispose() {
+      // Nothing to do eagerly: the tables are freed with the handle. Kept for symmetry.
+      open = false;
+    },
+  } satisfies Speculation & { [k: string]: unknown } as Speculation;
+}
+
 export const nativeBackend: Backend | null = loaded.binding
   ? ((binding: SafetensorsBinding): Backend => ({
       kind: "native",
       parseFile(bytes, file) {
         return indexed(unwrap(binding.parseBuffer(bytes), [], file), binding);
+      },
+      speculate(indexFile, candidates) {
+        return speculation(binding.speculativeOpen(indexFile, candidates), binding, indexFile);
+      },
+      async speculateAsync(indexFile, candidates) {
+        await nativePoolReady;
+        return speculation(await binding.speculativeOpenAsync(indexFile, candidates), binding, indexFile);
       },
       parseIndex(file): IndexSummary {
         const r = unwrap(binding.parseIndexFile(file), [], file);

@@ -197,6 +197,28 @@ typedef struct {
 int st_open_shards(const char *const *paths, uint32_t n, const st_index *index, st_parallel_fn parallel,
                    st_checkpoint *out, st_error *e);
 void st_checkpoint_free(st_checkpoint *c);
+
+/*
+ * Speculative open: parses index.json (task 0) and the headers of every candidate file of the
+ * directory (tasks 1..n) in one parallel pass, so the index and the shards overlap in time.
+ * Nothing is decided yet: st_speculative_finish then takes the tables in index order (reporting
+ * the first failing shard in that order, exactly as st_open_shards would) and cross-checks.
+ */
+typedef struct {
+    st_index index;
+    st_error index_error;
+    uint32_t n;
+    const char *const *paths;
+    st_table *tables;
+    st_error *errors;
+} st_speculative;
+
+int st_speculative_parse(const char *index_path, const char *const *paths, uint32_t n, st_parallel_fn parallel,
+                         st_speculative *out);
+/* order[k] = candidate holding the index's shard k. Moves the used tables into `c`. */
+int st_speculative_finish(st_speculative *sp, const uint32_t *order, st_parallel_fn parallel, st_checkpoint *c,
+                          st_error *e);
+void st_speculative_free(st_speculative *sp);
 /* Global index of a name or -1. */
 int64_t st_checkpoint_find(const st_checkpoint *c, const uint8_t *name, size_t len);
 

@@ -303,6 +303,137 @@ static Napi::Value FreeIndex(const Napi::CallbackInfo &info) {
     return info.Env().Undefined();
 }
 
+// ---------------------------------------------------------------- speculative open
+
+struct SpecOwner {
+    st_speculative sp;
+    std::vector<std::string> paths;
+    std::vector<const char *> cpaths;
+    bool done = false;
+};
+
+static void spec_release(Napi::Env, SpecOwner *o) {
+    st_speculative_free(&o->sp);
+    delete o;
+}
+
+static Napi::Object spec_result(Napi::Env env, SpecOwner *o) {
+    Napi::Object r = Napi::Object::New(env);
+    st_index &x = o->sp.index;
+    if (o->sp.index_error.code != ST_OK) {
+        r["error"] = error_object(env, o->sp.index_error);
+    } else {
+        Napi::Array shards = Napi::Array::New(env, x.n_shards);
+        for (uint32_t s = 0; s < x.n_shards; s++)
+            shards[s] = Napi::String::New(env, reinterpret_cast<const char *>(x.shard_bytes + x.shard_start[s]),
+                                          x.shard_start[s + 1] - x.shard_start[s]);
+        r["shards"] = shards;
+        r["entries"] = Napi::Number::New(env, x.count);
+        if (x.metadata_begin >= 0)
+            r["metadataJson"] = Napi::String::New(env, reinterpret_cast<const char *>(x.json + x.metadata_begin),
+                                                  (size_t)(x.metadata_end - x.metadata_begin));
+        else
+            r["metadataJson"] = env.Null();
+    }
+    r["handle"] = Napi::External<SpecOwner>::New(env, o, spec_release);
+    return r;
+}
+
+static SpecOwner *spec_args(const Napi::CallbackInfo &info, const char *fn, std::string *index_path) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 2 || !info[0].IsString() || !info[1].IsArray()) {
+        k3::fail(env, fn, "expected (indexPath: string, candidates: string[])");
+        return nullptr;
+    }
+    *index_path = info[0].As<Napi::String>().Utf8Value();
+    Napi::Array a = info[1].As<Napi::Array>();
+    if (a.Length() > ST_MAX_SHARDS) {
+        k3::fail(env, fn, "too many candidate files", true);
+        return nullptr;
+    }
+    auto *o = new SpecOwner();
+    for (uint32_t i = 0; i < a.Length(); i++) {
+        Napi::Value v = a[i];
+        if (!v.IsString()) {
+            delete o;
+            k3::fail(env, fn, "candidates must be strings");
+            return nullptr;
+        }
+        o->paths.push_back(v.As<Napi::String>().Utf8Value());
+    }
+    for (auto &p : o->paths) o->cpaths.push_back(p.c_str());
+    return o;
+}
+
+static Napi::Value SpeculativeOpen(const Napi::CallbackInfo &info) {
+    std::string index_path;
+    SpecOwner *o = spec_args(info, "speculativeOpen", &index_path);
+    if (!o) return info.Env().Undefined();
+    st_speculative_parse(index_path.c_str(), o->cpaths.data(), (uint32_t)o->cpaths.size(), dense_api ? run_parallel : nullptr, &o->sp);
+    return spec_result(info.Env(), o);
+}
+
+class SpeculativeWorker : public Napi::AsyncWorker {
+  public:
+    SpeculativeWorker(Napi::Env env, SpecOwner *o, std::string index_path)
+        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), o_(o), index_path_(std::move(index_path)) {}
+    Napi::Promise Promise() { return deferred_.Promise(); }
+    void Execute() override {
+        st_speculative_parse(index_path_.c_str(), o_->cpaths.data(), (uint32_t)o_->cpaths.size(), dense_api ? run_parallel : nullptr,
+                             &o_->sp);
+    }
+    void OnOK() override { deferred_.Resolve(spec_result(Env(), o_)); }
+    void OnError(const Napi::Error &err) override {
+        st_speculative_free(&o_->sp);
+        delete o_;
+        deferred_.Reject(err.Value());
+    }
+
+  private:
+    Napi::Promise::Deferred deferred_;
+    SpecOwner *o_;
+    std::string index_path_;
+};
+
+static Napi::Value SpeculativeOpenAsync(const Napi::CallbackInfo &info) {
+    std::string index_path;
+    SpecOwner *o = spec_args(info, "speculativeOpenAsync", &index_path);
+    if (!o) return info.Env().Undefined();
+    auto *w = new SpeculativeWorker(info.Env(), o, index_path);
+    Napi::Promise p = w->Promise();
+    w->Queue();
+    return p;
+}
+
+// speculativeFinish(handle, order: Uint32Array) -> checkpoint result or {error}; frees the rest.
+static Napi::Value SpeculativeFinish(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 2 || !info[0].IsExternal() || !info[1].IsTypedArray() ||
+        info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array) {
+        k3::fail(env, "speculativeFinish", "expected (handle, order: Uint32Array)");
+        return env.Undefined();
+    }
+    SpecOwner *o = info[0].As<Napi::External<SpecOwner>>().Data();
+    Napi::Uint32Array order = info[1].As<Napi::Uint32Array>();
+    if (o->done || o->sp.index_error.code != ST_OK || order.ElementLength() != o->sp.index.n_shards) {
+        k3::fail(env, "speculativeFinish", "order must give one candidate per index shard, once", true);
+        return env.Undefined();
+    }
+    o->done = true;
+    st_error e;
+    memset(&e, 0, sizeof e);
+    e.position = -1;
+    e.shard = -1;
+    Owner *ck = new Owner();
+    int rc = st_speculative_finish(&o->sp, order.Data(), dense_api ? run_parallel : nullptr, &ck->ck, &e);
+    st_speculative_free(&o->sp);
+    if (rc != 0) {
+        release(ck);
+        return result_error(env, e);
+    }
+    return checkpoint_result(env, ck);
+}
+
 // ---------------------------------------------------------------- find(handle, name)
 
 static Napi::Value Find(const Napi::CallbackInfo &info) {
@@ -365,6 +496,9 @@ static Napi::Object InitModule(Napi::Env env, Napi::Object exports) {
     exports["openShardsAsync"] = Napi::Function::New(env, OpenShardsAsync);
     exports["find"] = Napi::Function::New(env, Find);
     exports["freeIndex"] = Napi::Function::New(env, FreeIndex);
+    exports["speculativeOpen"] = Napi::Function::New(env, SpeculativeOpen);
+    exports["speculativeOpenAsync"] = Napi::Function::New(env, SpeculativeOpenAsync);
+    exports["speculativeFinish"] = Napi::Function::New(env, SpeculativeFinish);
     exports["mapRange"] = Napi::Function::New(env, MapRange);
     return exports;
 }

@@ -286,3 +286,82 @@ int64_t st_checkpoint_find(const st_checkpoint *c, const uint8_t *name, size_t l
     }
     return -1;
 }
+
+/* ---------------------------------------------------------------- speculative open */
+
+typedef struct {
+    st_speculative *sp;
+    open_job shards;
+    const char *index_path;
+} spec_job;
+
+static void spec_task(void *ctx, int i) {
+    spec_job *j = ctx;
+    if (i == 0)
+        st_parse_index_file(j->index_path, &j->sp->index, &j->sp->index_error);
+    else
+        parse_one(&j->shards, i - 1);
+}
+
+int st_speculative_parse(const char *index_path, const char *const *paths, uint32_t n, st_parallel_fn parallel,
+                         st_speculative *sp) {
+    memset(sp, 0, sizeof *sp);
+    sp->index_error.position = -1;
+    sp->index_error.shard = -1;
+    sp->n = n;
+    sp->paths = paths;
+    sp->tables = calloc(n ? n : 1, sizeof(st_table));
+    sp->errors = calloc(n ? n : 1, sizeof(st_error));
+    if (!sp->tables || !sp->errors) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        sp->errors[i].position = -1;
+        sp->errors[i].shard = -1;
+    }
+    spec_job job = {sp, {paths, sp->tables, sp->errors}, index_path};
+    if (parallel)
+        parallel((int)n + 1, spec_task, &job);
+    else
+        for (uint32_t i = 0; i <= n; i++) spec_task(&job, (int)i);
+    return 0;
+}
+
+int st_speculative_finish(st_speculative *sp, const uint32_t *order, st_parallel_fn parallel, st_checkpoint *c,
+                          st_error *e) {
+    uint32_t n = sp->index.n_shards;
+    memset(c, 0, sizeof *c);
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t j = order[k];
+        if (j >= sp->n) return st_fail(e, ST_INVALID_INDEX, -1, "internal: bad candidate order"), -1;
+        if (sp->errors[j].code != ST_OK) {
+            free(e->tensor);
+            *e = sp->errors[j];
+            sp->errors[j].tensor = NULL;
+            e->shard = (int)k;
+            return -1;
+        }
+    }
+    c->tables = calloc(n ? n : 1, sizeof(st_table));
+    c->bases = calloc(n + 1, sizeof(uint64_t));
+    if (!c->tables || !c->bases) return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory"), -1;
+    c->n_shards = n;
+    for (uint32_t k = 0; k < n; k++) {
+        c->tables[k] = sp->tables[order[k]];
+        memset(&sp->tables[order[k]], 0, sizeof(st_table));
+        st_hash_set_ctx(c->tables[k].names, &c->tables[k]);
+        c->bases[k + 1] = c->bases[k] + c->tables[k].count;
+    }
+    if (c->bases[n] >= UINT32_MAX - 2) return st_fail(e, ST_INVALID_INDEX, -1, "more than 4 billion tensors"), -1;
+    return cross_check_index(c, &sp->index, parallel, e);
+}
+
+void st_speculative_free(st_speculative *sp) {
+    if (sp->tables)
+        for (uint32_t i = 0; i < sp->n; i++) st_table_free(&sp->tables[i]);
+    if (sp->errors)
+        for (uint32_t i = 0; i < sp->n; i++) free(sp->errors[i].tensor);
+    free(sp->tables);
+    free(sp->errors);
+    free(sp->index_error.tensor);
+    st_index_free(&sp->index);
+    memset(sp, 0, sizeof *sp);
+}
