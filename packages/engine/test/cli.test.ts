@@ -118,4 +118,32 @@ describe("k3 CLI", () => {
     expect(r.stdout).toMatch(/\(conversation reset\)/);
     expect(r.stdout).toMatch(/\(loaded 2 messages\)/);
   });
+
+  it("k3 pack, then k3 run --trunk streams the packed trunk with the same output (in process)", async () => {
+    const { main } = await import("../src/cli.js");
+    const out = join(dir, "trunk");
+    const quiet = async (args: string[]) => {
+      let stdout = "";
+      const o = process.stdout.write.bind(process.stdout);
+      const e = process.stderr.write.bind(process.stderr);
+      process.stdout.write = ((c: string | Uint8Array) => ((stdout += String(c)), true)) as typeof process.stdout.write;
+      process.stderr.write = (() => true) as typeof process.stderr.write;
+      try {
+        return { code: await main(args), stdout };
+      } finally {
+        process.stdout.write = o;
+        process.stderr.write = e;
+      }
+    };
+    expect((await quiet(["pack", "--model", TINY_K3, "--out", out])).code).toBe(0);
+    const resident = join(dir, "resident.json");
+    const streamed = join(dir, "streamed.json");
+    expect((await quiet(["run", "--model", TINY_K3, "--prompt", "hello", "--max-tokens", "8", "--json", resident, "--threads", "1"])).code).toBe(0);
+    expect((await quiet(["run", "--model", TINY_K3, "--prompt", "hello", "--max-tokens", "8", "--json", streamed, "--trunk", out, "--trunk-gb", "0.0012", "--threads", "1"])).code).toBe(0);
+    const a = JSON.parse(readFileSync(resident, "utf8"));
+    const b = JSON.parse(readFileSync(streamed, "utf8"));
+    expect(b.generated_ids).toEqual(a.generated_ids);
+    expect(a.bytes_read.trunk).toBe(0);
+    expect(b.bytes_read.trunk).toBeGreaterThan(0);
+  });
 });
