@@ -105,19 +105,16 @@ export const nativeBinding: SafetensorsBinding | null = loaded.binding;
 export const nativeLoadError: string | null = loaded.error;
 
 function speculation(r: NativeSpeculation, binding: SafetensorsBinding, indexFile: string): Speculation {
-  let open = true;
   return {
     error: r.error ? toError(r.error, [], indexFile) : null,
     index: r.error ? null : { shards: r.shards!, metadataJson: r.metadataJson ?? null, entries: r.entries!, state: null },
     finish(order, paths, file) {
-      open = false;
       return indexed(unwrap(binding.speculativeFinish(r.handle, order), paths, file), binding);
     },
     dispose() {
-      // Nothing to do eagerly: the tables are freed with the handle. Kept for symmetry.
-      open = false;
+      // The unused tables are freed with the handle when it is collected (finish frees eagerly).
     },
-  } satisfies Speculation & { [k: string]: unknown } as Speculation;
+  };
 }
 
 export const nativeBackend: Backend | null = loaded.binding
