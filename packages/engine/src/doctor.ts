@@ -6,6 +6,7 @@
  * scattered offsets of the checkpoint's shards, several in flight, like the expert store. Reads are
  * buffered, so a checkpoint already in the page cache reads at memory speed (the line says so).
  */
+import { execFileSync } from "node:child_process";
 import { closeSync, existsSync, fstatSync, openSync, readdirSync, readSync, statSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { join } from "node:path";
@@ -90,6 +91,13 @@ export async function runDoctor(o: DoctorOptions): Promise<boolean> {
   const [maj, min] = process.versions.node.split(".").map(Number);
   if (maj > 20 || (maj === 20 && min >= 19)) ok(`node ${process.versions.node}`);
   else fail(`node ${process.versions.node}: k3 needs >= 20.19`);
+  // A C toolchain is only needed to rebuild the native addons from source (prebuilds ship in the packages).
+  try {
+    const cc = execFileSync("cc", ["--version"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).split("\n")[0];
+    ok(`C compiler: ${cc} (only for \`pnpm test:source\`; prebuilt addons need none)`);
+  } catch {
+    warn("no C compiler (cc): fine with the shipped prebuilds; needed only to build the addons from source");
+  }
   const info = nativeInfo();
   ok(`native kernels: ${info.origin} (${info.file})`);
   const best = bestSimdLevel();
