@@ -2,8 +2,11 @@
  * Chat with @k3/engine. Uses $K3_MODEL_DIR when set (a real Kimi K3 / Kimi-Linear checkpoint), else
  * the embedded tiny K3-layout model, whose weights are random: its replies are gibberish by design.
  *
- * Shows: the chat format, state carried across turns (turn two prefills only its own tokens, not
- * the history), saving the conversation and resuming it in a new session with identical output.
+ * Shows: the chat format, state carried across turns (a turn that follows a reply ended on an end
+ * id prefills only its own tokens, not the history; a reply cut by maxTokens leaves its message open,
+ * so the next turn re-prefills the transcript), saving the conversation and resuming it in a new
+ * session with identical output. The random tiny model rarely emits an end id, so the demo adds
+ * the token it says third as an extra stop id to show the carried-state path.
  */
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -26,11 +29,20 @@ async function say(session: ChatSession, text: string): Promise<number[]> {
     r = await gen.next();
   }
   const rep = r.value.report;
-  console.log(`\n  [prefilled ${session.lastPrefillTokens} tokens, generated ${rep.generated_tokens} at ${rep.decode_tokens_per_second.toFixed(1)} tok/s]\n`);
+  const how = r.value.stopId !== null ? `ended on end id ${r.value.stopId}` : "cut by maxTokens (the next turn re-prefills the closed transcript)";
+  console.log(`\n  [prefilled ${session.lastPrefillTokens} tokens, generated ${rep.generated_tokens} at ${rep.decode_tokens_per_second.toFixed(1)} tok/s; ${how}]\n`);
   return r.value.ids;
 }
 
 const chat = new ChatSession(engine, { system: "You are terse.", effort: "low" });
+if (!process.env.K3_MODEL_DIR) {
+  // Probe what the random model says first, and treat its third token as an end id.
+  const probe = new ChatSession(engine, { system: "You are terse.", effort: "low" });
+  const g = probe.send("Name a prime number.", sampling);
+  let r = await g.next();
+  while (!r.done) r = await g.next();
+  (sampling as { stopIds?: number[] }).stopIds = [r.value.ids[2]];
+}
 await say(chat, "Name a prime number.");
 await say(chat, "And the next one?");
 

@@ -3,9 +3,10 @@
  * carries over between turns, so a new turn only prefills its own tokens, never the history.
  * Saves to and loads from a state file stamped with the model+config fingerprint.
  *
- * Each turn feeds: what the last turn sampled but did not feed (its end id or last token), then the ids
- * the chat format adds for the new user message and the generation prompt (the difference between
- * the rendered conversation with and without them).
+ * Each turn feeds: the end id the last reply stopped on, then the ids the chat format adds for the
+ * new user message and the generation prompt (the difference between the rendered conversation with
+ * and without them). A reply cut by --max-tokens (or aborted) leaves its message open in the model
+ * state, so the next turn re-prefills the canonical transcript instead (counted in `reprefills`).
  */
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { parseK3Output, type ChatMessage } from "@k3/tiktoken-bpe";
@@ -27,8 +28,12 @@ const VERSION = 1;
 export class ChatSession {
   messages: ChatMessage[] = [];
   private state: ModelState;
-  /** Ids the last turn sampled but did not feed (its last token or the end id). */
+  /** Ids the last turn sampled but did not feed (its end id). */
   private pending: number[] = [];
+  /** The last reply was cut (length or abort): its message is open in the state, so the next turn re-prefills. */
+  private open = false;
+  /** Turns that had to re-prefill the transcript (after a cut reply). */
+  reprefills = 0;
   turn = 0;
   /** Tokens prefilled by the last turn (the delta, not the history). */
   lastPrefillTokens = 0;
@@ -50,6 +55,7 @@ export class ChatSession {
     this.messages = this.options.system ? [{ role: "system", content: this.options.system }] : [];
     this.state = this.engine.newState();
     this.pending = [];
+    this.open = false;
     this.turn = 0;
   }
 
@@ -58,6 +64,11 @@ export class ChatSession {
     const withUser: ChatMessage[] = [...this.messages, { role: "user", content: userText }];
     const full = this.render(withUser, true);
     let delta: number[];
+    if (this.open) {
+      // The model state holds an unfinished assistant message: start over from the canonical transcript.
+      this.state = this.engine.newState();
+      this.reprefills++;
+    }
     if (this.state.pos === 0) {
       delta = full;
     } else {
@@ -74,7 +85,8 @@ export class ChatSession {
       r = await gen.next();
     }
     const result = r.value;
-    this.pending = result.unfed;
+    this.open = result.stopId === null;
+    this.pending = this.open ? [] : result.unfed;
     // K3: keep the think channel as `reasoning` and the response as `content` (split on ids).
     const reply: ChatMessage =
       this.engine.chatFormat === "k3"
@@ -97,6 +109,7 @@ export class ChatSession {
       ids: this.state.ids,
       messages: this.messages,
       pending: this.pending,
+      open: this.open,
       turn: this.turn,
       options: this.options,
       layerBytes: layers.map((b) => b.length),
@@ -149,6 +162,7 @@ export class ChatSession {
     this.state = { layers, pos: h.pos, ids: h.ids };
     this.messages = h.messages;
     this.pending = Array.isArray(h.pending) ? h.pending : [];
+    this.open = (h as { open?: boolean }).open === true;
     this.turn = h.turn;
   }
 }

@@ -11,8 +11,8 @@ import { TINY_48B, TINY_K3 } from "./helpers.js";
 const bigBox = { totalBytes: 256 * GB, availableBytes: 250 * GB };
 const dir = mkdtempSync(join(tmpdir(), "k3-chat-"));
 
-async function reply(session: ChatSession, text: string, maxTokens = 8) {
-  const gen = session.send(text, { maxTokens });
+async function reply(session: ChatSession, text: string, maxTokens = 8, stopIds: number[] = []) {
+  const gen = session.send(text, { maxTokens, stopIds });
   let r = await gen.next();
   while (!r.done) r = await gen.next();
   return r.value;
@@ -23,11 +23,15 @@ describe("chat sessions", async () => {
   const engine = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop", kdaCore: "recurrent" });
 
   it("carries state across turns: turn 2 prefills only its delta and equals a full re-prefill", async () => {
+    // Learn what the (random) model says, then make its 4th token an end id so turn 1 ends normally.
+    const probe = await reply(new ChatSession(engine, { system: "Be brief.", effort: "high" }), "Hello there");
     const s = new ChatSession(engine, { system: "Be brief.", effort: "high" });
-    const r1 = await reply(s, "Hello there");
+    const r1 = await reply(s, "Hello there", 8, [probe.ids[3]]);
+    expect(r1.stopId).toBe(probe.ids[3]);
     const afterTurn1 = s.lastPrefillTokens;
     const r2 = await reply(s, "And again?");
-    expect(s.lastPrefillTokens).toBeLessThan(afterTurn1 + r1.ids.length);
+    expect(s.reprefills).toBe(0);
+    expect(s.lastPrefillTokens).toBeLessThan(afterTurn1);
     // The same transcript fed from scratch gives the same reply.
     const fed: number[] = (s as any).state.ids;
     // Turn 2's own tokens in the state: all of them when it stopped on an end id, all but the last otherwise.
@@ -56,6 +60,19 @@ describe("chat sessions", async () => {
     expect(() => new ChatSession(engine).load(join(dir, "short.k3st"))).toThrow(/truncated or padded/);
     writeFileSync(join(dir, "junk.k3st"), "hello");
     expect(() => new ChatSession(engine).load(join(dir, "junk.k3st"))).toThrow(/bad magic/);
+  });
+
+  it("a reply cut by max tokens makes the next turn re-prefill the canonical transcript", async () => {
+    const s = new ChatSession(engine, { effort: "low" });
+    const r1 = await reply(s, "Count to three", 3);
+    expect(r1.stopId).toBeNull();
+    const r2 = await reply(s, "Go on", 6);
+    expect(s.reprefills).toBe(1);
+    const canonical = engine.encodeChat(s.messages.slice(0, 3), { effort: "low" });
+    expect(s.lastPrefillTokens).toBe(canonical.length);
+    // The same canonical messages in a fresh session give the same reply.
+    const fresh = await engine.complete(canonical, { maxTokens: 6 });
+    expect(fresh.ids).toEqual(r2.ids);
   });
 
   it("refuses effort medium and resets to the system message", async () => {
