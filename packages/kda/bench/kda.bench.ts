@@ -7,33 +7,9 @@
  * Run: flock /tmp/k3-bench.lock pnpm bench
  */
 import { memoryReadCeiling, setThreadCount, simdLevel, threadCount } from "@k3/dense";
-// @ts-expect-error: plain .mjs helper shared by every package's bench
-import { timeIt, writeReport } from "../../../scripts/bench-report.mjs";
 import { f32ToBf16 } from "@k3/dense";
 import { chunked, KdaLayer, KIMI_LINEAR_48B_KDA, recurrent, type KdaWeights } from "../src/index.js";
-
-type Timing = { best: number; median: number; runs: number };
-const time = timeIt as (fn: () => unknown, o?: { minRuns?: number; minMs?: number; warmup?: number }) => Promise<Timing>;
-
-function rand(n: number, lo: number, hi: number, seed: number): Float32Array {
-  const out = new Float32Array(n);
-  let s = (seed * 2654435761) >>> 0 || 1;
-  for (let i = 0; i < n; i++) {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    out[i] = lo + (s / 4294967296) * (hi - lo);
-  }
-  return out;
-}
-
-function unit(x: Float32Array, dim: number, scale = 1): Float32Array {
-  for (let r = 0; r < x.length / dim; r++) {
-    let s = 0;
-    for (let d = 0; d < dim; d++) s += x[r * dim + d] ** 2;
-    const f = scale / Math.sqrt(s);
-    for (let d = 0; d < dim; d++) x[r * dim + d] *= f;
-  }
-  return x;
-}
+import { timeIt as time, uniform as rand, unitRows as unit, writeReport, type Timing } from "@k3/test-utils";
 
 function inputs(T: number, H: number, d: number, seed: number) {
   return {

@@ -1,33 +1,7 @@
-import { bestSimdLevel, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { chunked, forgetGate, headALog, K3_KDA, KIMI_LINEAR_48B_KDA, nativeInfo, recurrent, shortConv } from "../src/index.js";
-import { bytesEqual, closeTo, f32, fixtureExists, get, manifestTol, readFixture, relErr, uniform, unitRows } from "./helpers.js";
+import { bytesEqual, closeTo, expectBitIdentical, f32, fixtureExists, get, manifestTol, readFixture, relErr, uniform, unitRows } from "@k3/test-utils";
 import { recurrenceF64 } from "./reference.js";
-
-const LEVELS: SimdLevel[] = ["scalar", "avx2", "avx512"];
-const available = LEVELS.slice(0, LEVELS.indexOf(bestSimdLevel()) + 1);
-const initialLevel = simdLevel();
-const initialThreads = threadCount();
-afterAll(() => {
-  setSimdLevel(initialLevel);
-  setThreadCount(initialThreads);
-});
-
-/** Runs fn at every SIMD level and 1/2/3 threads; every result must be byte-identical to scalar x1. */
-function expectBitIdentical(label: string, fn: () => ArrayBufferView[]): void {
-  setSimdLevel("scalar");
-  setThreadCount(1);
-  const ref = fn();
-  for (const level of available)
-    for (const threads of [1, 2, 3]) {
-      setSimdLevel(level);
-      setThreadCount(threads);
-      const got = fn();
-      got.forEach((g, i) => expect(bytesEqual(g, ref[i]), `${label}: output ${i} at ${level} x${threads}`).toBe(true));
-    }
-  setSimdLevel(initialLevel);
-  setThreadCount(initialThreads);
-}
 
 /** Random KDA core inputs with unit q/k rows, q scaled, gates in the K3 range (lb, 0) or 48B-like. */
 function randomCore(T: number, H: number, dk: number, dv: number, seed: number, gateLo = -5, withState = true) {

@@ -1,16 +1,7 @@
-import { bestSimdLevel, f32ToBf16, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
-import { afterAll, describe, expect, it } from "vitest";
+import { f32ToBf16, setSimdLevel, setThreadCount, simdLevel, threadCount } from "@k3/dense";
+import { describe, expect, it } from "vitest";
 import { K3_KDA, KdaError, KdaLayer, KdaState, KIMI_LINEAR_48B_KDA, type KdaConfig, type KdaWeights } from "../src/index.js";
-import { bytesEqual, closeTo, f32, fixtureExists, get, manifestTol, readFixture, relErr, uniform, type FixtureTensor } from "./helpers.js";
-
-const LEVELS: SimdLevel[] = ["scalar", "avx2", "avx512"];
-const available = LEVELS.slice(0, LEVELS.indexOf(bestSimdLevel()) + 1);
-const initialLevel = simdLevel();
-const initialThreads = threadCount();
-afterAll(() => {
-  setSimdLevel(initialLevel);
-  setThreadCount(initialThreads);
-});
+import { bytesEqual, closeTo, f32, fixtureExists, forEachSimdLevelAndThreads, get, manifestTol, readFixture, relErr, uniform, type FixtureTensor } from "@k3/test-utils";
 
 const FORMS = [
   { file: "kda_layer_k3.safetensors", config: { ...K3_KDA, hidden: 128, numHeads: 4, headDim: 16 } as KdaConfig },
@@ -140,20 +131,19 @@ describe("incremental equals full", () => {
     const m = readFixture(k3.file);
     const layer = new KdaLayer(weightsOf(m), k3.config);
     const x = uniform(70 * 128, -1, 1, 9);
+    const level0 = simdLevel();
+    const threads0 = threadCount();
     setSimdLevel("scalar");
     setThreadCount(1);
     const s0 = layer.newState();
     const ref = layer.forward(x, s0);
-    for (const level of available)
-      for (const threads of [1, 2, 3]) {
-        setSimdLevel(level);
-        setThreadCount(threads);
-        const s = layer.newState();
-        expect(bytesEqual(layer.forward(x, s), ref), `${level} x${threads}`).toBe(true);
-        expect(bytesEqual(s.S, s0.S)).toBe(true);
-      }
-    setSimdLevel(initialLevel);
-    setThreadCount(initialThreads);
+    setSimdLevel(level0);
+    setThreadCount(threads0);
+    forEachSimdLevelAndThreads((level, threads) => {
+      const s = layer.newState();
+      expect(bytesEqual(layer.forward(x, s), ref), `${level} x${threads}`).toBe(true);
+      expect(bytesEqual(s.S, s0.S)).toBe(true);
+    });
   });
 });
 

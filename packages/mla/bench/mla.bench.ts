@@ -7,23 +7,9 @@
  * Run: flock /tmp/k3-bench.lock pnpm bench
  */
 import { f32ToBf16, simdLevel, threadCount } from "@k3/dense";
-// @ts-expect-error: plain .mjs helper shared by every package's bench
-import { timeIt, writeReport } from "../../../scripts/bench-report.mjs";
 import { attendExpanded, attendLatent, K3_MLA, MlaCache } from "../src/index.js";
 import { native } from "../src/native.js";
-
-type Timing = { best: number; median: number; runs: number };
-const time = timeIt as (fn: () => unknown, o?: { minRuns?: number; minMs?: number; warmup?: number }) => Promise<Timing>;
-
-function rand(n: number, lo: number, hi: number, seed: number): Float32Array {
-  const out = new Float32Array(n);
-  let s = (seed * 2654435761) >>> 0 || 1;
-  for (let i = 0; i < n; i++) {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    out[i] = lo + (s / 4294967296) * (hi - lo);
-  }
-  return out;
-}
+import { timeIt as time, uniform as rand, writeReport } from "@k3/test-utils";
 
 const H = 96, n = 128, r = 64, dv = 128, L = 512, W = L + r;
 const scale = 1 / Math.sqrt(n + r);

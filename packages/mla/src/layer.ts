@@ -14,7 +14,7 @@ import { checkConfig, softmaxScale, type MlaConfig } from "./config.js";
 import { attendLatent } from "./core.js";
 import { MlaError } from "./errors.js";
 import { native } from "./native.js";
-import { Linear, vectorF32, type WeightTensor } from "./weights.js";
+import { linear, type Linear, vectorF32, type WeightTensor } from "./weights.js";
 
 export interface MlaWeights {
   /** 48B. */
@@ -61,19 +61,19 @@ export class MlaLayer {
     const qWidth = H * (n + r);
     if (c.qLoraRank === null) {
       if (weights.q_a_proj !== undefined) throw new MlaError("weight", "q_a_proj given but config.qLoraRank is null (48B uses q_proj)");
-      this.qProj = new Linear("q_proj", weights.q_proj, qWidth, D);
+      this.qProj = linear("q_proj", weights.q_proj, qWidth, D);
     } else {
       if (weights.q_proj !== undefined) throw new MlaError("weight", `q_proj given but config.qLoraRank is ${c.qLoraRank} (K3 uses q_a_proj/q_b_proj)`);
-      this.qA = new Linear("q_a_proj", weights.q_a_proj, c.qLoraRank, D);
+      this.qA = linear("q_a_proj", weights.q_a_proj, c.qLoraRank, D);
       this.qANorm = vectorF32("q_a_layernorm", weights.q_a_layernorm, [c.qLoraRank]);
-      this.qB = new Linear("q_b_proj", weights.q_b_proj, qWidth, c.qLoraRank);
+      this.qB = linear("q_b_proj", weights.q_b_proj, qWidth, c.qLoraRank);
     }
-    this.kvA = new Linear("kv_a_proj_with_mqa", weights.kv_a_proj_with_mqa, L + r, D);
+    this.kvA = linear("kv_a_proj_with_mqa", weights.kv_a_proj_with_mqa, L + r, D);
     this.kvANorm = vectorF32("kv_a_layernorm", weights.kv_a_layernorm, [L]);
-    this.kvB = new Linear("kv_b_proj", weights.kv_b_proj, H * (n + v), L);
-    if (c.outputGate) this.gProj = new Linear("g_proj", weights.g_proj, H * v, D);
+    this.kvB = linear("kv_b_proj", weights.kv_b_proj, H * (n + v), L);
+    if (c.outputGate) this.gProj = linear("g_proj", weights.g_proj, H * v, D);
     else if (weights.g_proj !== undefined) throw new MlaError("weight", "g_proj given but config.outputGate is false");
-    this.oProj = new Linear("o_proj", weights.o_proj, D, H * v);
+    this.oProj = linear("o_proj", weights.o_proj, D, H * v);
     this.scale = softmaxScale(c);
   }
 

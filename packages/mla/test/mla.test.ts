@@ -1,31 +1,8 @@
-import { bestSimdLevel, bf16ToF32, f32ToBf16, gemvBf16, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
-import { afterAll, describe, expect, it } from "vitest";
+import { bf16ToF32, f32ToBf16, gemvBf16 } from "@k3/dense";
+import { describe, expect, it } from "vitest";
 import { attend, attendExpanded, attendLatent, K3_MLA, KIMI_LINEAR_48B_MLA, MlaCache, MlaError, MlaLayer, nativeInfo, softmaxScale, type MlaConfig, type MlaWeights } from "../src/index.js";
-import { bytesEqual, closeTo, f32, fixtureExists, get, manifestTol, readFixture, relErr, uniform, type FixtureTensor } from "./helpers.js";
+import { bytesEqual, closeTo, expectBitIdentical, f32, fixtureExists, get, manifestTol, readFixture, relErr, uniform, type FixtureTensor } from "@k3/test-utils";
 import { mlaExpandedF64, newExpandedCache, type MlaVariant } from "./reference.js";
-
-const LEVELS: SimdLevel[] = ["scalar", "avx2", "avx512"];
-const available = LEVELS.slice(0, LEVELS.indexOf(bestSimdLevel()) + 1);
-const initialLevel = simdLevel();
-const initialThreads = threadCount();
-afterAll(() => {
-  setSimdLevel(initialLevel);
-  setThreadCount(initialThreads);
-});
-
-function expectBitIdentical(label: string, fn: () => ArrayBufferView[]): void {
-  setSimdLevel("scalar");
-  setThreadCount(1);
-  const ref = fn();
-  for (const level of available)
-    for (const threads of [1, 2, 3]) {
-      setSimdLevel(level);
-      setThreadCount(threads);
-      fn().forEach((g, i) => expect(bytesEqual(g, ref[i]), `${label}: output ${i} at ${level} x${threads}`).toBe(true));
-    }
-  setSimdLevel(initialLevel);
-  setThreadCount(initialThreads);
-}
 
 const TINY = { hidden: 128, numHeads: 4, kvLoraRank: 32, qkNope: 24, qkRope: 8, vHead: 16, normEps: 1e-6 };
 const FORMS = [
@@ -349,6 +326,9 @@ describe("bad input", () => {
     const config: MlaConfig = { ...K3_MLA, hidden: 128, numHeads: 2, qLoraRank: 32 };
     const { weights } = randomLayer(config, 500);
     expect(() => new MlaLayer({ ...weights, kv_b_proj: undefined } as unknown as MlaWeights, config)).toThrow(/missing weight 'kv_b_proj'/);
+    // the weight views are @k3/kda's, but the error is still this package's own type
+    expect(() => new MlaLayer({ ...weights, kv_b_proj: undefined } as unknown as MlaWeights, config)).toThrow(MlaError);
+    expect(() => new MlaLayer({ ...weights, o_proj: { dtype: "F32", shape: [4], data: new Uint8Array(new ArrayBuffer(17), 1, 16) } }, config)).toThrow(/weight 'o_proj' \(F32\): .*byte 1/);
     expect(() => new MlaLayer({ ...weights, kv_a_proj_with_mqa: { dtype: "F32", shape: [575, 128], data: new Float32Array(575 * 128) } }, config)).toThrow(/'kv_a_proj_with_mqa' has shape \[575, 128\], expected \[576, 128\]/);
     expect(() => new MlaLayer({ ...weights, q_proj: weights.q_a_proj }, config)).toThrow(/q_proj given but config.qLoraRank is 32/);
     expect(() => new MlaLayer(weights, { ...config, outputGate: false })).toThrow(/g_proj given but config.outputGate is false/);

@@ -1,6 +1,7 @@
 /*
- * fake_dense.c: a stand-in k3_dense_api for sanitizer runs of this addon's C kernels outside Node
- * (the pool runs tasks in reverse order on the calling thread; SIMD level chosen by the driver).
+ * fake_dense.c: a stand-in k3_dense_api for sanitizer runs of an addon's C kernels outside Node
+ * (packages/kda and packages/mla native/test/asan.sh link it; the pool runs tasks in reverse
+ * order on the calling thread; SIMD level chosen by the driver).
  */
 #include <math.h>
 #include "k3_dense.h"

@@ -1,0 +1,27 @@
+/** Deterministic test data: the same seed gives the same values on every machine. */
+
+/** n uniform values in [lo, hi) from a xorshift32 stream seeded by `seed`. */
+export function uniform(n: number, lo: number, hi: number, seed: number): Float32Array {
+  const out = new Float32Array(n);
+  let s = (seed * 2654435761) >>> 0 || 1;
+  for (let i = 0; i < n; i++) {
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    s >>>= 0;
+    out[i] = lo + (s / 4294967296) * (hi - lo);
+  }
+  return out;
+}
+
+/** Scales each row of `dim` values of x (in place) to L2 norm `scale`; returns x. */
+export function unitRows(x: Float32Array, dim: number, scale = 1): Float32Array {
+  for (let r = 0; r < x.length / dim; r++) {
+    let s = 0;
+    for (let d = 0; d < dim; d++) s += x[r * dim + d] ** 2;
+    const f = scale / Math.sqrt(s + 1e-6);
+    for (let d = 0; d < dim; d++) x[r * dim + d] *= f;
+  }
+  return x;
+}
