@@ -83,6 +83,20 @@ function checkpointFingerprint(dir: string, cfg: ModelConfig): string {
   return `${configFingerprint(cfg)}-${fnv1a64(weights)}`;
 }
 
+/**
+ * The ids that end a reply: the config's eos plus the tokenizer's [EOS] and turn-end special
+ * (K3 <|end_of_msg|>, Kimi-Linear <|im_end|>). Real K3: 163585 and 163586.
+ */
+export function stopIdsFor(cfg: ModelConfig, tok: Tokenizer): number[] {
+  const names = cfg.family === "k3" ? ["[EOS]", "<|end_of_msg|>"] : ["[EOS]", "<|im_end|>"];
+  const ids = new Set<number>([cfg.eosTokenId]);
+  for (const n of names) {
+    const id = tok.specialTokens.get(n);
+    if (id !== undefined) ids.add(id);
+  }
+  return [...ids].sort((a, b) => a - b);
+}
+
 export class Engine {
   readonly dir: string;
   readonly config: ModelConfig;
@@ -108,13 +122,7 @@ export class Engine {
     this.model = model;
     this.chunkSize = chunkSize;
     this.chatFormat = cfg.family === "k3" ? "k3" : "kimi-linear";
-    const names = cfg.family === "k3" ? ["[EOS]", "<|end_of_msg|>"] : ["[EOS]", "<|im_end|>"];
-    const ids = new Set<number>([cfg.eosTokenId]);
-    for (const n of names) {
-      const id = tok.specialTokens.get(n);
-      if (id !== undefined) ids.add(id);
-    }
-    this.stopIds = [...ids].sort((a, b) => a - b);
+    this.stopIds = stopIdsFor(cfg, tok);
     this.fingerprint = checkpointFingerprint(dir, cfg);
     this.modelId = basename(dir.replace(/\/+$/, ""));
   }

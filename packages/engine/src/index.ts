@@ -10,7 +10,7 @@ export * from "./sampler.js";
 export * from "./report.js";
 export * from "./weights.js";
 export { Model, type ModelState, type LayerState, type ForwardOptions, type LoadOptions } from "./model.js";
-export { Engine, type EngineOptions, type GenerateOptions, type GenerationResult, type TokenEvent, type ChatFormat } from "./engine.js";
+export { Engine, stopIdsFor, type EngineOptions, type GenerateOptions, type GenerationResult, type TokenEvent, type ChatFormat } from "./engine.js";
 export { ChatSession, type ChatOptions } from "./chat.js";
 export { startServer, validateRequest, HttpError, type CompletionBackend, type CompletionJob, type CompletionResult, type TextChannel, type ServeOptions, type RunningServer } from "./server.js";
 export { WorkerBackend, type WorkerInit } from "./backend.js";
