@@ -47,6 +47,41 @@ for (const threads of [1, 2]) {
   engine.close();
 }
 
+// The same decode with the trunk streamed from a packed trunk through a 2-slot ring (nothing pinned
+// but the budget's remainder): the cost of streaming when the file is in the page cache.
+{
+  const { packTrunk } = await import("@k3/moe-stream");
+  const { mkdtempSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  setThreadCount(1);
+  const trunkDir = mkdtempSync(join(tmpdir(), "k3-bench-trunk-"));
+  packTrunk(dir, trunkDir);
+  const probe = await Engine.load(dir, { mem, preset: "laptop", threads: 1 });
+  const c = censusOf(probe.config);
+  probe.close();
+  const largest = Math.max(...c.layerTrunkBytes);
+  const engine = await Engine.load(dir, { mem, preset: "laptop", threads: 1, trunkDir, budgets: { trunkBytes: 2 * largest, ringSlots: 2 } });
+  const state = engine.newState();
+  await engine.model.forward([1, 2, 3], state);
+  const decode = await time(async () => {
+    await engine.model.forward([42], state);
+  }, { minRuns: 30, minMs: 1000 });
+  const bytesPerToken = c.trunkBytes + c.headBytes + c.expertBytesPerToken;
+  const floorMs = (bytesPerToken / (ceiling * 1e9)) * 1e3;
+  rows.push({
+    threads: "1, trunk streamed (2-slot ring, 0 pinned)",
+    simd: simdLevel(),
+    "prefill tok/s (64)": "-",
+    "decode ms/token": decode.median,
+    "decode tok/s": 1e3 / decode.median,
+    "weights/token (MB)": bytesPerToken / 1e6,
+    "floor ms/token": floorMs,
+    "ratio (ours/floor)": decode.median / floorMs,
+  });
+  engine.close();
+}
+
 writeReport("engine", {
   title: "@k3/engine: tiny K3-layout model (13 layers, hidden 128), decode vs the memory-read floor",
   command: "flock /tmp/k3-bench.lock pnpm --filter @k3/engine bench",
