@@ -72,19 +72,17 @@ function heapMerge(table: RankTable, bytes: Uint8Array, start: number, end: numb
     prev[i] = i - 1;
   }
   const partEnd = (i: number) => (next[i] < 0 ? n : next[i]);
-  const heap = new MinHeap();
-  // Keys pack (rank, start) so that ties pop leftmost first; rank < 2^21 and start < 2^32 keep it exact.
-  const key = (r: number, i: number) => r * 4294967296 + i;
+  // Ordered by (rank, start): ties pop leftmost first.
+  const heap = new PairHeap();
   for (let i = 0; i + 1 < n; i++) {
     const r = table.get(bytes, start + i, start + i + 2);
     pairRank[i] = r < 0 ? NONE : r;
-    if (r >= 0) heap.push(key(r, i));
+    if (r >= 0) heap.push(r, i);
   }
   pairRank[n - 1] = NONE;
   while (heap.size > 0) {
-    const k = heap.pop();
-    const i = k % 4294967296;
-    const r = (k - i) / 4294967296;
+    const r = heap.topRank();
+    const i = heap.pop();
     if (!alive[i] || pairRank[i] !== r) continue; // stale entry
     const j = next[i];
     // Merge i and j.
@@ -95,13 +93,13 @@ function heapMerge(table: RankTable, bytes: Uint8Array, start: number, end: numb
     if (next[i] >= 0) {
       const nr = table.get(bytes, start + i, start + partEnd(next[i]));
       pairRank[i] = nr < 0 ? NONE : nr;
-      if (nr >= 0) heap.push(key(nr, i));
+      if (nr >= 0) heap.push(nr, i);
     } else pairRank[i] = NONE;
     const p = prev[i];
     if (p >= 0) {
       const pr = table.get(bytes, start + p, start + partEnd(i));
       pairRank[p] = pr < 0 ? NONE : pr;
-      if (pr >= 0) heap.push(key(pr, p));
+      if (pr >= 0) heap.push(pr, p);
     }
   }
   let count = 0;
@@ -112,40 +110,56 @@ function heapMerge(table: RankTable, bytes: Uint8Array, start: number, end: numb
   return count;
 }
 
-/** A binary min-heap of non-negative numbers. */
-class MinHeap {
-  private data: number[] = [];
+/** A binary min-heap of (rank, position) pairs in two parallel arrays, ordered lexicographically. */
+class PairHeap {
+  private ranks: number[] = [];
+  private pos: number[] = [];
   get size(): number {
-    return this.data.length;
+    return this.ranks.length;
   }
-  push(v: number): void {
-    const d = this.data;
-    let i = d.length;
-    d.push(v);
+  topRank(): number {
+    return this.ranks[0];
+  }
+  private less(r1: number, p1: number, r2: number, p2: number): boolean {
+    return r1 < r2 || (r1 === r2 && p1 < p2);
+  }
+  push(r: number, p: number): void {
+    const R = this.ranks;
+    const P = this.pos;
+    let i = R.length;
+    R.push(r);
+    P.push(p);
     while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (d[p] <= v) break;
-      d[i] = d[p];
-      i = p;
+      const up = (i - 1) >> 1;
+      if (!this.less(r, p, R[up], P[up])) break;
+      R[i] = R[up];
+      P[i] = P[up];
+      i = up;
     }
-    d[i] = v;
+    R[i] = r;
+    P[i] = p;
   }
+  /** Removes the minimum; returns its position. */
   pop(): number {
-    const d = this.data;
-    const top = d[0];
-    const last = d.pop() as number;
-    if (d.length > 0) {
+    const R = this.ranks;
+    const P = this.pos;
+    const top = P[0];
+    const r = R.pop() as number;
+    const p = P.pop() as number;
+    const n = R.length;
+    if (n > 0) {
       let i = 0;
-      const n = d.length;
       for (;;) {
         let c = 2 * i + 1;
         if (c >= n) break;
-        if (c + 1 < n && d[c + 1] < d[c]) c++;
-        if (d[c] >= last) break;
-        d[i] = d[c];
+        if (c + 1 < n && this.less(R[c + 1], P[c + 1], R[c], P[c])) c++;
+        if (!this.less(R[c], P[c], r, p)) break;
+        R[i] = R[c];
+        P[i] = P[c];
         i = c;
       }
-      d[i] = last;
+      R[i] = r;
+      P[i] = p;
     }
     return top;
   }

@@ -4,7 +4,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { heapMergeForTest, linearMergeForTest } from "../src/bpe.js";
-import { getEncoding } from "../src/index.js";
+import { getEncoding, O200K_PATTERN, Tokenizer } from "../src/index.js";
 import { NativeBackend } from "../src/native-backend.js";
 import { nativeBinding } from "../src/native.js";
 import { Family } from "../src/pretokenize.js";
@@ -60,5 +60,20 @@ describe("merge strategies agree", () => {
     const text = "x".repeat(150) + "y".repeat(99) + "ab".repeat(300) + "中文".repeat(200);
     const a = Array.from(getEncoding("o200k_base", { backend: "typescript" }).encodeOrdinary(text));
     for (const b of backends) expect(Array.from(getEncoding("o200k_base", { backend: b }).encodeOrdinary(text))).toEqual(a);
+  });
+});
+
+describe("large ranks", () => {
+  it("ranks near 2^31 merge identically in both backends (heap keys stay exact)", () => {
+    const base = 2 ** 31 - 1000;
+    const lines: string[] = [];
+    for (let b = 0; b < 256; b++) lines.push(`${Buffer.from([b]).toString("base64")} ${base + b}`);
+    ["ab", "abab", "ba", "abababab", "bb"].forEach((t, i) => lines.push(`${Buffer.from(t).toString("base64")} ${base - 10 + i}`));
+    const text = "ab".repeat(120) + "b" + "ab".repeat(7);
+    const results = backends.map((backend) =>
+      Array.from(new Tokenizer({ ranks: lines.join("\n"), pattern: O200K_PATTERN, backend }).encodeOrdinary(text)),
+    );
+    for (const r of results) expect(r).toEqual(results[0]);
+    expect(results[0][0]).toBe(base - 10 + 3); // "abababab" first
   });
 });
