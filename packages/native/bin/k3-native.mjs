@@ -5,7 +5,8 @@
 // node-gyp downloads Node headers unless told where they are; pnpm 12 and turbo's strict env both
 // drop npm's nodedir setting, so we set npm_config_nodedir here from the running Node itself.
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 
@@ -37,5 +38,10 @@ const args =
   command === "prebuild"
     ? [binOf("prebuildify", "prebuildify"), "--napi", "--strip", "--cwd", nativeDir, "--name", name]
     : [binOf("node-gyp", "node-gyp"), "rebuild", "--directory", nativeDir];
+// prebuildify keeps node-gyp's devdir in $TMPDIR/prebuildify: parallel builds of several
+// packages (turbo) clash there, so each build gets a private one.
+const privateTmp = mkdtempSync(join(tmpdir(), "k3-native-"));
+env.TMPDIR = privateTmp;
 const result = spawnSync(process.execPath, args, { stdio: "inherit", env });
+rmSync(privateTmp, { recursive: true, force: true });
 process.exit(result.status ?? 1);
