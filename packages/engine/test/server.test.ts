@@ -78,16 +78,18 @@ describe("server", () => {
   });
 
   it("returns 429 when the queue is full and stays responsive", async () => {
-    backend.delayMs = 60;
+    // Responsive means /health answers while both generations are still running: checked by
+    // order of completion, not by a wall-clock bound (timings do not belong in tests).
+    backend.delayMs = 300;
     const body = { prompt: "x", max_tokens: 4 };
-    const running = [post("/v1/completions", body), post("/v1/completions", body)];
+    let settled = 0;
+    const running = [post("/v1/completions", body), post("/v1/completions", body)].map((p) => p.finally(() => settled++));
     await new Promise((r) => setTimeout(r, 20));
-    const t0 = performance.now();
     const health = await fetch(srv.url + "/health");
     expect(health.status).toBe(200);
-    expect(performance.now() - t0).toBeLessThan(100);
     const third = await post("/v1/completions", body);
     expect(third.status).toBe(429);
+    expect(settled).toBe(0);
     const done = await Promise.all(running);
     expect(done.map((d) => d.status)).toEqual([200, 200]);
     backend.delayMs = 5;
@@ -113,13 +115,15 @@ describe("server with the model in a worker thread", () => {
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ messages: [{ role: "user", content: "Write a function that adds two numbers." }], max_tokens: 200, temperature: 0, stream: true }),
       });
-      // While the worker generates, the event loop must stay free.
+      // While the worker generates, the event loop must stay free: /health answers before the
+      // stream ends (an order, not a wall-clock bound).
+      let streamDone = false;
+      const streamed = req.then((r) => r.text()).finally(() => (streamDone = true));
       await new Promise((r) => setTimeout(r, 50));
-      const t0 = performance.now();
       const health = await fetch(s.url + "/health");
       expect(health.status).toBe(200);
-      expect(performance.now() - t0).toBeLessThan(500);
-      const text = await (await req).text();
+      expect(streamDone).toBe(false);
+      const text = await streamed;
       const events = text.split("\n\n").filter(Boolean).map((e) => e.replace(/^data: /, ""));
       expect(events.at(-1)).toBe("[DONE]");
       const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
