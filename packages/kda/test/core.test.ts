@@ -238,6 +238,18 @@ describe("chunked WY/UT form (invariant 7.2: (I+M)^-1, M strictly lower, P keeps
     expect(relErr(Sc, Sr)).toBeLessThan(1e-5);
   });
 
+  it("equals the recurrence when some sub-blocks are factored and others too steep (span > 64) take direct exps", () => {
+    const T = 160, H = 2, dk = 64, dv = 64;
+    const { q, k, v, g, beta, S0 } = randomCore(T, H, dk, dv, 77, -1);
+    // tokens 40..55 and 100..110 of head 1, channels 0..7: g = -9 (a 16-token span of about 140)
+    for (const [a, b] of [[40, 56], [100, 111]]) for (let t = a; t < b; t++) for (let d = 0; d < 8; d++) g[(t * H + 1) * dk + d] = -9;
+    const Sr = S0.slice(), Sc = S0.slice();
+    const or = recurrent(q, k, v, g, beta, Sr, new Float32Array(T * H * dv), { tokens: T, heads: H, dk, dv });
+    const oc = chunked(q, k, v, g, beta, Sc, new Float32Array(T * H * dv), { tokens: T, heads: H, dk, dv }, 64);
+    expect(relErr(oc, or)).toBeLessThan(1e-5);
+    expect(relErr(Sc, Sr)).toBeLessThan(1e-5);
+  });
+
   it("a state split across calls equals one call (prefill in pieces)", () => {
     const T = 150, H = 2, dk = 64, dv = 64;
     const { q, k, v, g, beta, S0 } = randomCore(T, H, dk, dv, 5);

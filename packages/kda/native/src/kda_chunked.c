@@ -11,12 +11,15 @@
  *   O       = (Q . e^Gamma) S0 + P V_new
  *   S_end   = diag(e^Gamma_last) S0 + (K . e^(Gamma_last - Gamma))^T V_new
  *
- * Every decay is e^(Gamma_a - Gamma_b) with b <= a (<= 1, never e^-Gamma alone, which overflows:
- * Gamma reaches -320 in 64 K3 steps). To keep the exp count near O(n dk) instead of O(n^2 dk), the
- * chunk is cut into sub-blocks of SUB tokens; for i in block I (first index s) and j < s, with
- * r = s - 1:  e^(Gamma_i - Gamma_j) = e^(Gamma_i - Gamma_r) * e^(Gamma_r - Gamma_j), both factors <= 1,
- * so the off-diagonal blocks of M and P are small products. Pairs inside one block use the exp
- * directly. The order of every operation is fixed (kda_simd.h), so all SIMD levels agree bit for bit.
+ * Every decay is e^(Gamma_a - Gamma_b) with b <= a (<= 1), never e^-Gamma alone, which overflows
+ * (Gamma reaches -320 in 64 K3 steps). To keep the exp count at O(n dk) instead of O(n^2 dk), the
+ * chunk is cut into sub-blocks of SUB tokens; for i in block I (first index r):
+ *   e^(Gamma_i - Gamma_j) = e^(Gamma_i - Gamma_r) * e^(Gamma_r - Gamma_j)
+ * For j < r both factors are <= 1. For j in I the second factor is >= 1 but at most e^FACTOR_BOUND:
+ * a block whose Gamma spans more than FACTOR_BOUND in some channel takes direct exps for its own
+ * pairs instead (decided from the data alone, so every SIMD level and thread count decides alike).
+ * M and P rows of a block are then two small products. The order of every operation is fixed
+ * (kda_simd.h), so all SIMD levels agree bit for bit.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +28,11 @@
 #include "state_bf16.h"
 
 #define SUB 16
+
+/* Largest |Gamma_i - Gamma_r| (per channel) a sub-block may span and still be factored around r:
+   factors stay within [e^-64, e^64] = [1.6e-28, 6.2e27], normal fp32 with headroom for |k|, |q| up
+   to 5e10 before K_j e^(Gamma_r - Gamma_j) could overflow, and far above kexp's flush at -87. */
+#define FACTOR_BOUND 64.0f
 
 typedef struct {
     float *Q, *K, *V, *G;   /* the chunk, gathered: [n][dk] / [n][dv] */
@@ -79,22 +87,52 @@ typedef struct {
     size_t per_task, n_tasks;
 } chunked_job;
 
-/* M and P of one chunk (n tokens): diagonal blocks by direct exps, the rest as small products. */
+/* Pairs (i, j <= i) of one sub-block [b0, b1) by direct exps: the fallback when its decays are too
+   steep to factor around b0 (see FACTOR_BOUND). */
+static void diag_block_direct(const kda_kernels *kern, chunk_scratch *s, size_t b0, size_t b1, size_t dk, size_t C) {
+    for (size_t i = b0; i < b1; i++)
+        for (size_t j = b0; j <= i; j++) {
+            kern->exp_diff(s->Gam + i * dk, s->Gam + j * dk, s->E, dk);
+            for (size_t d = 0; d < dk; d++) s->KE[d] = s->K[j * dk + d] * s->E[d];
+            s->P[i * C + j] = kern->dot(s->Q + i * dk, s->KE, dk);
+            s->M[i * C + j] = j < i ? kern->dot(s->K + i * dk, s->KE, dk) : 0.0f;
+        }
+}
+
+/* True when every Gamma_i - Gamma_b0 of the sub-block lies in [-FACTOR_BOUND, FACTOR_BOUND] (and
+   none is NaN). Per-channel running min / max / x*0 (NaN-sticky) in E, KE, Fa: element-wise, so
+   the compiler vectorises it; one scalar pass over dk at the end. */
+static int block_factorable(chunk_scratch *s, size_t b0, size_t b1, size_t dk) {
+    const float *G0 = s->Gam + b0 * dk;
+    float *lo = s->E, *hi = s->KE, *nan = s->Fa;
+    for (size_t d = 0; d < dk; d++) lo[d] = hi[d] = nan[d] = 0.0f;
+    for (size_t i = b0 + 1; i < b1; i++)
+        for (size_t d = 0; d < dk; d++) {
+            float x = s->Gam[i * dk + d] - G0[d];
+            lo[d] = x < lo[d] ? x : lo[d];
+            hi[d] = x > hi[d] ? x : hi[d];
+            nan[d] = nan[d] + x * 0.0f;
+        }
+    int ok = 1;
+    for (size_t d = 0; d < dk; d++) ok &= lo[d] >= -FACTOR_BOUND && hi[d] <= FACTOR_BOUND && nan[d] == 0.0f;
+    return ok;
+}
+
+/* M and P of one chunk (n tokens), one sub-block of rows at a time, around r = b0 (its first row):
+     e^(Gamma_i - Gamma_j) = e^(Gamma_i - Gamma_r) * e^(Gamma_r - Gamma_j)
+   Row factors Fa_i = e^(Gamma_i - Gamma_r) (<= 1 for log decays g <= 0); column factors
+   e^(Gamma_r - Gamma_j) <= 1 for the earlier columns j < r, and <= e^FACTOR_BOUND inside the block
+   (checked, else that block's pairs take direct exps). So each block is one small product
+   [m x dk] x [dk x b1] with m + b1 rows of exps, instead of an exp per (i, j, d). */
 static void build_m_p(const kda_kernels *kern, chunk_scratch *s, size_t n, size_t dk, size_t C) {
     memset(s->M, 0, C * C * sizeof(float));
     memset(s->P, 0, C * C * sizeof(float));
     for (size_t b0 = 0; b0 < n; b0 += SUB) {
         size_t b1 = b0 + SUB < n ? b0 + SUB : n;
-        for (size_t i = b0; i < b1; i++)
-            for (size_t j = b0; j <= i; j++) {
-                kern->exp_diff(s->Gam + i * dk, s->Gam + j * dk, s->E, dk);
-                for (size_t d = 0; d < dk; d++) s->KE[d] = s->K[j * dk + d] * s->E[d];
-                s->P[i * C + j] = kern->dot(s->Q + i * dk, s->KE, dk);
-                if (j < i) s->M[i * C + j] = -(s->beta[i] * kern->dot(s->K + i * dk, s->KE, dk));
-            }
-        if (b0 == 0) continue;
-        const float *Gr = s->Gam + (b0 - 1) * dk;
         size_t m = b1 - b0;
+        const float *Gr = s->Gam + b0 * dk;
+        int factored = block_factorable(s, b0, b1, dk);
+        size_t cols = factored ? b1 : b0;
         for (size_t i = b0; i < b1; i++) {
             float *fa = s->Fa + (i - b0) * dk;
             kern->exp_diff(s->Gam + i * dk, Gr, fa, dk);
@@ -103,14 +141,24 @@ static void build_m_p(const kda_kernels *kern, chunk_scratch *s, size_t n, size_
                 s->Qa[(i - b0) * dk + d] = s->Q[i * dk + d] * fa[d];
             }
         }
-        for (size_t j = 0; j < b0; j++) {
+        for (size_t j = 0; j < cols; j++) {
             kern->exp_diff(Gr, s->Gam + j * dk, s->E, dk);
-            for (size_t d = 0; d < dk; d++) s->Bt[d * b0 + j] = s->K[j * dk + d] * s->E[d];
+            for (size_t d = 0; d < dk; d++) s->Bt[d * cols + j] = s->K[j * dk + d] * s->E[d];
         }
-        kern->gemm_acc(m, b0, dk, s->Ka, dk, s->Bt, b0, s->M + b0 * C, C);
-        kern->gemm_acc(m, b0, dk, s->Qa, dk, s->Bt, b0, s->P + b0 * C, C);
+        if (cols > 0) {
+            kern->gemm_acc(m, cols, dk, s->Ka, dk, s->Bt, cols, s->M + b0 * C, C);
+            kern->gemm_acc(m, cols, dk, s->Qa, dk, s->Bt, cols, s->P + b0 * C, C);
+        }
+        if (factored) /* the product also filled the upper triangle of the diagonal block */
+            for (size_t i = b0; i < b1; i++)
+                for (size_t j = i; j < b1; j++) {
+                    s->M[i * C + j] = 0.0f;
+                    if (j > i) s->P[i * C + j] = 0.0f;
+                }
+        else
+            diag_block_direct(kern, s, b0, b1, dk, C);
         for (size_t i = b0; i < b1; i++)
-            for (size_t j = 0; j < b0; j++) s->M[i * C + j] = -(s->beta[i] * s->M[i * C + j]);
+            for (size_t j = 0; j < i; j++) s->M[i * C + j] = -(s->beta[i] * s->M[i * C + j]);
     }
 }
 
@@ -141,7 +189,11 @@ static void chunk_step(const kda_kernels *kern, chunk_scratch *s, float *S, size
     /* O = Qg S0 + P V_new */
     memset(s->Ob, 0, n * dv * sizeof(float));
     kern->gemm_acc(n, dv, dk, s->Qg, dk, S, dv, s->Ob, dv);
-    kern->gemm_acc(n, dv, n, s->P, C, s->R, dv, s->Ob, dv);
+    /* P is lower triangular: rows of sub-block [b0, b1) stop at column b1 - 1 */
+    for (size_t b0 = 0; b0 < n; b0 += SUB) {
+        size_t b1 = b0 + SUB < n ? b0 + SUB : n;
+        kern->gemm_acc(b1 - b0, dv, b1, s->P + b0 * C, C, s->R, dv, s->Ob + b0 * dv, dv);
+    }
     /* S_end = diag(e^Gamma_last) S0 + (K . e^(Gamma_last - Gamma))^T V_new */
     const float *last = s->Gam + (n - 1) * dk;
     for (size_t i = 0; i < n; i++) {
@@ -153,6 +205,19 @@ static void chunk_step(const kda_kernels *kern, chunk_scratch *s, float *S, size
         for (size_t j = 0; j < dv; j++) S[d * dv + j] = S[d * dv + j] * decay;
     }
     kern->gemm_acc(dk, dv, n, s->Bt, n, s->R, dv, S, dv);
+}
+
+/* Rows of different tokens are H * dk floats apart (a page or more), where the hardware prefetcher
+   does not follow; the gather asks for the rows GATHER_AHEAD tokens ahead itself (a hint only). */
+#define GATHER_AHEAD 6
+
+static void prefetch_rows(const chunked_job *job, size_t at) {
+    for (size_t d = 0; d < job->dk; d += 16) {
+        __builtin_prefetch(job->q + at * job->dk + d);
+        __builtin_prefetch(job->k + at * job->dk + d);
+        __builtin_prefetch(job->g + at * job->dk + d);
+    }
+    for (size_t d = 0; d < job->dv; d += 16) __builtin_prefetch(job->v + at * job->dv + d);
 }
 
 static void chunked_head(const chunked_job *job, size_t h, float *scratch) {
@@ -170,6 +235,7 @@ static void chunked_head(const chunked_job *job, size_t h, float *scratch) {
         size_t n = job->T - c0 < C ? job->T - c0 : C;
         for (size_t i = 0; i < n; i++) {
             size_t at = (c0 + i) * H + h;
+            if (i + GATHER_AHEAD < n) prefetch_rows(job, at + GATHER_AHEAD * H);
             memcpy(s.Q + i * dk, job->q + at * dk, dk * sizeof(float));
             memcpy(s.K + i * dk, job->k + at * dk, dk * sizeof(float));
             memcpy(s.G + i * dk, job->g + at * dk, dk * sizeof(float));

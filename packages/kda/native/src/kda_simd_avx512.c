@@ -88,13 +88,15 @@ static void step_head(float *S, size_t dk, size_t dv, const float *alpha, const 
 
 /* ---------------------------------------------------------------- small products */
 
+/* An R x (16 V) block of C (R <= 4, V <= 4): 16 accumulators at the full size, enough independent
+   FMA chains to cover the latency of both FMA ports; per p, V row loads of B and R broadcasts of A. */
 INLINE void gemm_tile(const int R, const int V, size_t kk, const float *A, size_t lda, const float *B, size_t ldb,
                       float *C, size_t ldc, __mmask16 last) {
-    __m512 acc[4][2];
+    __m512 acc[4][4];
     for (int r = 0; r < R; r++)
         for (int u = 0; u < V; u++) acc[r][u] = _mm512_maskz_loadu_ps(u == V - 1 ? last : 0xFFFF, C + r * ldc + 16 * u);
     for (size_t p = 0; p < kk; p++) {
-        __m512 b[2];
+        __m512 b[4];
         for (int u = 0; u < V; u++) b[u] = _mm512_maskz_loadu_ps(u == V - 1 ? last : 0xFFFF, B + p * ldb + 16 * u);
         for (int r = 0; r < R; r++) {
             __m512 a = _mm512_set1_ps(A[r * lda + p]);
@@ -105,20 +107,20 @@ INLINE void gemm_tile(const int R, const int V, size_t kk, const float *A, size_
         for (int u = 0; u < V; u++) _mm512_mask_storeu_ps(C + r * ldc + 16 * u, u == V - 1 ? last : 0xFFFF, acc[r][u]);
 }
 
+/* Rows of one column strip [j, j + 16 V) in tiles of 4 rows, then single rows. */
+INLINE void gemm_strip(const int V, size_t m, size_t kk, const float *A, size_t lda, const float *B, size_t ldb,
+                       float *C, size_t ldc, __mmask16 last) {
+    size_t i = 0;
+    for (; i + 4 <= m; i += 4) gemm_tile(4, V, kk, A + i * lda, lda, B, ldb, C + i * ldc, ldc, last);
+    for (; i < m; i++) gemm_tile(1, V, kk, A + i * lda, lda, B, ldb, C + i * ldc, ldc, last);
+}
+
 static void gemm_acc(size_t m, size_t n, size_t kk, const float *A, size_t lda, const float *B, size_t ldb, float *C,
                      size_t ldc) {
     size_t j = 0;
-    for (; j + 32 <= n; j += 32) {
-        size_t i = 0;
-        for (; i + 4 <= m; i += 4) gemm_tile(4, 2, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, 0xFFFF);
-        for (; i < m; i++) gemm_tile(1, 2, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, 0xFFFF);
-    }
-    for (; j < n; j += 16) {
-        __mmask16 last = mask_for(n - j);
-        size_t i = 0;
-        for (; i + 4 <= m; i += 4) gemm_tile(4, 1, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, last);
-        for (; i < m; i++) gemm_tile(1, 1, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, last);
-    }
+    for (; j + 64 <= n; j += 64) gemm_strip(4, m, kk, A, lda, B + j, ldb, C + j, ldc, 0xFFFF);
+    for (; j + 32 <= n; j += 32) gemm_strip(2, m, kk, A, lda, B + j, ldb, C + j, ldc, 0xFFFF);
+    for (; j < n; j += 16) gemm_strip(1, m, kk, A, lda, B + j, ldb, C + j, ldc, mask_for(n - j));
 }
 
 static float reduce16(__m512 v) {
