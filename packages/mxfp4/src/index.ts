@@ -35,9 +35,10 @@ export {
 
 // ---------------------------------------------------------------- validated-scale cache
 //
-// A 0xFF scale is refused before any kernel runs. Scanning the scales costs ~2% of a matvec, so
-// each (buffer, offset, length) range is scanned once and remembered; views of checkpoint bytes are
-// not expected to change after loading (if you rewrite scale bytes, call validateScales yourself).
+// A 0xFF scale is refused before any kernel runs. Scanning the scales costs ~2-8% of a matvec, so
+// each (buffer, offset, length) range is scanned once and remembered. Bytes loaded later into the
+// same range (an expert arena) are still caught: a 0xFF decodes to NaN in every kernel, the addon
+// reports a NaN output, and `afterKernel` rescans the scales and throws (the output is then garbage).
 
 const validated = new WeakMap<ArrayBufferLike, Set<string>>();
 
@@ -51,12 +52,20 @@ function ensureValid(m: Mxfp4Matrix, where: string): void {
   seen.add(key);
 }
 
+/** After a kernel: a NaN output may come from a 0xFF written after validation; rescan and throw. */
+function afterKernel(m: Mxfp4Matrix, where: string, sawNaN: boolean): void {
+  if (!sawNaN) return;
+  validated.get(m.scales.buffer)?.delete(`${m.scales.byteOffset}:${m.scales.byteLength}`);
+  validateScales(m, where); // throws on 0xFF; otherwise the NaN came from the activations
+  validated.get(m.scales.buffer)?.add(`${m.scales.byteOffset}:${m.scales.byteLength}`);
+}
+
 // ---------------------------------------------------------------- kernels
 
 /** y = W x on packed data (fp32 path). x has cols values, y has rows. */
 export function matvec(m: Mxfp4Matrix, x: Float32Array, y: Float32Array): Float32Array {
   ensureValid(m, "matvec");
-  native.matmul(m.packed, m.scales, m.rows, m.cols, x, y, 1);
+  afterKernel(m, "matvec", native.matmul(m.packed, m.scales, m.rows, m.cols, x, y, 1));
   return y;
 }
 
@@ -66,7 +75,7 @@ export function matvec(m: Mxfp4Matrix, x: Float32Array, y: Float32Array): Float3
  */
 export function matmul(m: Mxfp4Matrix, X: Float32Array, Y: Float32Array, batch: number): Float32Array {
   ensureValid(m, "matmul");
-  native.matmul(m.packed, m.scales, m.rows, m.cols, X, Y, batch);
+  afterKernel(m, "matmul", native.matmul(m.packed, m.scales, m.rows, m.cols, X, Y, batch));
   return Y;
 }
 
@@ -79,14 +88,14 @@ export function matmul(m: Mxfp4Matrix, X: Float32Array, Y: Float32Array, batch: 
  */
 export function matvecInt8(m: Mxfp4Matrix, x: Float32Array, y: Float32Array): Float32Array {
   ensureValid(m, "matvecInt8");
-  native.matmulInt8(m.packed, m.scales, m.rows, m.cols, x, y, 1);
+  afterKernel(m, "matvecInt8", native.matmulInt8(m.packed, m.scales, m.rows, m.cols, x, y, 1));
   return y;
 }
 
 /** Batched int8-activation path; Y[b] is bit-identical to matvecInt8(X[b]). */
 export function matmulInt8(m: Mxfp4Matrix, X: Float32Array, Y: Float32Array, batch: number): Float32Array {
   ensureValid(m, "matmulInt8");
-  native.matmulInt8(m.packed, m.scales, m.rows, m.cols, X, Y, batch);
+  afterKernel(m, "matmulInt8", native.matmulInt8(m.packed, m.scales, m.rows, m.cols, X, Y, batch));
   return Y;
 }
 
@@ -107,7 +116,7 @@ export function splitActivations(X: Float32Array, cols: number, batch = 1, out =
 /** As matmul, from splitActivations output; bit-identical to matmul. */
 export function matmulSplit(m: Mxfp4Matrix, XS: Float32Array, Y: Float32Array, batch = 1): Float32Array {
   ensureValid(m, "matmulSplit");
-  native.matmulSplit(m.packed, m.scales, m.rows, m.cols, XS, Y, batch);
+  afterKernel(m, "matmulSplit", native.matmulSplit(m.packed, m.scales, m.rows, m.cols, XS, Y, batch));
   return Y;
 }
 

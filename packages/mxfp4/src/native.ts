@@ -3,9 +3,10 @@ import { loadAddon } from "@k3/native";
 
 export interface Mxfp4Binding {
   init(denseApi: unknown): void;
-  matmul(packed: Uint8Array, scales: Uint8Array, rows: number, cols: number, X: Float32Array, Y: Float32Array, batch: number): void;
-  matmulSplit(packed: Uint8Array, scales: Uint8Array, rows: number, cols: number, XS: Float32Array, Y: Float32Array, batch: number): void;
-  matmulInt8(packed: Uint8Array, scales: Uint8Array, rows: number, cols: number, X: Float32Array, Y: Float32Array, batch: number): void;
+  /** true when Y holds a NaN (then the caller rescans the scales for 0xFF) */
+  matmul(packed: Uint8Array, scales: Uint8Array, rows: number, cols: number, X: Float32Array, Y: Float32Array, batch: number): boolean;
+  matmulSplit(packed: Uint8Array, scales: Uint8Array, rows: number, cols: number, XS: Float32Array, Y: Float32Array, batch: number): boolean;
+  matmulInt8(packed: Uint8Array, scales: Uint8Array, rows: number, cols: number, X: Float32Array, Y: Float32Array, batch: number): boolean;
   hasVnni(): boolean;
   splitActivations(X: Float32Array, out: Float32Array, cols: number, batch: number): void;
   dequantize(packed: Uint8Array, scales: Uint8Array, rows: number, cols: number, out: Float32Array): void;

@@ -104,6 +104,21 @@ describe("0xFF scales", () => {
     expect(() => toGptOss(m)).toThrow(/row 1, block 2/);
   });
 
+  it("are caught even when written after a view was validated (an expert arena reusing its slots)", async () => {
+    const { matvecInt8, matmul } = await import("../src/index.js");
+    const m = randomMatrix(8, 64, 11);
+    const x = new Float32Array(64).fill(0.5);
+    matvec(m, x, new Float32Array(8)); // validates and caches this range
+    m.scales[5 * 2 + 1] = 0xff; // new bytes land in the same range
+    expect(() => matvec(m, x, new Float32Array(8))).toThrow(/scale 0xFF .* row 5, block 1/);
+    expect(() => matmul(m, new Float32Array(5 * 64), new Float32Array(5 * 8), 5)).toThrow(/row 5, block 1/);
+    expect(() => matvecInt8(m, x, new Float32Array(8))).toThrow(/row 5, block 1/);
+    m.scales[5 * 2 + 1] = 127;
+    const nanX = x.slice();
+    nanX[3] = NaN; // NaN activations are passed through, not mistaken for a bad scale
+    expect(matvec(m, nanX, new Float32Array(8)).every(Number.isNaN)).toBe(true);
+  });
+
   fixtureIt(`rejects the fixture's reject case${fixtureNote}`, () => {
     const t = fixture!;
     const m: Mxfp4Matrix = { packed: t.get("reject.packed")!.data as Uint8Array, scales: t.get("reject.scale")!.data as Uint8Array, rows: 1, cols: 32 };

@@ -70,6 +70,14 @@ static bool get_batch(const Napi::CallbackInfo &info, size_t at, const char *fn,
 
 // ---------------------------------------------------------------- kernels
 
+// Whether y[0..n) holds a NaN. A 0xFF scale decodes to NaN in every kernel, so the TS side can trust
+// its validated-range cache and still catch bytes rewritten after validation (it then rescans and throws).
+static bool any_nan(const float *y, size_t n) {
+    int found = 0;
+    for (size_t i = 0; i < n; i++) found |= y[i] != y[i];
+    return found != 0;
+}
+
 // matmul(packed, scales, rows, cols, X, Y, batch): the caller (TS) has validated the scales.
 static Napi::Value Matmul(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
@@ -79,7 +87,7 @@ static Napi::Value Matmul(const Napi::CallbackInfo &info) {
     size_t batch;
     if (!get_matrix(info, 0, fn, &m) || !get_batch(info, 4, fn, m, &x, &y, &batch)) return env.Undefined();
     if (k3_mxfp4_matmul(&m, x, y, batch) != 0) return k3::fail(env, fn, "out of memory for the activation scratch", true), env.Undefined();
-    return env.Undefined();
+    return Napi::Boolean::New(env, any_nan(y, batch * m.rows));
 }
 
 // matmulInt8(packed, scales, rows, cols, X, Y, batch): the opt-in int8-activation path.
@@ -91,7 +99,7 @@ static Napi::Value MatmulInt8(const Napi::CallbackInfo &info) {
     size_t batch;
     if (!get_matrix(info, 0, fn, &m) || !get_batch(info, 4, fn, m, &x, &y, &batch)) return env.Undefined();
     if (k3_mxfp4_matmul_int8(&m, x, y, batch) != 0) return k3::fail(env, fn, "out of memory for the activation scratch", true), env.Undefined();
-    return env.Undefined();
+    return Napi::Boolean::New(env, any_nan(y, batch * m.rows));
 }
 
 // hasVnni(): whether the int8 path runs its AVX-512 VNNI kernel (at the avx512 level).
@@ -106,7 +114,7 @@ static Napi::Value MatmulSplit(const Napi::CallbackInfo &info) {
     size_t batch;
     if (!get_matrix(info, 0, fn, &m) || !get_batch(info, 4, fn, m, &x, &y, &batch)) return env.Undefined();
     k3_mxfp4_matmul_split(&m, x, y, batch);
-    return env.Undefined();
+    return Napi::Boolean::New(env, any_nan(y, batch * m.rows));
 }
 
 // splitActivations(X, XS, cols, batch)

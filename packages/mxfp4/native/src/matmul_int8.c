@@ -44,7 +44,8 @@ float k3_mxfp4_row_int8_scalar(const uint8_t *packed, const uint8_t *scales, siz
                     uint8_t byte = packed[64 * g + t];
                     dot += lut2[byte & 15] * a->q_even[64 * g + t] + lut2[byte >> 4] * a->q_odd[64 * g + t];
                 }
-                factor = ldexpf(a->d[b], (int)scales[b] - 128);
+                /* 0xFF (refused at load) becomes NaN here too, so a stale validation cannot hide it */
+                factor = scales[b] == 0xFF ? NAN : ldexpf(a->d[b], (int)scales[b] - 128);
             }
             lane[l] = fmaf((float)dot, factor, lane[l]);
         }

@@ -8,7 +8,7 @@
  *   16 lanes per output; in 4-block groups g (blocks 4g..4g+3; a short last group is zero padded),
  *   lane L covers packed bytes 4L..4L+3 of the group (block 4g + L/4):
  *     dot_L = sum over those 4 bytes of LUT2[lo] * q_even + LUT2[hi] * q_odd   (exact int32)
- *     lane[L] = fmaf((float)dot_L, ldexpf(d_b, s_b - 128), lane[L])
+ *     lane[L] = fmaf((float)dot_L, ldexpf(d_b, s_b - 128), lane[L])   (s_b = 0xFF gives a NaN factor)
  *   then lane[i] += lane[i + h] for h = 8, 4, 2, 1.
  * Levels without VNNI run the scalar reference (same bits).
  */

@@ -36,7 +36,7 @@ void k3_mxfp4_rows4_int8_vnni(const k3_mxfp4_matrix *m, size_t r0, const k3_int8
     const size_t n_blocks = m->cols / 32;
     const __m512i magnitude = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12));
     const __m512i low4 = _mm512_set1_epi8(0x0F), bit3 = _mm512_set1_epi8(0x08), bit7 = _mm512_set1_epi8((char)0x80);
-    const __m512i bias = _mm512_set1_epi32(128), zero = _mm512_setzero_si512();
+    const __m512i bias = _mm512_set1_epi32(128), ff = _mm512_set1_epi32(0xFF), zero = _mm512_setzero_si512();
     /* vpshufb index: dword L takes byte L/4 of the four scale bytes (index bytes with bit 7 give 0) */
     const __m512i spread = _mm512_setr_epi32((int)0x80808000, (int)0x80808000, (int)0x80808000, (int)0x80808000,
                                              (int)0x80808001, (int)0x80808001, (int)0x80808001, (int)0x80808001,
@@ -69,6 +69,8 @@ void k3_mxfp4_rows4_int8_vnni(const k3_mxfp4_matrix *m, size_t r0, const k3_int8
             dot = _mm512_dpbusd_epi32(dot, w_hi, x_hi);
             __m512i s = _mm512_shuffle_epi8(_mm512_set1_epi32((int)scale_bytes(scales[i], g, left)), spread);
             __m512 factor = _mm512_maskz_scalef_ps(lanes, d, _mm512_cvtepi32_ps(_mm512_sub_epi32(s, bias)));
+            /* 0xFF (refused at load) becomes NaN here too, as in the scalar reference */
+            factor = _mm512_mask_mov_ps(factor, _mm512_cmpeq_epi32_mask(s, ff), _mm512_set1_ps(__builtin_nanf("")));
             acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), factor, acc[i]);
         }
     }
