@@ -37,10 +37,13 @@
 typedef struct {
     float *Q, *K, *V, *G;   /* the chunk, gathered: [n][dk] / [n][dv] */
     float *Gam, *eG;        /* Gamma and e^Gamma [n][dk] */
-    float *Qg, *Kg;         /* Q . e^Gamma, K . e^Gamma [n][dk] */
+    float *KQ;              /* [2C][dk]: K . e^Gamma rows, then Q . e^Gamma rows (Kg, Qg point in) */
+    float *Kg, *Qg;         /* this chunk's [n][dk] parts of KQ */
     float *M, *P;           /* [C][C]; M is stored negated (-M), ready for the forward substitution */
+    float *RO;              /* [2C][dv]: R rows, then output rows (R, Ob point in) */
     float *R, *Ob;          /* [n][dv]: R then V_new; the chunk output */
-    float *Bt;              /* [dk][C]: K_j . e^(Gamma_r - Gamma_j), transposed */
+    float *Bt;              /* [dk][C]: K_j . e^(Gamma_r - Gamma_j), transposed, around row bt_ref */
+    size_t bt_cols, bt_ref; /* Bt holds columns [0, bt_cols) around row bt_ref */
     float *Fa, *Ka, *Qa;    /* [SUB][dk]: e^(Gamma_i - Gamma_r), K_i . Fa, Q_i . Fa */
     float *E, *KE;          /* [dk] */
     float *beta;            /* [C] */
@@ -58,13 +61,15 @@ static chunk_scratch carve(float *p, size_t C, size_t dk, size_t dv) {
     s.G = p; p += C * dk;
     s.Gam = p; p += C * dk;
     s.eG = p; p += C * dk;
-    s.Qg = p; p += C * dk;
-    s.Kg = p; p += C * dk;
+    s.KQ = p; p += 2 * C * dk;
+    s.Kg = s.KQ;
+    s.Qg = s.KQ + C * dk;
     s.V = p; p += C * dv;
     s.M = p; p += C * C;
     s.P = p; p += C * C;
-    s.R = p; p += C * dv;
-    s.Ob = p; p += C * dv;
+    s.RO = p; p += 2 * C * dv;
+    s.R = s.RO;
+    s.Ob = s.RO + C * dv;
     s.Bt = p; p += dk * C;
     s.Fa = p; p += SUB * dk;
     s.Ka = p; p += SUB * dk;
@@ -118,6 +123,30 @@ static int block_factorable(chunk_scratch *s, size_t b0, size_t b1, size_t dk) {
     return ok;
 }
 
+/* Brings Bt to reference row r with columns [0, cols): the columns it already holds (around an
+   earlier row rp <= r) are rescaled per channel by e^(Gamma_r - Gamma_rp) <= 1, so only the new
+   columns take exps (about C + n rows of exps per chunk instead of one per (block, column)). When
+   that rescale flushes to 0 (Gamma_r - Gamma_rp <= -87), the columns it zeroes were at most
+   e^(-87 + FACTOR_BOUND) = 1e-10 of |k|: below every tolerance. */
+static void bt_around(const kda_kernels *kern, chunk_scratch *s, size_t r, size_t cols, size_t dk, size_t C) {
+    const float *Gr = s->Gam + r * dk;
+    size_t have = s->bt_cols < cols ? s->bt_cols : cols;
+    if (have > 0 && s->bt_ref != r) {
+        kern->exp_diff(Gr, s->Gam + s->bt_ref * dk, s->E, dk);
+        for (size_t d = 0; d < dk; d++) {
+            float f = s->E[d];
+            float *row = s->Bt + d * C;
+            for (size_t j = 0; j < have; j++) row[j] = row[j] * f;
+        }
+    }
+    for (size_t j = have; j < cols; j++) {
+        kern->exp_diff(Gr, s->Gam + j * dk, s->E, dk);
+        for (size_t d = 0; d < dk; d++) s->Bt[d * C + j] = s->K[j * dk + d] * s->E[d];
+    }
+    s->bt_cols = cols;
+    s->bt_ref = r;
+}
+
 /* M and P of one chunk (n tokens), one sub-block of rows at a time, around r = b0 (its first row):
      e^(Gamma_i - Gamma_j) = e^(Gamma_i - Gamma_r) * e^(Gamma_r - Gamma_j)
    Row factors Fa_i = e^(Gamma_i - Gamma_r) (<= 1 for log decays g <= 0); column factors
@@ -127,6 +156,8 @@ static int block_factorable(chunk_scratch *s, size_t b0, size_t b1, size_t dk) {
 static void build_m_p(const kda_kernels *kern, chunk_scratch *s, size_t n, size_t dk, size_t C) {
     memset(s->M, 0, C * C * sizeof(float));
     memset(s->P, 0, C * C * sizeof(float));
+    s->bt_cols = 0;
+    s->bt_ref = 0;
     for (size_t b0 = 0; b0 < n; b0 += SUB) {
         size_t b1 = b0 + SUB < n ? b0 + SUB : n;
         size_t m = b1 - b0;
@@ -141,13 +172,10 @@ static void build_m_p(const kda_kernels *kern, chunk_scratch *s, size_t n, size_
                 s->Qa[(i - b0) * dk + d] = s->Q[i * dk + d] * fa[d];
             }
         }
-        for (size_t j = 0; j < cols; j++) {
-            kern->exp_diff(Gr, s->Gam + j * dk, s->E, dk);
-            for (size_t d = 0; d < dk; d++) s->Bt[d * cols + j] = s->K[j * dk + d] * s->E[d];
-        }
+        bt_around(kern, s, b0, cols, dk, C);
         if (cols > 0) {
-            kern->gemm_acc(m, cols, dk, s->Ka, dk, s->Bt, cols, s->M + b0 * C, C);
-            kern->gemm_acc(m, cols, dk, s->Qa, dk, s->Bt, cols, s->P + b0 * C, C);
+            kern->gemm_acc(m, cols, dk, s->Ka, dk, s->Bt, C, s->M + b0 * C, C);
+            kern->gemm_acc(m, cols, dk, s->Qa, dk, s->Bt, C, s->P + b0 * C, C);
         }
         if (factored) /* the product also filled the upper triangle of the diagonal block */
             for (size_t i = b0; i < b1; i++)
@@ -168,16 +196,22 @@ static void chunk_step(const kda_kernels *kern, chunk_scratch *s, float *S, size
     for (size_t i = 1; i < n; i++)
         for (size_t d = 0; d < dk; d++) s->Gam[i * dk + d] = s->Gam[(i - 1) * dk + d] + s->G[i * dk + d];
     kern->exp_diff(s->Gam, NULL, s->eG, n * dk);
+    /* Kg rows then Qg rows, and their products with S0 (R rows then Ob rows) back to back, so both
+       come from one product [2n x dk] x S0 that reads S0 once (the Qg/Kg and R/Ob areas are adjacent) */
+    s->Kg = s->KQ;
+    s->Qg = s->KQ + n * dk;
+    s->R = s->RO;
+    s->Ob = s->RO + n * dv;
     for (size_t x = 0; x < n * dk; x++) {
         s->Qg[x] = s->Q[x] * s->eG[x];
         s->Kg[x] = s->K[x] * s->eG[x];
     }
     build_m_p(kern, s, n, dk, C);
     /* R = beta (V - Kg S0), then V_new = (I + M)^-1 R by forward substitution (in place in R) */
-    memset(s->Ob, 0, n * dv * sizeof(float));
-    kern->gemm_acc(n, dv, dk, s->Kg, dk, S, dv, s->Ob, dv);
+    memset(s->R, 0, 2 * n * dv * sizeof(float));
+    kern->gemm_acc(2 * n, dv, dk, s->Kg, dk, S, dv, s->R, dv); /* R <- Kg S0, Ob <- Qg S0 */
     for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < dv; j++) s->R[i * dv + j] = s->beta[i] * (s->V[i * dv + j] - s->Ob[i * dv + j]);
+        for (size_t j = 0; j < dv; j++) s->R[i * dv + j] = s->beta[i] * (s->V[i * dv + j] - s->R[i * dv + j]);
     /* row i accumulates -M_ij V_new_j for j = 0, 1, ..., i-1 in that order: the earlier sub-blocks as one
        small product (its p loop runs j ascending), then the rows of its own sub-block one by one */
     for (size_t b0 = 0; b0 < n; b0 += SUB) {
@@ -186,25 +220,19 @@ static void chunk_step(const kda_kernels *kern, chunk_scratch *s, float *S, size
         for (size_t i = b0 + 1; i < b1; i++)
             for (size_t j = b0; j < i; j++) kern->axpy(s->M[i * C + j], s->R + j * dv, s->R + i * dv, dv);
     }
-    /* O = Qg S0 + P V_new */
-    memset(s->Ob, 0, n * dv * sizeof(float));
-    kern->gemm_acc(n, dv, dk, s->Qg, dk, S, dv, s->Ob, dv);
+    /* O = Qg S0 (already in Ob) + P V_new */
     /* P is lower triangular: rows of sub-block [b0, b1) stop at column b1 - 1 */
     for (size_t b0 = 0; b0 < n; b0 += SUB) {
         size_t b1 = b0 + SUB < n ? b0 + SUB : n;
         kern->gemm_acc(b1 - b0, dv, b1, s->P + b0 * C, C, s->R, dv, s->Ob + b0 * dv, dv);
     }
     /* S_end = diag(e^Gamma_last) S0 + (K . e^(Gamma_last - Gamma))^T V_new */
-    const float *last = s->Gam + (n - 1) * dk;
-    for (size_t i = 0; i < n; i++) {
-        kern->exp_diff(last, s->Gam + i * dk, s->E, dk);
-        for (size_t d = 0; d < dk; d++) s->Bt[d * n + i] = s->K[i * dk + d] * s->E[d];
-    }
+    bt_around(kern, s, n - 1, n, dk, C); /* Bt[d][i] = K_i e^(Gamma_last - Gamma_i), from M/P's columns */
     for (size_t d = 0; d < dk; d++) {
         float decay = s->eG[(n - 1) * dk + d];
         for (size_t j = 0; j < dv; j++) S[d * dv + j] = S[d * dv + j] * decay;
     }
-    kern->gemm_acc(dk, dv, n, s->Bt, n, s->R, dv, S, dv);
+    kern->gemm_acc(dk, dv, n, s->Bt, C, s->R, dv, S, dv);
 }
 
 /* Rows of different tokens are H * dk floats apart (a page or more), where the hardware prefetcher
