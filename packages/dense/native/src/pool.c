@@ -1,6 +1,10 @@
 /*
- * pool.c: a small fork-join pool. The caller publishes (task, ctx, n_tasks), wakes the
- * workers, and everybody (caller included) claims task indices from one atomic counter.
+ * pool.c: a small fork-join pool. The caller publishes (task, ctx, n_tasks) as job g, wakes the
+ * workers, and everybody (caller included) claims task indices from one atomic word holding
+ * (g << 32 | tasks not yet claimed). The caller returns as soon as every TASK is done, not when
+ * every worker has woken: on a busy machine a descheduled worker would otherwise hold each call
+ * for milliseconds. A worker that wakes late finds the word tagged with another job and claims
+ * nothing, so it can never run a task twice or touch the next job's data.
  * Workers spin briefly before sleeping: decode issues thousands of short jobs per token and a
  * condition-variable wake-up costs tens of microseconds.
  */
@@ -23,9 +27,9 @@ typedef struct {
     k3_task_fn task;
     void *ctx;
     int n_tasks;
-    atomic_int next_task;
-    atomic_int busy_workers;
-    atomic_uint generation;   /* bumped once per job */
+    _Atomic uint64_t claim;   /* (job << 32) | tasks not yet claimed */
+    atomic_int tasks_done;
+    atomic_uint generation;   /* the current job id, bumped once per job */
     int shutting_down;
 } pool_state;
 
@@ -35,15 +39,40 @@ static pool_state pool = {
     .done = PTHREAD_COND_INITIALIZER,
 };
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER; /* one job at a time (worker_threads) */
-static int configured_threads = 0;                          /* 0 = not started yet */
+static atomic_int configured_threads = 0;                   /* 0 = not started yet */
+static _Thread_local int inside_task = 0;                   /* a task calling parallel_for runs it inline */
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
 
 /* ---------------------------------------------------------------- claiming tasks */
 
-static void drain_tasks(void) {
+/* Index of a task of `job` nobody has claimed yet, or -1. */
+static int claim_task(unsigned job) {
+    uint64_t word = atomic_load(&pool.claim);
     for (;;) {
-        int i = atomic_fetch_add(&pool.next_task, 1);
-        if (i >= pool.n_tasks) return;
+        uint32_t remaining = (uint32_t)word;
+        if ((unsigned)(word >> 32) != job || remaining == 0) return -1;
+        if (atomic_compare_exchange_weak(&pool.claim, &word, word - 1))
+            return pool.n_tasks - (int)remaining; /* safe: job cannot finish before this task */
+    }
+}
+
+static void run_tasks_of(unsigned job) {
+    int i;
+    while ((i = claim_task(job)) >= 0) {
+        int n_tasks = pool.n_tasks; /* read before the last task completes and the job ends */
+        inside_task = 1;
         pool.task(pool.ctx, i);
+        inside_task = 0;
+        if (atomic_fetch_add(&pool.tasks_done, 1) + 1 == n_tasks) {
+            pthread_mutex_lock(&pool.lock);
+            pthread_cond_signal(&pool.done);
+            pthread_mutex_unlock(&pool.lock);
+        }
     }
 }
 
@@ -53,9 +82,7 @@ static unsigned wait_for_job(unsigned seen) {
     for (int spin = 0; spin < SPIN_ROUNDS; spin++) {
         unsigned g = atomic_load_explicit(&pool.generation, memory_order_acquire);
         if (g != seen) return g;
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+        cpu_relax();
     }
     pthread_mutex_lock(&pool.lock);
     unsigned g;
@@ -67,17 +94,12 @@ static unsigned wait_for_job(unsigned seen) {
 
 static void *worker_main(void *arg) {
     /* The generation at spawn time comes from the creator: reading it here could miss a job
-       published before this thread first ran, and the caller would wait for it forever. */
+       published before this thread first ran. */
     unsigned seen = (unsigned)(uintptr_t)arg;
     for (;;) {
         seen = wait_for_job(seen);
         if (pool.shutting_down) return NULL;
-        drain_tasks();
-        if (atomic_fetch_sub(&pool.busy_workers, 1) == 1) {
-            pthread_mutex_lock(&pool.lock);
-            pthread_cond_signal(&pool.done);
-            pthread_mutex_unlock(&pool.lock);
-        }
+        run_tasks_of(seen);
     }
 }
 
@@ -121,6 +143,8 @@ static void ensure_started(void) {
 }
 
 int k3_pool_thread_count(void) {
+    int started = atomic_load(&configured_threads); /* lock-free: kernels ask this inside tasks */
+    if (started) return started;
     pthread_mutex_lock(&run_lock);
     ensure_started();
     int n = configured_threads;
@@ -141,6 +165,10 @@ int k3_pool_set_threads(int n_threads) {
 
 void k3_pool_parallel_for(int n_tasks, k3_task_fn task, void *ctx) {
     if (n_tasks <= 0) return;
+    if (inside_task) {
+        for (int i = 0; i < n_tasks; i++) task(ctx, i);
+        return;
+    }
     pthread_mutex_lock(&run_lock);
     ensure_started();
     if (n_tasks == 1 || pool.n_workers == 0) {
@@ -148,26 +176,23 @@ void k3_pool_parallel_for(int n_tasks, k3_task_fn task, void *ctx) {
         pthread_mutex_unlock(&run_lock);
         return;
     }
+    unsigned job = atomic_load(&pool.generation) + 1;
     pool.task = task;
     pool.ctx = ctx;
     pool.n_tasks = n_tasks;
-    atomic_store(&pool.next_task, 0);
-    atomic_store(&pool.busy_workers, pool.n_workers);
+    atomic_store(&pool.tasks_done, 0);
+    atomic_store(&pool.claim, ((uint64_t)job << 32) | (uint32_t)n_tasks);
     pthread_mutex_lock(&pool.lock);
-    atomic_fetch_add_explicit(&pool.generation, 1, memory_order_release);
+    atomic_store_explicit(&pool.generation, job, memory_order_release);
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
 
-    drain_tasks();
+    run_tasks_of(job);
 
-    if (atomic_load(&pool.busy_workers) > 0) {
-        for (int spin = 0; spin < SPIN_ROUNDS && atomic_load(&pool.busy_workers) > 0; spin++) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-        }
+    for (int spin = 0; spin < SPIN_ROUNDS && atomic_load(&pool.tasks_done) < n_tasks; spin++) cpu_relax();
+    if (atomic_load(&pool.tasks_done) < n_tasks) {
         pthread_mutex_lock(&pool.lock);
-        while (atomic_load(&pool.busy_workers) > 0) pthread_cond_wait(&pool.done, &pool.lock);
+        while (atomic_load(&pool.tasks_done) < n_tasks) pthread_cond_wait(&pool.done, &pool.lock);
         pthread_mutex_unlock(&pool.lock);
     }
     pthread_mutex_unlock(&run_lock);
