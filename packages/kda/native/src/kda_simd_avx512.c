@@ -115,12 +115,21 @@ INLINE void gemm_strip(const int V, size_t m, size_t kk, const float *A, size_t 
     for (; i < m; i++) gemm_tile(1, V, kk, A + i * lda, lda, B, ldb, C + i * ldc, ldc, last);
 }
 
+/* The p range is cut into slices of GEMM_KC so that one B strip slice (GEMM_KC x 64 floats, 16 KiB)
+   stays in L1 while every row tile passes over it; C carries each element's sum from one slice to
+   the next, so every element still sees p = 0, 1, ..., kk-1 in order (bit-identical to scalar). */
+#define GEMM_KC 64
+
 static void gemm_acc(size_t m, size_t n, size_t kk, const float *A, size_t lda, const float *B, size_t ldb, float *C,
                      size_t ldc) {
-    size_t j = 0;
-    for (; j + 64 <= n; j += 64) gemm_strip(4, m, kk, A, lda, B + j, ldb, C + j, ldc, 0xFFFF);
-    for (; j + 32 <= n; j += 32) gemm_strip(2, m, kk, A, lda, B + j, ldb, C + j, ldc, 0xFFFF);
-    for (; j < n; j += 16) gemm_strip(1, m, kk, A, lda, B + j, ldb, C + j, ldc, mask_for(n - j));
+    for (size_t p0 = 0; p0 < kk; p0 += GEMM_KC) {
+        size_t kc = kk - p0 < GEMM_KC ? kk - p0 : GEMM_KC;
+        const float *Ap = A + p0, *Bp = B + p0 * ldb;
+        size_t j = 0;
+        for (; j + 64 <= n; j += 64) gemm_strip(4, m, kc, Ap, lda, Bp + j, ldb, C + j, ldc, 0xFFFF);
+        for (; j + 32 <= n; j += 32) gemm_strip(2, m, kc, Ap, lda, Bp + j, ldb, C + j, ldc, 0xFFFF);
+        for (; j < n; j += 16) gemm_strip(1, m, kc, Ap, lda, Bp + j, ldb, C + j, ldc, mask_for(n - j));
+    }
 }
 
 static float reduce16(__m512 v) {
