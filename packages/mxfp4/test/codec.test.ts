@@ -21,10 +21,10 @@ import {
   type Mxfp4Matrix,
 } from "../src/index.js";
 import { f32ToBf16, bf16ToF32 } from "@k3/dense";
-import { componentsDir, loadFixture, randomBytes, randomMatrix } from "./helpers.js";
-import { randomF32 } from "./random.js";
+import { componentsDir, fixtureExists, randomBytes, readFixture, uniform } from "@k3/test-utils";
+import { randomMatrix } from "./helpers.js";
 
-const fixture = loadFixture("mxfp4");
+const fixture = fixtureExists("mxfp4.safetensors") ? readFixture("mxfp4.safetensors") : null;
 const fixtureIt = fixture ? it : it.skip;
 const fixtureNote = fixture ? "" : ` [skipped: mxfp4.safetensors absent from ${componentsDir}]`;
 
@@ -154,7 +154,7 @@ describe("quantize", () => {
 
   it("keeps the error within half a step (<= max/5 per block) over random data, and re-quantises its own output to the same values", () => {
     const rows = 8, cols = 256;
-    const v = randomF32(rows * cols, 1, 3);
+    const v = uniform(rows * cols, -1, 1, 3);
     for (let i = 0; i < v.length; i += 97) v[i] *= 1000; // blocks with very different ranges
     const m = quantize(v, rows, cols);
     const d = dequantize(m);
@@ -179,7 +179,7 @@ describe("quantize", () => {
 
   it("native quantize equals the TypeScript definition byte for byte (random, tiny, huge, zero and tie-heavy blocks)", () => {
     const rows = 16, cols = 320;
-    const v = randomF32(rows * cols, 1, 31);
+    const v = uniform(rows * cols, -1, 1, 31);
     for (let i = 0; i < v.length; i += 7) v[i] *= 2 ** ((i % 270) - 150); // block maxima from subnormal to ~2^119
     v.fill(0, 64, 96); // an all-zero block
     for (let i = 96; i < 128; i++) v[i] = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, 6][i % 8] * (i % 2 ? -1 : 1);
@@ -195,7 +195,7 @@ describe("quantize", () => {
   });
 
   it("accepts bf16 input (a Kimi-Linear-48B tensor) with the same result as its f32 value", () => {
-    const v = randomF32(4 * 64, 2, 4);
+    const v = uniform(4 * 64, -2, 2, 4);
     const bits = f32ToBf16(v);
     const a = quantizeBf16(bits, 4, 64);
     const b = quantize(bf16ToF32(bits), 4, 64);

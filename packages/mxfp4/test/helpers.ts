@@ -1,23 +1,6 @@
-/** Shared test helpers: deterministic bytes, fixture loading, a float64/f32 scalar reference. */
-import { existsSync, readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+/** MXFP4 test helpers: random matrices and a float64/f32 scalar reference (the generic helpers are in @k3/test-utils). */
+import { randomBytes } from "@k3/test-utils";
 import { E2M1_VALUES, type Mxfp4Matrix } from "../src/index.js";
-
-/** Deterministic bytes (xorshift32). */
-export function randomBytes(n: number, seed: number): Uint8Array {
-  const out = new Uint8Array(n);
-  let s = (seed * 2654435761) >>> 0 || 1;
-  for (let i = 0; i < n; i++) {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    out[i] = s & 255;
-  }
-  return out;
-}
 
 /** A random matrix with scales in [lo, hi]. */
 export function randomMatrix(rows: number, cols: number, seed: number, lo = 118, hi = 130): Mxfp4Matrix {
@@ -66,28 +49,4 @@ export function referenceMatvec(m: Mxfp4Matrix, x: Float32Array): Float32Array {
     y[r] = lane[0];
   }
   return y;
-}
-
-const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
-export const componentsDir = join(repoRoot, "fixtures", "components");
-
-/** Tensors of fixtures/components/<name>.safetensors, or null when absent. */
-export function loadFixture(name: string): Map<string, { data: Float64Array | Float32Array | Uint8Array; shape: number[] }> | null {
-  const file = join(componentsDir, `${name}.safetensors`);
-  if (!existsSync(file)) return null;
-  const bytes = readFileSync(file);
-  const headerLength = Number(bytes.readBigUInt64LE(0));
-  const header = JSON.parse(bytes.subarray(8, 8 + headerLength).toString("utf8")) as Record<
-    string,
-    { dtype: string; shape: number[]; data_offsets: [number, number] }
-  >;
-  const base = 8 + headerLength;
-  const out = new Map<string, { data: Float64Array | Float32Array | Uint8Array; shape: number[] }>();
-  for (const [key, info] of Object.entries(header)) {
-    if (key === "__metadata__") continue;
-    const raw = bytes.buffer.slice(bytes.byteOffset + base + info.data_offsets[0], bytes.byteOffset + base + info.data_offsets[1]);
-    const data = info.dtype === "F64" ? new Float64Array(raw) : info.dtype === "F32" ? new Float32Array(raw) : new Uint8Array(raw);
-    out.set(key, { data, shape: info.shape });
-  }
-  return out;
 }

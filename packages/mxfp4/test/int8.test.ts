@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { bestSimdLevel, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
 import { hasVnni, matmulInt8, matvec, matvecInt8, type Mxfp4Matrix } from "../src/index.js";
+import { uniform } from "@k3/test-utils";
 import { elementF64, fmaf, randomMatrix } from "./helpers.js";
-import { randomF32 } from "./random.js";
 
 const LEVELS: SimdLevel[] = ["scalar", "avx2", "avx512"];
 const available = LEVELS.slice(0, LEVELS.indexOf(bestSimdLevel()) + 1);
@@ -65,7 +65,7 @@ describe("int8-activation path", () => {
   it(`reports VNNI (${hasVnni()}) and follows the documented order bit for bit`, () => {
     for (const cols of [32, 96, 128, 160, 512]) {
       const m = randomMatrix(9, cols, cols, 100, 140);
-      const x = randomF32(cols, 2, cols + 1);
+      const x = uniform(cols, -2, 2, cols + 1);
       const expected = referenceInt8(m, x);
       for (const level of available) {
         setSimdLevel(level);
@@ -77,7 +77,7 @@ describe("int8-activation path", () => {
 
   it("is bit-identical across levels, thread counts and batch sizes", () => {
     const m = randomMatrix(37, 3584 / 4, 3);
-    const X = randomF32(5 * m.cols, 1, 4);
+    const X = uniform(5 * m.cols, -1, 1, 4);
     setSimdLevel("scalar");
     setThreadCount(1);
     const expected = matmulInt8(m, X, new Float32Array(5 * 37), 5);
@@ -92,7 +92,7 @@ describe("int8-activation path", () => {
 
   it("stays within 1% of sum|w x| of the fp32 path (activation rounding), typically ~1e-3", () => {
     const m = randomMatrix(64, 3584, 5);
-    const x = randomF32(3584, 1, 6);
+    const x = uniform(3584, -1, 1, 6);
     setSimdLevel(bestSimdLevel());
     const exact = matvec(m, x, new Float32Array(64));
     const approx = matvecInt8(m, x, new Float32Array(64));

@@ -8,8 +8,8 @@ import {
   splitActivations,
   type Mxfp4Matrix,
 } from "../src/index.js";
+import { uniform } from "@k3/test-utils";
 import { elementF64, randomMatrix, referenceMatvec } from "./helpers.js";
-import { randomF32 } from "./random.js";
 
 const LEVELS: SimdLevel[] = ["scalar", "avx2", "avx512"];
 const available = LEVELS.slice(0, LEVELS.indexOf(bestSimdLevel()) + 1);
@@ -32,7 +32,7 @@ function at(level: SimdLevel, threads: number) {
 describe("matvec", () => {
   it("reproduces the documented order bit for bit (JS reimplementation from the spec)", () => {
     const m = randomMatrix(13, 96, 1, 100, 150);
-    const x = randomF32(96, 3, 2);
+    const x = uniform(96, -3, 3, 2);
     const expected = referenceMatvec(m, x);
     for (const level of available) {
       at(level, 2);
@@ -42,7 +42,7 @@ describe("matvec", () => {
 
   it("is within the fp32 error bound of a float64 dequantize-then-multiply", () => {
     const m = randomMatrix(37, 3584 / 4, 3);
-    const x = randomF32(m.cols, 1, 4);
+    const x = uniform(m.cols, -1, 1, 4);
     at(bestSimdLevel(), 2);
     const y = matvec(m, x, new Float32Array(m.rows));
     for (let r = 0; r < m.rows; r++) {
@@ -68,7 +68,7 @@ describe("matvec", () => {
   ];
   it.each(shapes)("is bit-identical at every SIMD level and thread count (%i x %i)", (rows, cols) => {
     const m = randomMatrix(rows, cols, rows * 7 + cols, 0, 254);
-    const x = randomF32(cols, 2, 5);
+    const x = uniform(cols, -2, 2, 5);
     at("scalar", 1);
     const expected = matvec(m, x, new Float32Array(rows));
     for (const level of available)
@@ -81,7 +81,7 @@ describe("matvec", () => {
   it("equals dequantize() followed by the same-order f32 products (every code, scales 0..254)", () => {
     const m = randomMatrix(16, 64, 9, 0, 254);
     const W = dequantize(m);
-    const x = randomF32(64, 1, 10);
+    const x = uniform(64, -1, 1, 10);
     for (let r = 0; r < 16; r++)
       for (let k = 0; k < 64; k++) {
         const e = Math.fround(elementF64(m, r, k));
@@ -118,7 +118,7 @@ describe("matvec", () => {
 describe("matmul", () => {
   it("Y[b] is bit-identical to matvec(X[b]) for every batch 1..33, level and thread count", () => {
     const m = randomMatrix(23, 256, 11);
-    const X = randomF32(33 * 256, 1, 12);
+    const X = uniform(33 * 256, -1, 1, 12);
     at("scalar", 1);
     const rows = new Float32Array(33 * 23);
     for (let b = 0; b < 33; b++) rows.set(matvec(m, X.subarray(b * 256, (b + 1) * 256), new Float32Array(23)), b * 23);
@@ -133,7 +133,7 @@ describe("matmul", () => {
 
   it("matmulSplit on splitActivations output equals matmul", () => {
     const m = randomMatrix(10, 96, 13);
-    const X = randomF32(3 * 96, 1, 14);
+    const X = uniform(3 * 96, -1, 1, 14);
     const XS = splitActivations(X, 96, 3);
     // lane i holds element 2 p(i) (even) / 2 p(i) + 1 (odd), p(i) = 4 (i % 4) + i / 4
     expect(Array.from(XS.subarray(0, 5))).toEqual([X[0], X[8], X[16], X[24], X[2]]);
@@ -153,7 +153,7 @@ describe("matmul", () => {
       rows: 6,
       cols: 64,
     };
-    const x = randomF32(64, 1, 16);
+    const x = uniform(64, -1, 1, 16);
     expect(sameBits(matvec(view, x, new Float32Array(6)), matvec(m, x, new Float32Array(6)))).toBe(true);
   });
 });

@@ -2,47 +2,21 @@
  * The reference fixtures, read through @k3/safetensors' strict TS parser (no native code needed
  * for these small files), and their tolerances from fixtures/components/MANIFEST.json.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { openSafetensorsSync } from "@k3/safetensors";
 import { componentsDir } from "./paths.js";
 import type { Tol } from "./compare.js";
+import { decodeTensor, type FixtureTensor } from "./fixture-file.js";
 
-export interface FixtureTensor {
-  dtype: string;
-  shape: number[];
-  /** F32 -> Float32Array, F64 -> Float64Array, I64 -> Float64Array (exact below 2^53), BF16 -> widened. */
-  data: Float32Array | Float64Array;
-  /** BF16 only: the raw bits. */
-  bits?: Uint16Array;
-}
-
-/** True when fixtures/components/<file> exists. */
-export function fixtureExists(file: string): boolean {
-  return existsSync(join(componentsDir, file));
-}
+export { fixtureExists, type FixtureTensor } from "./fixture-file.js";
 
 /** Every tensor of fixtures/components/<file>, by name. */
 export function readFixture(file: string): Map<string, FixtureTensor> {
   const ckpt = openSafetensorsSync(join(componentsDir, file), { backend: "ts" });
   const out = new Map<string, FixtureTensor>();
   try {
-    for (const info of ckpt.tensors) {
-      const bytes = ckpt.readSync(info.name);
-      const raw = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
-      let data: Float32Array | Float64Array;
-      if (info.dtype === "F32") data = new Float32Array(raw);
-      else if (info.dtype === "F64") data = new Float64Array(raw);
-      else if (info.dtype === "I64") data = Float64Array.from(new BigInt64Array(raw), (v) => Number(v));
-      else if (info.dtype === "BF16") {
-        const bits = new Uint16Array(raw);
-        const wide = new Uint32Array(bits.length);
-        for (let i = 0; i < bits.length; i++) wide[i] = bits[i] << 16;
-        out.set(info.name, { dtype: info.dtype, shape: info.shape, data: new Float32Array(wide.buffer), bits });
-        continue;
-      } else throw new Error(`${file}:${info.name} has dtype ${info.dtype}, which the tests do not read`);
-      out.set(info.name, { dtype: info.dtype, shape: info.shape, data });
-    }
+    for (const info of ckpt.tensors) out.set(info.name, decodeTensor(`${file}:${info.name}`, info.dtype, info.shape, ckpt.readSync(info.name)));
   } finally {
     ckpt.closeSync();
   }

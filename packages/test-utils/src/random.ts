@@ -1,17 +1,31 @@
 /** Deterministic test data: the same seed gives the same values on every machine. */
 
-/** n uniform values in [lo, hi) from a xorshift32 stream seeded by `seed`. */
-export function uniform(n: number, lo: number, hi: number, seed: number): Float32Array {
-  const out = new Float32Array(n);
+/** A xorshift32 stream seeded by `seed`: each call gives the next 32-bit state in [1, 2^32). */
+function xorshift32(seed: number): () => number {
   let s = (seed * 2654435761) >>> 0 || 1;
-  for (let i = 0; i < n; i++) {
+  return () => {
     s ^= s << 13;
     s >>>= 0;
     s ^= s >>> 17;
     s ^= s << 5;
     s >>>= 0;
-    out[i] = lo + (s / 4294967296) * (hi - lo);
-  }
+    return s;
+  };
+}
+
+/** n uniform values in [lo, hi) from a xorshift32 stream seeded by `seed`. */
+export function uniform(n: number, lo: number, hi: number, seed: number): Float32Array {
+  const out = new Float32Array(n);
+  const next = xorshift32(seed);
+  for (let i = 0; i < n; i++) out[i] = lo + (next() / 4294967296) * (hi - lo);
+  return out;
+}
+
+/** n bytes (the low 8 bits of the same xorshift32 stream as `uniform`). */
+export function randomBytes(n: number, seed: number): Uint8Array {
+  const out = new Uint8Array(n);
+  const next = xorshift32(seed);
+  for (let i = 0; i < n; i++) out[i] = next() & 255;
   return out;
 }
 
