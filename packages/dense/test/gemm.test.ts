@@ -13,7 +13,9 @@ import {
   threadCount,
   type SimdLevel,
 } from "../src/index.js";
-import { randomF32 } from "./random.js";
+// @k3/test-utils depends on @k3/dense (a cycle in turbo's graph), so these dependency-free modules are imported by path.
+import { bytesEqual } from "../../test-utils/src/compare.js";
+import { uniform } from "../../test-utils/src/random.js";
 
 const LEVELS: SimdLevel[] = ["scalar", "avx2", "avx512"];
 const available = LEVELS.slice(0, LEVELS.indexOf(bestSimdLevel()) + 1);
@@ -23,10 +25,6 @@ afterAll(() => {
   setSimdLevel(initialLevel);
   setThreadCount(initialThreads);
 });
-
-function sameBits(a: Float32Array, b: Float32Array): boolean {
-  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
-}
 
 function at(level: SimdLevel, threads: number) {
   setSimdLevel(level);
@@ -44,8 +42,8 @@ const shapes: Array<[number, number, number]> = [
 
 describe("gemvF32", () => {
   it.each(shapes)("matches a float64 reference (%i x %i, ld %i)", (rows, cols, ld) => {
-    const w = randomF32(rows * ld, 1, 31);
-    const x = randomF32(cols, 1, 32);
+    const w = uniform(rows * ld, -1, 1, 31);
+    const x = uniform(cols, -1, 1, 32);
     at(bestSimdLevel(), 2);
     const y = gemvF32(w, x, new Float32Array(rows), { rows, cols, ld });
     for (let r = 0; r < rows; r++) {
@@ -60,27 +58,27 @@ describe("gemvF32", () => {
   });
 
   it.each(shapes)("is bit-identical at every SIMD level and thread count (%i x %i, ld %i)", (rows, cols, ld) => {
-    const w = randomF32(rows * ld, 1, 41);
-    const x = randomF32(cols, 1, 42);
+    const w = uniform(rows * ld, -1, 1, 41);
+    const x = uniform(cols, -1, 1, 42);
     at("scalar", 1);
     const expected = gemvF32(w, x, new Float32Array(rows), { rows, cols, ld });
     for (const level of available)
       for (const threads of [1, 2, 3]) {
         at(level, threads);
-        expect(sameBits(gemvF32(w, x, new Float32Array(rows), { rows, cols, ld }), expected), `${level} x${threads}`).toBe(true);
+        expect(bytesEqual(gemvF32(w, x, new Float32Array(rows), { rows, cols, ld }), expected), `${level} x${threads}`).toBe(true);
       }
   });
 
   it("gives the same bits as gemvBf16 on bf16-representable weights", () => {
     const rows = 21, cols = 77;
-    const wb = f32ToBf16(randomF32(rows * cols, 1, 51));
+    const wb = f32ToBf16(uniform(rows * cols, -1, 1, 51));
     const wf = bf16ToF32(wb);
-    const x = randomF32(cols, 1, 52);
+    const x = uniform(cols, -1, 1, 52);
     for (const level of available) {
       at(level, 2);
       const a = gemvF32(wf, x, new Float32Array(rows), { rows, cols });
       const b = gemvBf16(wb, x, new Float32Array(rows), { rows, cols });
-      expect(sameBits(a, b), level).toBe(true);
+      expect(bytesEqual(a, b), level).toBe(true);
     }
   });
 
@@ -107,9 +105,9 @@ describe("gemmBf16 / gemmF32", () => {
   ];
 
   it.each(cases)("Y[b] is bit-identical to gemv of X[b] at every level and thread count (%i x %i ld %i, batch %i)", (rows, cols, ld, batch) => {
-    const wf = randomF32(rows * ld, 1, 61);
+    const wf = uniform(rows * ld, -1, 1, 61);
     const wb = f32ToBf16(wf);
-    const X = randomF32(batch * cols, 2, 62);
+    const X = uniform(batch * cols, -2, 2, 62);
     at("scalar", 1);
     const refBf16 = new Float32Array(batch * rows);
     const refF32 = new Float32Array(batch * rows);
@@ -123,21 +121,21 @@ describe("gemmBf16 / gemmF32", () => {
         at(level, threads);
         const yb = gemmBf16(wb, X, new Float32Array(batch * rows), { rows, cols, ld, batch });
         const yf = gemmF32(wf, X, new Float32Array(batch * rows), { rows, cols, ld, batch });
-        expect(sameBits(yb, refBf16), `bf16 ${level} x${threads}`).toBe(true);
-        expect(sameBits(yf, refF32), `f32 ${level} x${threads}`).toBe(true);
+        expect(bytesEqual(yb, refBf16), `bf16 ${level} x${threads}`).toBe(true);
+        expect(bytesEqual(yf, refF32), `f32 ${level} x${threads}`).toBe(true);
       }
   });
 
   it("every batch size 1..33 matches gemv (K3-like width, avx512 tiles and remainders)", () => {
     const rows = 23, cols = 3584 / 8;
-    const wb = f32ToBf16(randomF32(rows * cols, 1, 71));
-    const X = randomF32(33 * cols, 1, 72);
+    const wb = f32ToBf16(uniform(rows * cols, -1, 1, 71));
+    const X = uniform(33 * cols, -1, 1, 72);
     at(bestSimdLevel(), 2);
     const ref = new Float32Array(33 * rows);
     for (let b = 0; b < 33; b++) ref.set(gemvBf16(wb, X.subarray(b * cols, (b + 1) * cols), new Float32Array(rows), { rows, cols }), b * rows);
     for (let batch = 1; batch <= 33; batch++) {
       const y = gemmBf16(wb, X.subarray(0, batch * cols), new Float32Array(batch * rows), { rows, cols, batch });
-      expect(sameBits(y, ref.subarray(0, batch * rows)), `batch ${batch}`).toBe(true);
+      expect(bytesEqual(y, ref.subarray(0, batch * rows)), `batch ${batch}`).toBe(true);
     }
   });
 
