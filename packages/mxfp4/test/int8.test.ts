@@ -1,11 +1,10 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { bestSimdLevel, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
 import { hasVnni, matmulInt8, matvec, matvecInt8, type Mxfp4Matrix } from "../src/index.js";
-import { uniform } from "@k3/test-utils";
+import { availableSimdLevels, bytesEqual, uniform } from "@k3/test-utils";
 import { elementF64, fmaf, randomMatrix } from "./helpers.js";
 
-const LEVELS: SimdLevel[] = ["scalar", "avx2", "avx512"];
-const available = LEVELS.slice(0, LEVELS.indexOf(bestSimdLevel()) + 1);
+const available = availableSimdLevels();
 const initialLevel = simdLevel();
 const initialThreads = threadCount();
 afterAll(() => {
@@ -57,10 +56,6 @@ function referenceInt8(m: Mxfp4Matrix, x: Float32Array): Float32Array {
   return y;
 }
 
-function sameBits(a: Float32Array, b: Float32Array) {
-  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
-}
-
 describe("int8-activation path", () => {
   it(`reports VNNI (${hasVnni()}) and follows the documented order bit for bit`, () => {
     for (const cols of [32, 96, 128, 160, 512]) {
@@ -70,7 +65,7 @@ describe("int8-activation path", () => {
       for (const level of available) {
         setSimdLevel(level);
         setThreadCount(2);
-        expect(sameBits(matvecInt8(m, x, new Float32Array(9)), expected), `${level} cols ${cols}`).toBe(true);
+        expect(bytesEqual(matvecInt8(m, x, new Float32Array(9)), expected), `${level} cols ${cols}`).toBe(true);
       }
     }
   });
@@ -85,8 +80,8 @@ describe("int8-activation path", () => {
       for (const threads of [1, 2, 3]) {
         setSimdLevel(level);
         setThreadCount(threads);
-        expect(sameBits(matmulInt8(m, X, new Float32Array(5 * 37), 5), expected), `${level} x${threads}`).toBe(true);
-        expect(sameBits(matvecInt8(m, X.subarray(2 * m.cols, 3 * m.cols), new Float32Array(37)), expected.subarray(2 * 37, 3 * 37))).toBe(true);
+        expect(bytesEqual(matmulInt8(m, X, new Float32Array(5 * 37), 5), expected), `${level} x${threads}`).toBe(true);
+        expect(bytesEqual(matvecInt8(m, X.subarray(2 * m.cols, 3 * m.cols), new Float32Array(37)), expected.subarray(2 * 37, 3 * 37))).toBe(true);
       }
   });
 

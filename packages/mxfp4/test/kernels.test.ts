@@ -8,21 +8,16 @@ import {
   splitActivations,
   type Mxfp4Matrix,
 } from "../src/index.js";
-import { uniform } from "@k3/test-utils";
+import { availableSimdLevels, bytesEqual, uniform } from "@k3/test-utils";
 import { elementF64, randomMatrix, referenceMatvec } from "./helpers.js";
 
-const LEVELS: SimdLevel[] = ["scalar", "avx2", "avx512"];
-const available = LEVELS.slice(0, LEVELS.indexOf(bestSimdLevel()) + 1);
+const available = availableSimdLevels();
 const initialLevel = simdLevel();
 const initialThreads = threadCount();
 afterAll(() => {
   setSimdLevel(initialLevel);
   setThreadCount(initialThreads);
 });
-
-function sameBits(a: Float32Array, b: Float32Array): boolean {
-  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
-}
 
 function at(level: SimdLevel, threads: number) {
   setSimdLevel(level);
@@ -36,7 +31,7 @@ describe("matvec", () => {
     const expected = referenceMatvec(m, x);
     for (const level of available) {
       at(level, 2);
-      expect(sameBits(matvec(m, x, new Float32Array(13)), expected), level).toBe(true);
+      expect(bytesEqual(matvec(m, x, new Float32Array(13)), expected), level).toBe(true);
     }
   });
 
@@ -74,7 +69,7 @@ describe("matvec", () => {
     for (const level of available)
       for (const threads of [1, 2, 3]) {
         at(level, threads);
-        expect(sameBits(matvec(m, x, new Float32Array(rows)), expected), `${level} x${threads}`).toBe(true);
+        expect(bytesEqual(matvec(m, x, new Float32Array(rows)), expected), `${level} x${threads}`).toBe(true);
       }
   });
 
@@ -88,7 +83,7 @@ describe("matvec", () => {
         expect(Object.is(W[r * 64 + k], e), `w[${r}][${k}]`).toBe(true);
       }
     at(bestSimdLevel(), 2);
-    expect(sameBits(matvec(m, x, new Float32Array(16)), referenceMatvec(m, x))).toBe(true);
+    expect(bytesEqual(matvec(m, x, new Float32Array(16)), referenceMatvec(m, x))).toBe(true);
   });
 
   it("applies scale 0 as 2^-127 exactly (f32 subnormal, never flushed)", () => {
@@ -127,7 +122,7 @@ describe("matmul", () => {
         for (const batch of level === bestSimdLevel() && threads === 2 ? Array.from({ length: 33 }, (_, i) => i + 1) : [1, 2, 3, 5, 8, 33]) {
           at(level, threads);
           const Y = matmul(m, X.subarray(0, batch * 256), new Float32Array(batch * 23), batch);
-          expect(sameBits(Y, rows.subarray(0, batch * 23)), `${level} x${threads} batch ${batch}`).toBe(true);
+          expect(bytesEqual(Y, rows.subarray(0, batch * 23)), `${level} x${threads} batch ${batch}`).toBe(true);
         }
   });
 
@@ -139,7 +134,7 @@ describe("matmul", () => {
     expect(Array.from(XS.subarray(0, 5))).toEqual([X[0], X[8], X[16], X[24], X[2]]);
     expect([XS[16], XS[17], XS[31]]).toEqual([X[1], X[9], X[31]]);
     at(bestSimdLevel(), 2);
-    expect(sameBits(matmulSplit(m, XS, new Float32Array(30), 3), matmul(m, X, new Float32Array(30), 3))).toBe(true);
+    expect(bytesEqual(matmulSplit(m, XS, new Float32Array(30), 3), matmul(m, X, new Float32Array(30), 3))).toBe(true);
   });
 
   it("accepts views at any byte offset (zero-copy checkpoint slices)", () => {
@@ -154,7 +149,7 @@ describe("matmul", () => {
       cols: 64,
     };
     const x = uniform(64, -1, 1, 16);
-    expect(sameBits(matvec(view, x, new Float32Array(6)), matvec(m, x, new Float32Array(6)))).toBe(true);
+    expect(bytesEqual(matvec(view, x, new Float32Array(6)), matvec(m, x, new Float32Array(6)))).toBe(true);
   });
 });
 
