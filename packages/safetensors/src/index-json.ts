@@ -4,7 +4,7 @@
  * before anything is opened.
  */
 import { SafetensorsError } from "./errors.js";
-import { describeByte, firstInvalidUtf8 } from "./scan.js";
+import { describeByte, firstInvalidUtf8, isValueStart, JsonScanner } from "./scan.js";
 
 export const MAX_SHARDS = 10_000;
 export const MAX_INDEX_BYTES = 1_000_000_000;
@@ -21,106 +21,10 @@ export interface WeightMap {
   metadataJson: string | null;
 }
 
-function isValueStart(c: number): boolean {
-  return c === 0x7b || c === 0x5b || c === 0x22 || c === 0x2d || (c >= 0x30 && c <= 0x39) || c === 0x74 || c === 0x66 || c === 0x6e;
-}
-
-class IndexScanner {
-  p = 0;
-  readonly n: number;
-  readonly buf: Buffer;
-  constructor(
-    readonly b: Uint8Array,
-    readonly file: string,
-  ) {
-    this.n = b.length;
-    this.buf = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
-  }
-  fail(code: "InvalidJson" | "InvalidIndex" | "DuplicateKey", detail: string, position = this.p, tensor?: string): never {
-    throw new SafetensorsError(code, detail, { file: this.file, position, tensor });
-  }
-  peek(): number {
-    return this.p < this.n ? this.b[this.p] : -1;
-  }
-  skipWs(): void {
-    while (this.p < this.n) {
-      const c = this.b[this.p];
-      if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
-      this.p++;
-    }
-  }
-  expected(what: string): never {
-    const c = this.peek();
-    if (c < 0) this.fail("InvalidJson", `unexpected end of the index JSON (expected ${what})`);
-    this.fail("InvalidJson", `expected ${what}, found ${describeByte(c)}`);
-  }
-  /** A string at p; returns the decoded text. Same rules as the header scanner. */
-  string(): string {
-    const b = this.b;
-    let p = this.p + 1;
-    const start = p;
-    while (p < this.n && b[p] !== 0x22 && b[p] !== 0x5c && b[p] >= 0x20) p++;
-    if (p < this.n && b[p] === 0x22) {
-      this.p = p + 1;
-      return this.buf.toString("utf8", start, p);
-    }
-    let out = this.buf.toString("utf8", start, p);
-    let run = p;
-    for (;;) {
-      if (p >= this.n) {
-        this.p = p;
-        this.fail("InvalidJson", "unexpected end of the index JSON inside a string");
-      }
-      const c = b[p];
-      if (c === 0x22) {
-        out += this.buf.toString("utf8", run, p);
-        this.p = p + 1;
-        return out;
-      }
-      if (c < 0x20) this.fail("InvalidJson", `control character ${describeByte(c)} inside a string`, p);
-      if (c !== 0x5c) {
-        p++;
-        continue;
-      }
-      out += this.buf.toString("utf8", run, p);
-      const escAt = p;
-      if (p + 1 >= this.n) {
-        this.p = p + 1;
-        this.fail("InvalidJson", "unexpected end of the index JSON inside a string");
-      }
-      const e = b[p + 1];
-      p += 2;
-      const simple: Record<number, string> = { 0x22: '"', 0x5c: "\\", 0x2f: "/", 0x62: "\b", 0x66: "\f", 0x6e: "\n", 0x72: "\r", 0x74: "\t" };
-      if (e in simple) out += simple[e];
-      else if (e === 0x75) {
-        const u = this.hex4(p, escAt);
-        p += 4;
-        if (u >= 0xdc00 && u <= 0xdfff) this.fail("InvalidJson", "lone low surrogate in a \\u escape", escAt);
-        if (u >= 0xd800 && u <= 0xdbff) {
-          if (p + 1 < this.n && b[p] === 0x5c && b[p + 1] === 0x75) {
-            const lo = this.hex4(p + 2, p);
-            if (lo < 0xdc00 || lo > 0xdfff) this.fail("InvalidJson", "lone high surrogate in a \\u escape", escAt);
-            p += 6;
-            out += String.fromCharCode(u, lo);
-          } else this.fail("InvalidJson", "lone high surrogate in a \\u escape", escAt);
-        } else out += String.fromCharCode(u);
-      } else this.fail("InvalidJson", `invalid escape ${describeByte(e)} in a string`, escAt);
-      run = p;
-    }
-  }
-  hex4(at: number, escAt: number): number {
-    if (at + 4 > this.n) this.fail("InvalidJson", "invalid \\u escape: needs 4 hex digits", escAt);
-    let v = 0;
-    for (let k = 0; k < 4; k++) {
-      const c = this.b[at + k];
-      let d: number;
-      if (c >= 0x30 && c <= 0x39) d = c - 0x30;
-      else if (c >= 0x61 && c <= 0x66) d = c - 0x57;
-      else if (c >= 0x41 && c <= 0x46) d = c - 0x37;
-      else this.fail("InvalidJson", "invalid \\u escape: needs 4 hex digits", escAt);
-      v = v * 16 + d;
-    }
-    return v;
+/** The index scanner: the shared JSON scanning plus skipping of values the index does not use. */
+class IndexScanner extends JsonScanner {
+  constructor(b: Uint8Array, file: string) {
+    super(b, file, "index");
   }
   number(): void {
     const b = this.b;

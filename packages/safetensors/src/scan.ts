@@ -83,7 +83,8 @@ const WS_TAB = 0x09;
 const WS_LF = 0x0a;
 const WS_CR = 0x0d;
 
-function isValueStart(c: number): boolean {
+/** True when c can start a JSON value (for "X must be Y" rather than "expected a value" messages). */
+export function isValueStart(c: number): boolean {
   return (
     c === 0x7b || c === 0x5b || c === 0x22 || c === 0x2d || (c >= 0x30 && c <= 0x39) || c === 0x74 || c === 0x66 || c === 0x6e
   );
@@ -108,13 +109,20 @@ export function formatShape(dims: ArrayLike<number>): string {
   return `[${shown}${dims.length > 16 ? ", ..." : ""}]`;
 }
 
-class Scanner {
+/**
+ * The JSON scanning both strict parsers share (this file's header scanner and index-json.ts'
+ * index scanner): position, white space, strings with escapes, and the "expected X, found Y"
+ * messages, which name the document ("header" or "index") exactly as the C scanners do.
+ */
+export class JsonScanner {
   p = 0;
   readonly n: number;
   readonly buf: Buffer;
   constructor(
     readonly b: Uint8Array,
     readonly file: string | undefined,
+    /** The document named in end-of-input messages: "header" or "index". */
+    readonly doc: "header" | "index",
   ) {
     this.n = b.length;
     this.buf = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
@@ -142,7 +150,7 @@ class Scanner {
   /** Fails with InvalidJson "expected <what>, found <byte>". */
   expected(what: string): never {
     const c = this.peek();
-    if (c < 0) this.fail("InvalidJson", `unexpected end of the header JSON (expected ${what})`);
+    if (c < 0) this.fail("InvalidJson", `unexpected end of the ${this.doc} JSON (expected ${what})`);
     this.fail("InvalidJson", `expected ${what}, found ${describeByte(c)}`);
   }
 
@@ -174,7 +182,7 @@ class Scanner {
     for (;;) {
       if (p >= n) {
         this.p = p;
-        this.fail("InvalidJson", "unexpected end of the header JSON inside a string");
+        this.fail("InvalidJson", `unexpected end of the ${this.doc} JSON inside a string`);
       }
       const c = b[p];
       if (c === 0x22) {
@@ -191,7 +199,7 @@ class Scanner {
       const escAt = p;
       if (p + 1 >= n) {
         this.p = p + 1;
-        this.fail("InvalidJson", "unexpected end of the header JSON inside a string");
+        this.fail("InvalidJson", `unexpected end of the ${this.doc} JSON inside a string`);
       }
       const e = b[p + 1];
       p += 2;
@@ -238,6 +246,12 @@ class Scanner {
       v = v * 16 + d;
     }
     return v;
+  }
+}
+
+class Scanner extends JsonScanner {
+  constructor(b: Uint8Array, file: string | undefined) {
+    super(b, file, "header");
   }
 
   /**
