@@ -193,18 +193,8 @@ export function parseIndexJson(bytes: Uint8Array, file: string): WeightMap {
             names.push(name);
             namePositions.push(nameAt);
             shardIds.push(id);
-            s.skipWs();
-            const e = s.peek();
-            if (e === 0x2c) {
-              s.p++;
-              s.skipWs();
-              continue;
-            }
-            if (e === 0x7d) {
-              s.p++;
-              break;
-            }
-            s.expected("',' or '}'");
+            if (s.nextOrClose(0x7d)) continue;
+            break;
           }
       } else if (key === "metadata") {
         if (haveMeta) s.fail("DuplicateKey", "duplicate metadata", keyAt);
@@ -218,18 +208,8 @@ export function parseIndexJson(bytes: Uint8Array, file: string): WeightMap {
         s.skipValue();
         metadataJson = s.buf.toString("utf8", at, s.p);
       } else s.skipValue();
-      s.skipWs();
-      const e = s.peek();
-      if (e === 0x2c) {
-        s.p++;
-        s.skipWs();
-        continue;
-      }
-      if (e === 0x7d) {
-        s.p++;
-        break;
-      }
-      s.expected("',' or '}'");
+      if (s.nextOrClose(0x7d)) continue;
+      break;
     }
   s.skipWs();
   if (s.p !== s.n) s.fail("InvalidJson", `trailing ${describeByte(s.b[s.p])} after the index object`);

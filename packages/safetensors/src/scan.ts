@@ -159,6 +159,26 @@ export class JsonScanner {
     this.p++;
   }
 
+  /**
+   * After an element or member: skips white space; on ',' consumes it and the white space after
+   * and returns true (another follows); on `closer` ('}' or ']') consumes it and returns false;
+   * else fails "expected ',' or '}'" (or ']').
+   */
+  nextOrClose(closer: 0x7d | 0x5d): boolean {
+    this.skipWs();
+    const e = this.peek();
+    if (e === 0x2c) {
+      this.p++;
+      this.skipWs();
+      return true;
+    }
+    if (e === closer) {
+      this.p++;
+      return false;
+    }
+    this.expected(closer === 0x7d ? "',' or '}'" : "',' or ']'");
+  }
+
   /** A JSON string at p (p at the opening quote); returns the decoded text. */
   string(): string {
     const b = this.b;
@@ -329,18 +349,8 @@ class Scanner extends JsonScanner {
       const v = this.uint(what, tensor);
       if (out && count < max) out.push(v);
       count++;
-      this.skipWs();
-      const e = this.peek();
-      if (e === 0x2c) {
-        this.p++;
-        this.skipWs();
-        continue;
-      }
-      if (e === 0x5d) {
-        this.p++;
-        return count;
-      }
-      this.expected("',' or ']'");
+      if (this.nextOrClose(0x5d)) continue;
+      return count;
     }
   }
 }
@@ -404,18 +414,8 @@ function scanEntry(s: Scanner, name: string, out: Collected): void {
       } else {
         s.fail("InvalidTensorEntry", "unknown field in a tensor entry (allowed: dtype, shape, data_offsets)", keyAt, name);
       }
-      s.skipWs();
-      const e = s.peek();
-      if (e === 0x2c) {
-        s.p++;
-        s.skipWs();
-        continue;
-      }
-      if (e === 0x7d) {
-        s.p++;
-        break;
-      }
-      s.expected("',' or '}'");
+      if (s.nextOrClose(0x7d)) continue;
+      break;
     }
   }
   if (dtype < 0) s.fail("InvalidTensorEntry", "missing field dtype", entryAt, name);
@@ -464,18 +464,8 @@ function scanMetadata(s: Scanner): [string, string][] | null {
       s.expected("a value");
     }
     pairs.push([key, s.string()]);
-    s.skipWs();
-    const e = s.peek();
-    if (e === 0x2c) {
-      s.p++;
-      s.skipWs();
-      continue;
-    }
-    if (e === 0x7d) {
-      s.p++;
-      return pairs;
-    }
-    s.expected("',' or '}'");
+    if (s.nextOrClose(0x7d)) continue;
+    return pairs;
   }
 }
 
@@ -510,18 +500,8 @@ function scanObject(s: Scanner): Collected {
         seen.set(key, out.names.length);
         scanEntry(s, key, out);
       }
-      s.skipWs();
-      const e = s.peek();
-      if (e === 0x2c) {
-        s.p++;
-        s.skipWs();
-        continue;
-      }
-      if (e === 0x7d) {
-        s.p++;
-        break;
-      }
-      s.expected("',' or '}'");
+      if (s.nextOrClose(0x7d)) continue;
+      break;
     }
   }
   s.skipWs();
