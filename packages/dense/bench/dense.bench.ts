@@ -2,8 +2,8 @@
 // bf16 GEMV and GEMM against the memory-read ceiling measured in the same process; the weights cycle
 // through >= 512 MiB of distinct copies so they stream from DRAM.
 import { bestSimdLevel, gemmBf16, gemvBf16, memoryReadCeiling, setSimdLevel, setThreadCount } from "../src/index.js";
-// @ts-expect-error: plain .mjs helper shared by every package's bench
-import { timeIt, writeReport } from "../../../scripts/bench-report.mjs";
+// @k3/test-utils depends on @k3/dense (a cycle in turbo's graph), so its dependency-free bench module is imported by path.
+import { AdjacentCeiling, writeReport } from "../../test-utils/src/bench.js";
 
 const MiB = 2 ** 20;
 const quick = process.argv.includes("--quick");
@@ -22,14 +22,8 @@ function bf16Copies(rows: number, cols: number): Uint16Array[] {
   });
 }
 
-const ceilings = new Map<number, number[]>();
-/** The read ceiling now (512 MiB, best of 3); each row uses the mean of the ceilings measured right
-    before and right after it, because the VM's bandwidth drifts a lot when the host is busy. */
-function ceilingNow(threads: number): number {
-  const g = memoryReadCeiling({ threads, bytes: 2 ** 29, reps: 3 }).gbPerSec;
-  ceilings.set(threads, [...(ceilings.get(threads) ?? []), g]);
-  return g;
-}
+/** The read ceiling (512 MiB, best of 3) right before and after each row; the row uses their mean. */
+const ceilings = new AdjacentCeiling((threads) => memoryReadCeiling({ threads, bytes: 2 ** 29, reps: 3 }).gbPerSec);
 
 setSimdLevel(bestSimdLevel());
 const rows: Array<Record<string, string | number>> = [];
@@ -41,15 +35,13 @@ for (const [r, c] of [[3072, 3584], [3584, 3072], [7168, 7168]] as const) {
     const Y = new Float32Array(batch * r);
     for (const threads of batch === 1 ? [1, 2] : [2]) {
       setThreadCount(threads);
-      const before = ceilingNow(threads);
-      const t = await timeIt(
+      const { timing: t, seconds, ceiling: ceil } = await ceilings.time(
+        threads,
         () => {
           for (const w of ws) batch === 1 ? gemvBf16(w, X, Y, { rows: r, cols: c }) : gemmBf16(w, X, Y, { rows: r, cols: c, batch });
         },
         { minRuns: 3, minMs: 1500 },
       );
-      const ceil = (before + ceilingNow(threads)) / 2;
-      const seconds = t.best / 1e3;
       const gb = bytes / seconds / 1e9;
       rows.push({
         kernel: `bf16 ${batch === 1 ? "gemv" : "gemm"} ${r}x${c}`,
@@ -69,6 +61,6 @@ writeReport("dense", {
   command: "flock /tmp/k3-bench.lock pnpm bench",
   rows,
   notes: [
-    `Ceiling: memoryReadCeiling (512 MiB, 8 accumulators, best of 3) measured right before and after each row; the row uses their mean. Range over this run: ${[...ceilings].map(([t, g]) => `${t} thread(s) ${Math.min(...g).toFixed(1)}-${Math.max(...g).toFixed(1)} GB/s`).join(", ")}. GB = 1e9 B; weights cycle through >= 512 MiB of distinct copies.`,
+    `Ceiling: memoryReadCeiling (512 MiB, 8 accumulators, best of 3) measured right before and after each row; the row uses their mean. Range over this run: ${ceilings.range()}. GB = 1e9 B; weights cycle through >= 512 MiB of distinct copies.`,
   ],
 });

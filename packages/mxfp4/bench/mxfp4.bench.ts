@@ -4,8 +4,7 @@
 // dequantize + f32 GEMV. Weights stream from DRAM: many distinct copies, >= 512 MiB per shape.
 import { gemmBf16, gemvBf16, gemvF32, memoryReadCeiling, setSimdLevel, setThreadCount, bestSimdLevel } from "@k3/dense";
 import { dequantize, matmul, matrixBytes, matvec, matvecInt8, type Mxfp4Matrix } from "../src/index.js";
-// @ts-expect-error: plain .mjs helper shared by every package's bench
-import { timeIt, writeReport } from "../../../scripts/bench-report.mjs";
+import { AdjacentCeiling, timeIt, writeReport } from "@k3/test-utils";
 
 const MiB = 2 ** 20;
 const quick = process.argv.includes("--quick");
@@ -41,20 +40,9 @@ function mxfp4Copies(rows: number, cols: number): Mxfp4Matrix[] {
   return out;
 }
 
-const ceilings = new Map<number, number[]>();
-/** The read ceiling now (512 MiB, best of 3); each row uses the mean of the ceilings measured right
-    before and right after it, because the VM's bandwidth drifts a lot when the host is busy. */
-function ceilingNow(threads: number): number {
-  const g = memoryReadCeiling({ threads, bytes: 2 ** 29, reps: 3 }).gbPerSec;
-  ceilings.set(threads, [...(ceilings.get(threads) ?? []), g]);
-  return g;
-}
-async function againstCeiling(threads: number, fn: () => void): Promise<{ seconds: number; ceiling: number }> {
-  const before = ceilingNow(threads);
-  const t = await timeIt(fn, { minRuns: 5, minMs: 1500 });
-  const after = ceilingNow(threads);
-  return { seconds: t.best / 1e3, ceiling: (before + after) / 2 };
-}
+/** The read ceiling (512 MiB, best of 3) right before and after each row; the row uses their mean. */
+const ceilings = new AdjacentCeiling((threads) => memoryReadCeiling({ threads, bytes: 2 ** 29, reps: 3 }).gbPerSec);
+const againstCeiling = (threads: number, fn: () => void) => ceilings.time(threads, fn, { minRuns: 5, minMs: 1500 });
 
 const rows: Array<Record<string, string | number>> = [];
 const x3584 = new Float32Array(3584).map((_, i) => Math.sin(i));
@@ -206,7 +194,7 @@ const batchRows: Array<Record<string, string | number>> = [];
 }
 
 const notes = [
-  `Ceiling: @k3/dense memoryReadCeiling (512 MiB, AVX-512 loads, 8 accumulators, best of 3) measured right before and after each row; the row uses their mean. Range over this run: ${[...ceilings].map(([t, g]) => `${t} thread(s) ${Math.min(...g).toFixed(1)}-${Math.max(...g).toFixed(1)} GB/s`).join(", ")}.`,
+  `Ceiling: @k3/dense memoryReadCeiling (512 MiB, AVX-512 loads, 8 accumulators, best of 3) measured right before and after each row; the row uses their mean. Range over this run: ${ceilings.range()}.`,
   "GB/s counts packed + scale bytes (MXFP4: 17 bytes per 32 weights) or bf16 bytes, 1 GB = 1e9 B. Weights cycle through >= 512 MiB of distinct copies, so they come from DRAM.",
   "ggml anchors come from /work/shared/spec/ggml-anchors.md: a different sitting, on a Zen 4 VM (this run's CPU is reported above), with -march=native; compare shapes, not absolute numbers.",
 ];
