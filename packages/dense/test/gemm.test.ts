@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   bestSimdLevel,
   bf16ToF32,
@@ -9,22 +9,15 @@ import {
   gemvF32,
   setSimdLevel,
   setThreadCount,
-  simdLevel,
-  threadCount,
   type SimdLevel,
 } from "../src/index.js";
+import * as dense from "../src/index.js";
 // @k3/test-utils depends on @k3/dense (a cycle in turbo's graph), so these dependency-free modules are imported by path.
 import { bytesEqual } from "../../test-utils/src/compare.js";
 import { uniform } from "../../test-utils/src/random.js";
+import { testedSimdLevels } from "../../test-utils/src/settings.js";
 
-const LEVELS: SimdLevel[] = ["scalar", "avx2", "avx512"];
-const available = LEVELS.slice(0, LEVELS.indexOf(bestSimdLevel()) + 1);
-const initialLevel = simdLevel();
-const initialThreads = threadCount();
-afterAll(() => {
-  setSimdLevel(initialLevel);
-  setThreadCount(initialThreads);
-});
+const available = testedSimdLevels(dense);
 
 function at(level: SimdLevel, threads: number) {
   setSimdLevel(level);

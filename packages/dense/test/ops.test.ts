@@ -1,6 +1,5 @@
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
-  bestSimdLevel,
   l2Normalize,
   memoryReadCeiling,
   rmsNorm,
@@ -9,27 +8,20 @@ import {
   sigmoid,
   silu,
   siluGlu,
-  simdLevel,
   situGlu,
   softmax,
   threadCount,
   topK,
-  type SimdLevel,
 } from "../src/index.js";
+import * as dense from "../src/index.js";
 // @k3/test-utils depends on @k3/dense (a cycle in turbo's graph), so these dependency-free modules are imported by path.
 import { bytesEqual, firstMismatch } from "../../test-utils/src/compare.js";
 import { fixtureExists, readFixtureMinimal } from "../../test-utils/src/fixture-file.js";
 import { componentsDir } from "../../test-utils/src/paths.js";
 import { uniform } from "../../test-utils/src/random.js";
+import { testedSimdLevels } from "../../test-utils/src/settings.js";
 
-const LEVELS: SimdLevel[] = ["scalar", "avx2", "avx512"];
-const available = LEVELS.slice(0, LEVELS.indexOf(bestSimdLevel()) + 1);
-const initialLevel = simdLevel();
-const initialThreads = threadCount();
-afterAll(() => {
-  setSimdLevel(initialLevel);
-  setThreadCount(initialThreads);
-});
+const available = testedSimdLevels(dense);
 
 // Tolerance against float64 JS references: these ops are a handful of correctly rounded f32 steps
 // plus libm expf/tanhf (< 2 ulp in glibc), so 1e-6 relative (about 8 ulp) + a tiny absolute floor.

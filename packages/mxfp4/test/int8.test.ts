@@ -1,16 +1,11 @@
-import { afterAll, describe, expect, it } from "vitest";
-import { bestSimdLevel, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
+import { describe, expect, it } from "vitest";
+import { bestSimdLevel, setSimdLevel, setThreadCount } from "@k3/dense";
+import * as dense from "@k3/dense";
 import { hasVnni, matmulInt8, matvec, matvecInt8, type Mxfp4Matrix } from "../src/index.js";
-import { availableSimdLevels, bytesEqual, uniform } from "@k3/test-utils";
+import { testedSimdLevels, bytesEqual, uniform } from "@k3/test-utils";
 import { elementF64, fmaf, randomMatrix } from "./helpers.js";
 
-const available = availableSimdLevels();
-const initialLevel = simdLevel();
-const initialThreads = threadCount();
-afterAll(() => {
-  setSimdLevel(initialLevel);
-  setThreadCount(initialThreads);
-});
+const available = testedSimdLevels(dense);
 
 const LUT2 = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
 

@@ -1,5 +1,6 @@
-import { afterAll, describe, expect, it } from "vitest";
-import { bestSimdLevel, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
+import { describe, expect, it } from "vitest";
+import { bestSimdLevel, setSimdLevel, setThreadCount, type SimdLevel } from "@k3/dense";
+import * as dense from "@k3/dense";
 import {
   dequantize,
   matmul,
@@ -8,16 +9,10 @@ import {
   splitActivations,
   type Mxfp4Matrix,
 } from "../src/index.js";
-import { availableSimdLevels, bytesEqual, uniform } from "@k3/test-utils";
+import { testedSimdLevels, bytesEqual, uniform } from "@k3/test-utils";
 import { elementF64, randomMatrix, referenceMatvec } from "./helpers.js";
 
-const available = availableSimdLevels();
-const initialLevel = simdLevel();
-const initialThreads = threadCount();
-afterAll(() => {
-  setSimdLevel(initialLevel);
-  setThreadCount(initialThreads);
-});
+const available = testedSimdLevels(dense);
 
 function at(level: SimdLevel, threads: number) {
   setSimdLevel(level);

@@ -6,6 +6,7 @@
  * - fixture-file (no @k3 imports): `fixtureExists`, `decodeTensor`, `readFixtureMinimal` (for @k3/dense)
  * - compare: `closeTo`, `firstMismatch`, `relErr`, `bytesEqual`
  * - levels: `availableSimdLevels`, `forEachSimdLevelAndThreads`, `expectBitIdentical`
+ * - settings (no @k3 imports): `testedSimdLevels` (levels, settings restored after the file)
  * - bench: typed `timeIt`, `writeReport` of scripts/bench-report.mjs; `AdjacentCeiling` (no @k3 imports)
  * native/fake_dense.c: a stand-in k3_dense_api for sanitizer runs of an addon's kernels.
  */
@@ -14,5 +15,6 @@ export { componentsDir, fixturesDir, hasTestData, repoRoot, testDataDir } from "
 export { f32, get, manifestTol, readFixture } from "./fixtures.js";
 export { decodeTensor, fixtureExists, readFixtureMinimal, type FixtureTensor } from "./fixture-file.js";
 export { bytesEqual, closeTo, firstMismatch, relErr, type Tol } from "./compare.js";
+export { simdLevelsUpTo, testedSimdLevels, type DenseSettings } from "./settings.js";
 export { availableSimdLevels, expectBitIdentical, forEachSimdLevelAndThreads, THREAD_COUNTS } from "./levels.js";
 export { AdjacentCeiling, timeIt, writeReport, type TimeOptions, type Timing } from "./bench.js";

@@ -5,12 +5,11 @@
 import { bestSimdLevel, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
 import { expect } from "vitest";
 import { bytesEqual } from "./compare.js";
-
-const LEVELS: SimdLevel[] = ["scalar", "avx2", "avx512"];
+import { simdLevelsUpTo } from "./settings.js";
 
 /** The SIMD levels this CPU can run, scalar first. */
 export function availableSimdLevels(): SimdLevel[] {
-  return LEVELS.slice(0, LEVELS.indexOf(bestSimdLevel()) + 1);
+  return simdLevelsUpTo(bestSimdLevel());
 }
 
 /** The thread counts every kernel is checked at. */
