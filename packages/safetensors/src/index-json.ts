@@ -78,14 +78,7 @@ class IndexScanner extends JsonScanner {
           this.p++;
         } else {
           stack.push(closer);
-          if (closer === 0x7d) {
-            if (this.peek() !== 0x22) this.expected("a string key");
-            this.string();
-            this.skipWs();
-            if (this.peek() !== 0x3a) this.expected("':'");
-            this.p++;
-            this.skipWs();
-          }
+          if (closer === 0x7d) this.key();
           continue;
         }
       } else if (c === 0x22) this.string();
@@ -103,14 +96,7 @@ class IndexScanner extends JsonScanner {
         if (d === 0x2c) {
           this.p++;
           this.skipWs();
-          if (closer === 0x7d) {
-            if (this.peek() !== 0x22) this.expected("a string key");
-            this.string();
-            this.skipWs();
-            if (this.peek() !== 0x3a) this.expected("':'");
-            this.p++;
-            this.skipWs();
-          }
+          if (closer === 0x7d) this.key();
           break;
         }
         if (d === closer) {
@@ -150,13 +136,8 @@ export function parseIndexJson(bytes: Uint8Array, file: string): WeightMap {
   if (s.peek() === 0x7d) s.p++;
   else
     for (;;) {
-      if (s.peek() !== 0x22) s.expected("a string key");
       const keyAt = s.p;
-      const key = s.string();
-      s.skipWs();
-      if (s.peek() !== 0x3a) s.expected("':'");
-      s.p++;
-      s.skipWs();
+      const key = s.key();
       if (key === "weight_map") {
         if (haveMap) s.fail("DuplicateKey", "duplicate weight_map", keyAt);
         haveMap = true;
@@ -170,13 +151,8 @@ export function parseIndexJson(bytes: Uint8Array, file: string): WeightMap {
         if (s.peek() === 0x7d) s.p++;
         else
           for (;;) {
-            if (s.peek() !== 0x22) s.expected("a string key");
             const nameAt = s.p;
-            const name = s.string();
-            s.skipWs();
-            if (s.peek() !== 0x3a) s.expected("':'");
-            s.p++;
-            s.skipWs();
+            const name = s.key();
             const w = s.peek();
             if (w !== 0x22) {
               if (isValueStart(w)) s.fail("InvalidIndex", "weight_map values must be shard file names (strings)", s.p, name);

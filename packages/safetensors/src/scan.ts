@@ -159,6 +159,16 @@ export class JsonScanner {
     this.p++;
   }
 
+  /** An object key at p and the ':' after it; leaves p on the value, white space skipped. */
+  key(): string {
+    if (this.peek() !== 0x22) this.expected("a string key");
+    const key = this.string();
+    this.skipWs();
+    this.expect(0x3a, "':'");
+    this.skipWs();
+    return key;
+  }
+
   /**
    * After an element or member: skips white space; on ',' consumes it and the white space after
    * and returns true (another follows); on `closer` ('}' or ']') consumes it and returns false;
@@ -383,12 +393,8 @@ function scanEntry(s: Scanner, name: string, out: Collected): void {
   if (s.peek() === 0x7d) s.p++;
   else {
     for (;;) {
-      if (s.peek() !== 0x22) s.expected("a string key");
       const keyAt = s.p;
-      const key = s.string();
-      s.skipWs();
-      s.expect(0x3a, "':'");
-      s.skipWs();
+      const key = s.key();
       if (key === "dtype") {
         if (dtype >= 0) s.fail("DuplicateKey", "duplicate field dtype in a tensor entry", keyAt, name);
         const v = s.peek();
@@ -485,12 +491,8 @@ function scanObject(s: Scanner): Collected {
   if (s.peek() === 0x7d) s.p++;
   else {
     for (;;) {
-      if (s.peek() !== 0x22) s.expected("a string key");
       const keyAt = s.p;
-      const key = s.string();
-      s.skipWs();
-      s.expect(0x3a, "':'");
-      s.skipWs();
+      const key = s.key();
       if (key === "__metadata__") {
         if (seenMetadata) s.fail("DuplicateKey", "duplicate __metadata__", keyAt, key);
         seenMetadata = true;
