@@ -143,16 +143,19 @@ describe("server with the model in a worker thread", () => {
       expect(typeof body.choices[0].message.content).toBe("string");
 
       // A client that goes away cancels its generation: the next request is not stuck behind it.
+      // Greedy (temperature 0) keeps this stream open well past its first chunk (the stream must
+      // still be open at the abort, or the second read below resolves instead of rejecting).
       const ac = new AbortController();
-      const long = fetch(s.url + "/v1/completions", {
+      const long = await fetch(s.url + "/v1/completions", {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify({ prompt: "x", max_tokens: 4000, stream: true }),
+        body: JSON.stringify({ prompt: "x", max_tokens: 4000, temperature: 0, stream: true }),
         signal: ac.signal,
-      }).then((r) => r.text()).catch(() => "aborted");
-      await new Promise((r) => setTimeout(r, 300));
+      });
+      const reader = long.body!.getReader();
+      expect((await reader.read()).done).toBe(false);
       ac.abort();
-      expect(await long).toBe("aborted");
+      expect(await reader.read().then(() => "more data", () => "aborted")).toBe("aborted");
       const t1 = performance.now();
       const next = await fetch(s.url + "/v1/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt: "x", max_tokens: 2 }) });
       expect(next.status).toBe(200);
