@@ -2,6 +2,7 @@
 #include <napi.h>
 #include <string>
 #include "k3_napi.h"
+#include "k3_dense_napi.h"
 extern "C" {
 #include "k3_kda.h"
 }
@@ -48,18 +49,9 @@ static bool state_arg(const Napi::CallbackInfo &info, size_t index, const char *
 // ---------------------------------------------------------------- init
 
 static Napi::Value Init(const Napi::CallbackInfo &info) {
-    Napi::Env env = info.Env();
-    if (info.Length() < 1 || !info[0].IsExternal())
-        return k3::fail(env, "init", "argument 'api' must be the external returned by @k3/dense nativeApi()"),
-               env.Undefined();
-    auto *api = info[0].As<Napi::External<k3_dense_api>>().Data();
-    if (k3_kda_init(api) != 0)
-        return k3::fail(env, "init",
-                        "@k3/dense ABI version " + std::to_string(api ? api->abi_version : 0) + " (table of " + std::to_string(api ? api->struct_size : 0) + " bytes), expected " +
-                            std::to_string(K3_DENSE_ABI_VERSION) + " with at least " + std::to_string(sizeof(k3_dense_api)) + " bytes",
-                        true),
-               env.Undefined();
-    return env.Undefined();
+    const k3_dense_api *api = k3::get_dense_api(info, 0, "@k3/kda init");
+    if (api && k3_kda_init(api) != 0) k3::fail(info.Env(), "@k3/kda init", "the @k3/dense table was refused", true);
+    return info.Env().Undefined();
 }
 
 // ---------------------------------------------------------------- kernels

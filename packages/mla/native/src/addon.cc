@@ -3,6 +3,7 @@
 #include <napi.h>
 #include <string>
 #include "k3_napi.h"
+#include "k3_dense_napi.h"
 extern "C" {
 #include "k3_mla.h"
 }
@@ -10,20 +11,9 @@ extern "C" {
 static const size_t MAX_SAFE = (size_t)9007199254740992ull;
 
 static Napi::Value Init(const Napi::CallbackInfo &info) {
-    Napi::Env env = info.Env();
-    if (info.Length() < 1 || !info[0].IsExternal())
-        return k3::fail(env, "init", "argument 'api' must be the external returned by @k3/dense nativeApi()"),
-               env.Undefined();
-    auto *api = info[0].As<Napi::External<k3_dense_api>>().Data();
-    if (k3_mla_init(api) != 0)
-        return k3::fail(env, "init",
-                        "@k3/dense ABI version " + std::to_string(api ? api->abi_version : 0) + " (table of " +
-                            std::to_string(api ? api->struct_size : 0) + " bytes), expected " +
-                            std::to_string(K3_DENSE_ABI_VERSION) + " with at least " +
-                            std::to_string(sizeof(k3_dense_api)) + " bytes",
-                        true),
-               env.Undefined();
-    return env.Undefined();
+    const k3_dense_api *api = k3::get_dense_api(info, 0, "@k3/mla init");
+    if (api && k3_mla_init(api) != 0) k3::fail(info.Env(), "@k3/mla init", "the @k3/dense table was refused", true);
+    return info.Env().Undefined();
 }
 
 // Rows (keys or values): a Float32Array or Uint16Array (bf16) plus offset/stride/head, checked so

@@ -2,6 +2,7 @@
 #include <napi.h>
 #include <string>
 #include "k3_napi.h"
+#include "k3_dense_napi.h"
 extern "C" {
 #include "mxfp4.h"
 #include "matmul_int8.h"
@@ -11,17 +12,9 @@ extern "C" {
 
 // init(denseApi): keeps @k3/dense's table (pool + SIMD level) after checking its version and size.
 static Napi::Value Init(const Napi::CallbackInfo &info) {
-    Napi::Env env = info.Env();
-    if (info.Length() < 1 || !info[0].IsExternal())
-        return k3::fail(env, "@k3/mxfp4 init", "argument 'api' must be the external from @k3/dense nativeApi()"), env.Undefined();
-    const k3_dense_api *api = info[0].As<Napi::External<k3_dense_api>>().Data();
-    if (api == nullptr || api->abi_version != K3_DENSE_ABI_VERSION)
-        return k3::fail(env, "@k3/mxfp4 init", "@k3/dense ABI version mismatch (expected " + std::to_string(K3_DENSE_ABI_VERSION) + ")"),
-               env.Undefined();
-    if (api->struct_size < offsetof(k3_dense_api, gemv_bf16) + sizeof(api->gemv_bf16))
-        return k3::fail(env, "@k3/mxfp4 init", "@k3/dense table is too small"), env.Undefined();
-    k3_mxfp4_set_dense_api(api);
-    return env.Undefined();
+    const k3_dense_api *api = k3::get_dense_api(info, 0, "@k3/mxfp4 init");
+    if (api) k3_mxfp4_set_dense_api(api);
+    return info.Env().Undefined();
 }
 
 // ---------------------------------------------------------------- matrix checks

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "k3_napi.h"
+#include "k3_dense_napi.h"
 extern "C" {
 #include "k3_safetensors.h"
 #include "k3_dense.h"
@@ -118,15 +119,9 @@ static void run_parallel(int n, void (*task)(void *, int), void *ctx) { dense_ap
 // ---------------------------------------------------------------- init(api)
 
 static Napi::Value Init_(const Napi::CallbackInfo &info) {
-    Napi::Env env = info.Env();
-    if (info.Length() < 1 || !info[0].IsExternal()) return env.Undefined();
-    auto *api = info[0].As<Napi::External<k3_dense_api>>().Data();
-    if (!api || api->abi_version != K3_DENSE_ABI_VERSION || api->struct_size < sizeof(k3_dense_api)) {
-        k3::fail(env, "init", "the @k3/dense API table has an unexpected ABI version", true);
-        return env.Undefined();
-    }
-    dense_api = api;
-    return env.Undefined();
+    const k3_dense_api *api = k3::get_dense_api(info, 0, "@k3/safetensors init");
+    if (api) dense_api = api;
+    return info.Env().Undefined();
 }
 
 // ---------------------------------------------------------------- parseBuffer(bytes)
