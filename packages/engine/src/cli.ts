@@ -54,7 +54,10 @@ const MODEL_OPTIONS = `model and memory:
   --chunk N            prefill chunk in tokens (default 64)
   --kda-core MODE      auto (chunked WY/UT prefill) | recurrent (bit-equal to decode)
   --trunk DIR          packed trunk from \`k3 pack\`: layers the plan does not pin stream through its ring
-                       (without it the whole trunk is loaded resident)`;
+                       (without it the whole trunk is loaded resident)
+  --piece-mb N         read each expert in in-order N MiB pieces (default 4; 0 = one read per expert)
+  --no-prefetch        no lookahead: do not read the next MoE layer's predicted experts ahead
+                       (default on; both change I/O only, never the output)`;
 
 const SAMPLING_OPTIONS = `sampling:
   --max-tokens N       tokens to generate (default 64)
@@ -135,6 +138,8 @@ const COMMON: ParseArgsConfig["options"] = {
   chunk: { type: "string" },
   "kda-core": { type: "string" },
   trunk: { type: "string" },
+  "piece-mb": { type: "string" },
+  "no-prefetch": { type: "boolean" },
 };
 const SAMPLING: ParseArgsConfig["options"] = {
   "max-tokens": { type: "string" },
@@ -193,6 +198,8 @@ function engineOptions(values: Values, tokens: { kind: string; name?: string }[]
     opts.kdaCore = values["kda-core"] as EngineOptions["kdaCore"];
   }
   if (values.trunk !== undefined) opts.trunkDir = resolve(String(values.trunk));
+  if (values["piece-mb"] !== undefined) opts.pieceMb = num(values, "piece-mb", 4, (x) => Number.isInteger(x) && x >= 0 && x <= 1024, "an integer number of MiB in 0..1024 (0 = one read per expert)");
+  if (values["no-prefetch"]) opts.prefetch = false;
   return opts;
 }
 

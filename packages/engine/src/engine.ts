@@ -39,6 +39,10 @@ export interface EngineOptions {
   mem?: MemInfo;
   /** Packed trunk directory (`k3 pack`): layers the plan does not pin stream through its ring. */
   trunkDir?: string;
+  /** Expert reads in in-order pieces of this many MiB (default 4; 0 = one read per expert). */
+  pieceMb?: number;
+  /** Lookahead prefetch of the next MoE layer's predicted experts (default true). I/O only: output is unchanged. */
+  prefetch?: boolean;
 }
 
 export interface GenerateOptions extends SamplingOptions {
@@ -75,6 +79,13 @@ export interface GenerationResult {
   /** Ids sampled but not yet fed to the state (the last token, or the stop id): a chat feeds them next turn. */
   unfed: number[];
   report: RunReport;
+}
+
+/** --piece-mb (MiB, default 4, 0 = off) in bytes; a usage error unless an integer in 0..1024. */
+export function pieceBytesOf(mb: number | undefined): number {
+  const x = mb ?? 4;
+  if (!Number.isInteger(x) || x < 0 || x > 1024) throw new UsageError(`--piece-mb ${mb}: expected an integer number of MiB in 0..1024 (0 = one read per expert)`);
+  return x << 20;
 }
 
 function checkpointFingerprint(dir: string, cfg: ModelConfig): string {
@@ -160,6 +171,8 @@ export class Engine {
       streamEmbedHead: !plan.embedHeadResident,
       kdaCore: options.kdaCore,
       cacheSlotsPerLayer: plan.cacheSlotsPerLayer,
+      pieceBytes: pieceBytesOf(options.pieceMb),
+      prefetch: options.prefetch ?? true,
       // Read pieces: 64 MiB, or the largest layer rounded up to 1 MiB when smaller (no oversized slots).
       trunk: streaming
         ? { dir: options.trunkDir!, pinnedLayers: plan.pinnedLayers, ringSlots: plan.ringSlots, chunkBytes: Math.min(64 << 20, Math.ceil(Math.max(...census.layerTrunkBytes) / (1 << 20)) * (1 << 20)) }
@@ -304,6 +317,7 @@ export class Engine {
       stopReason: stop,
       counters,
       wallSeconds: wall,
+      io: { prefetch: this.model.prefetch, pieceBytes: this.model.pieceBytes },
     });
   }
 }

@@ -15,6 +15,12 @@ export interface RunCounters {
   /** Expert requests and how many were already resident (not counting prefetched-then-hit). */
   expertRequests: number;
   expertResidentHits: number;
+  /** Expert requests served by a lookahead prefetch (never counted as resident). */
+  expertPrefetchHits: number;
+  /** Lookahead: experts predicted for the next MoE layer, how many of them it then used, reads issued. */
+  prefetchPredicted: number;
+  prefetchUsed: number;
+  prefetchIssued: number;
   /** Seconds spent waiting for or doing I/O, and how much of it overlapped compute. */
   ioSeconds: number;
   ioOverlappedSeconds: number;
@@ -30,6 +36,10 @@ export function emptyCounters(): RunCounters {
     bytesRead: { trunk: 0, experts: 0, embedHead: 0 },
     expertRequests: 0,
     expertResidentHits: 0,
+    expertPrefetchHits: 0,
+    prefetchPredicted: 0,
+    prefetchUsed: 0,
+    prefetchIssued: 0,
     ioSeconds: 0,
     ioOverlappedSeconds: 0,
     expertDrops: 0,
@@ -57,6 +67,18 @@ export interface RunReport {
   bytes_read_per_token: number;
   expert_requests: number;
   resident_hit_rate: number | null;
+  /** Expert requests served by a lookahead prefetch / expert_requests (disjoint from resident hits). */
+  prefetch_hit_rate: number | null;
+  /** Lookahead prefetch on; expert read piece size (0 = one read per expert). */
+  prefetch: boolean;
+  piece_bytes: number;
+  /** Experts predicted for the next MoE layer (summed over layers and chunks) and how many it used. */
+  prefetch_predicted: number;
+  prefetch_used: number;
+  /** prefetch_used / prefetch_predicted: the predictor's accuracy, whatever the slots allowed to read. */
+  prefetch_accuracy: number | null;
+  /** Prefetch reads issued (at most the prefetch slot share per layer). */
+  prefetch_issued: number;
   io_share: number;
   io_overlap: number | null;
   expert_drops: number;
@@ -78,6 +100,8 @@ export function buildReport(args: {
   stopReason: RunReport["stop_reason"];
   counters: RunCounters;
   wallSeconds: number;
+  /** The expert I/O setup (default: no prefetch, one read per expert). */
+  io?: { prefetch: boolean; pieceBytes: number };
 }): RunReport {
   const c = args.counters;
   const total = c.bytesRead.trunk + c.bytesRead.experts + c.bytesRead.embedHead;
@@ -104,6 +128,13 @@ export function buildReport(args: {
     bytes_read_per_token: tokens > 0 ? total / tokens : 0,
     expert_requests: c.expertRequests,
     resident_hit_rate: c.expertRequests > 0 ? c.expertResidentHits / c.expertRequests : null,
+    prefetch_hit_rate: c.expertRequests > 0 ? c.expertPrefetchHits / c.expertRequests : null,
+    prefetch: args.io?.prefetch ?? false,
+    piece_bytes: args.io?.pieceBytes ?? 0,
+    prefetch_predicted: c.prefetchPredicted,
+    prefetch_used: c.prefetchUsed,
+    prefetch_accuracy: c.prefetchPredicted > 0 ? c.prefetchUsed / c.prefetchPredicted : null,
+    prefetch_issued: c.prefetchIssued,
     io_share: args.wallSeconds > 0 ? c.ioSeconds / args.wallSeconds : 0,
     io_overlap: c.ioSeconds > 0 ? c.ioOverlappedSeconds / c.ioSeconds : null,
     expert_drops: c.expertDrops,
@@ -124,7 +155,10 @@ export function formatReport(r: RunReport): string {
     `  wall: ${r.wall_seconds.toFixed(3)} s; threads ${r.threads}; SIMD ${r.simd}; preset ${r.preset}`,
     `  peak RSS: ${fmtBytes(r.peak_rss_bytes)}`,
     `  read: ${fmtBytes(r.bytes_read.total)} (trunk ${fmtBytes(r.bytes_read.trunk)}, experts ${fmtBytes(r.bytes_read.experts)}, embed/head ${fmtBytes(r.bytes_read.embed_head)}), ${fmtBytes(r.bytes_read_per_token)}/token`,
-    `  experts: ${r.expert_requests} requests, resident hit rate ${pct(r.resident_hit_rate)}, drops ${r.expert_drops}`,
+    `  experts: ${r.expert_requests} requests, resident hit rate ${pct(r.resident_hit_rate)}, prefetch hit rate ${pct(r.prefetch_hit_rate)}, drops ${r.expert_drops}`,
+    r.prefetch
+      ? `  lookahead prefetch: accuracy ${pct(r.prefetch_accuracy)} (${r.prefetch_used} of ${r.prefetch_predicted} predicted experts used), ${r.prefetch_issued} reads issued; pieces ${r.piece_bytes ? fmtBytes(r.piece_bytes) : "off"}`
+      : `  lookahead prefetch: off; pieces ${r.piece_bytes ? fmtBytes(r.piece_bytes) : "off"}`,
     `  I/O share of wall clock: ${pct(r.io_share)}; overlapped with compute: ${pct(r.io_overlap)}`,
   ];
   return lines.join("\n");

@@ -165,6 +165,64 @@ describe("byte-identical output across presets, chunk sizes, threads and SIMD le
   });
 });
 
+describe("prefetch and read pieces change I/O only: byte-identical output", async () => {
+  setThreadCount(1);
+  const off = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop", prefetch: false, pieceMb: 0 });
+  const wantLogits = await off.model.forward(meta.prompt_ids, off.newState());
+  const want = (await off.complete(meta.prompt_ids, { maxTokens: 20, stopIds: [] })).ids;
+  off.close();
+  afterAll(() => setThreadCount(1));
+
+  it("every preset x threads 1/2/3 x {prefetch + 4 MiB pieces, prefetch only, pieces only}: same logits bits and tokens", async () => {
+    for (const preset of PRESET_NAMES)
+      for (const [prefetch, pieceMb] of [[true, 4], [true, 0], [false, 4]] as const) {
+        const e = await Engine.load(TINY_K3, { mem: bigBox, preset, prefetch, pieceMb });
+        for (const threads of [1, 2, 3]) {
+          setThreadCount(threads);
+          const what = `${preset}, prefetch ${prefetch}, pieces ${pieceMb} MiB, ${threads} threads`;
+          const logits = await e.model.forward(meta.prompt_ids, e.newState());
+          expect(Buffer.from(logits.buffer).equals(Buffer.from(wantLogits.buffer)), what).toBe(true);
+          const r = await e.complete(meta.prompt_ids, { maxTokens: 20, stopIds: [] });
+          expect(r.ids, what).toEqual(want);
+          expect(r.report.prefetch, what).toBe(prefetch);
+          expect(r.report.piece_bytes, what).toBe(pieceMb << 20);
+          if (prefetch) {
+            // The predictor ran for every MoE layer but the last, and its accuracy is a fraction.
+            expect(r.report.prefetch_predicted, what).toBeGreaterThan(0);
+            expect(r.report.prefetch_accuracy!, what).toBeGreaterThan(0);
+            expect(r.report.prefetch_accuracy!, what).toBeLessThanOrEqual(1);
+            expect(r.report.prefetch_hit_rate! + r.report.resident_hit_rate!, what).toBeLessThanOrEqual(1);
+          } else {
+            expect(r.report.prefetch_predicted, what).toBe(0);
+            expect(r.report.prefetch_hit_rate, what).toBe(0);
+          }
+        }
+        setThreadCount(1);
+        e.close();
+      }
+  });
+
+  it("prefetch reads ahead when nothing is cached: prefetch hits replace demand reads, same tokens", async () => {
+    const budgets = { cacheBytes: 0 };
+    const on = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop", budgets });
+    const plain = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop", budgets, prefetch: false });
+    const a = await on.complete(meta.prompt_ids, { maxTokens: 8, stopIds: [] });
+    const b = await plain.complete(meta.prompt_ids, { maxTokens: 8, stopIds: [] });
+    expect(a.ids).toEqual(b.ids);
+    expect(b.report.resident_hit_rate).toBe(0);
+    expect(a.report.resident_hit_rate).toBe(0);
+    expect(a.report.prefetch_issued).toBeGreaterThan(0);
+    expect(a.report.prefetch_hit_rate!).toBeGreaterThan(0);
+    expect(a.report.expert_requests).toBe(b.report.expert_requests);
+    on.close();
+    plain.close();
+  });
+
+  it("--piece-mb must be an integer number of MiB", async () => {
+    await expect(Engine.load(TINY_K3, { mem: bigBox, preset: "laptop", pieceMb: 0.5 })).rejects.toThrow(/--piece-mb 0.5: expected an integer number of MiB/);
+  });
+});
+
 describe("engine on tiny-kimi-linear", async () => {
   setThreadCount(1);
   const engine = await Engine.load(TINY_48B, { mem: bigBox, preset: "laptop" });

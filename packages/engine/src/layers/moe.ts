@@ -64,14 +64,18 @@ export class MoeFfn {
     }
   }
 
-  /** out[T, D] = MoE(x[T, D]); adds the layer's I/O and cache figures to `counters`. */
-  async forward(x: Float32Array, T: number, out: Float32Array, counters?: RunCounters): Promise<void> {
-    const y = await this.layer.forward(x.subarray(0, T * this.layer.opts.hidden), T);
+  /**
+   * out[T, D] = MoE(x[T, D]); adds the layer's I/O and cache figures to `counters`. `prefetch`:
+   * a later layer's experts to read at low priority while this one computes (I/O only).
+   */
+  async forward(x: Float32Array, T: number, out: Float32Array, counters?: RunCounters, prefetch?: { layer: number; ids: number[] }): Promise<void> {
+    const y = await this.layer.forward(x.subarray(0, T * this.layer.opts.hidden), T, { prefetch });
     out.set(y.subarray(0, T * this.layer.opts.hidden));
     const s = this.layer.lastStats;
     if (counters && s) {
       counters.expertRequests += s.uniqueExperts;
       counters.expertResidentHits += s.residentHits;
+      counters.expertPrefetchHits += s.prefetchHits;
       counters.bytesRead.experts += s.deviceBytes;
       counters.ioSeconds += s.ioNs / 1e9;
       counters.ioOverlappedSeconds += Math.max(0, (s.ioNs + s.cpuNs - s.wallNs) / 1e9);
