@@ -65,6 +65,10 @@ describe("k3 CLI", () => {
     expect((await run(["run", "--effort", "medium"])).code).toBe(2);
     expect((await run(["run", "--bogus"])).code).toBe(2);
     expect((await run(["serve", "--port", "99999"])).code).toBe(2);
+    const piece = await run(["run", "--piece-mb", "1.5", "--quiet"]);
+    expect(piece.code).toBe(2);
+    expect(piece.stderr).toMatch(/--piece-mb 1.5: expected an integer number of MiB/);
+    expect((await run(["run", "--no-prefetch=yes"])).code).toBe(2);
   });
 
   it("exits 2 on a bad config, listing every problem", async () => {
@@ -105,6 +109,14 @@ describe("k3 CLI", () => {
     expect(report.generated_ids).toEqual(cut < 0 ? meta.greedy_ids : meta.greedy_ids.slice(0, cut));
     expect(report.peak_rss_bytes).toBeGreaterThan(0);
     expect(report.prefill_tokens_per_second).toBeGreaterThan(0);
+    // Lookahead prefetch and 4 MiB pieces are on by default and reported.
+    expect(r.stderr).toMatch(/lookahead prefetch: accuracy \d+\.\d%/);
+    expect(report.prefetch).toBe(true);
+    expect(report.piece_bytes).toBe(4 << 20);
+    expect(report.prefetch_accuracy).toBeGreaterThan(0);
+    expect(report.prefetch_accuracy).toBeLessThanOrEqual(1);
+    expect(report.prefetch_used).toBeLessThanOrEqual(report.prefetch_predicted);
+    expect(typeof report.prefetch_hit_rate).toBe("number");
   });
 
   it("chat REPL: piped turns, /save, /reset, /load (a reply cut by --max-tokens makes turn two re-prefill)", async () => {
@@ -146,5 +158,12 @@ describe("k3 CLI", () => {
     expect(b.generated_ids).toEqual(a.generated_ids);
     expect(a.bytes_read.trunk).toBe(0);
     expect(b.bytes_read.trunk).toBeGreaterThan(0);
+    // --no-prefetch --piece-mb 0: the same tokens, and the report says what was off.
+    const plain = join(dir, "plain.json");
+    expect((await quiet(["run", "--model", TINY_K3, "--prompt", "hello", "--max-tokens", "8", "--json", plain, "--no-prefetch", "--piece-mb", "0", "--threads", "1"])).code).toBe(0);
+    const c = JSON.parse(readFileSync(plain, "utf8"));
+    expect(c.generated_ids).toEqual(a.generated_ids);
+    expect([c.prefetch, c.piece_bytes, c.prefetch_predicted, c.prefetch_hit_rate]).toEqual([false, 0, 0, 0]);
+    expect([a.prefetch, a.piece_bytes]).toEqual([true, 4 << 20]);
   });
 });
