@@ -145,6 +145,18 @@ describe.each(BACKENDS)("checkpoints (%s)", (backend) => {
     expect(extra.code).toBe("TensorNotInShard");
     const dup = tryWith(() => undefined, `{"weight_map":{"${first}":"model-00001-of-00003.safetensors","${first}":"model-00001-of-00003.safetensors"}}`) as SafetensorsError;
     expect(dup.code).toBe("DuplicateKey");
+    // The sorted-order fast paths (no hash for duplicates, sequential cross-check) must fall back
+    // exactly: a repeat after other names, and a reversed (unsorted, unique) weight_map.
+    const names = Object.keys(original.weight_map);
+    const entry = (n: string) => `${JSON.stringify(n)}:${JSON.stringify(original.weight_map[n])}`;
+    const later = tryWith(() => undefined, `{"weight_map":{${[...names, names[1]].map(entry).join(",")}}}`) as SafetensorsError;
+    expect(later.code).toBe("DuplicateKey");
+    expect(later.tensor).toBe(names[1]);
+    const reversed = tryWith(() => undefined, `{"weight_map":{${[...names].reverse().map(entry).join(",")}}}`);
+    expect(reversed).not.toBeInstanceOf(SafetensorsError);
+    const reversedMissing = tryWith(() => undefined, `{"weight_map":{${names.slice(1).reverse().map(entry).join(",")}}}`) as SafetensorsError;
+    expect(reversedMissing.code).toBe("TensorNotInIndex");
+    expect(reversedMissing.tensor).toBe(names[0]);
     expect((tryWith(() => undefined, `{"weight_map":[]}`) as SafetensorsError).code).toBe("InvalidIndex");
     expect((tryWith(() => undefined, `{"metadata":{}}`) as SafetensorsError).code).toBe("InvalidIndex");
     expect((tryWith(() => undefined, `{"metadata":${"[".repeat(200)}${"]".repeat(200)},"weight_map":{}}`) as SafetensorsError).code).toBe("InvalidIndex");

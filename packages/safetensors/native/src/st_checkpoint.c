@@ -139,17 +139,30 @@ static void check_range(void *ctx, int task) {
     uint32_t k0 = (uint32_t)task * j->per_task;
     uint32_t k1 = k0 + j->per_task < j->x->count ? k0 + j->per_task : j->x->count;
     j->first_missing[task] = UINT32_MAX;
+    /* Shard headers and weight_map usually list a shard's tensors in the same order: try the
+       tensor after the previous hit before probing the hash (a sequential compare instead of a
+       random cache miss). Names are unique within a shard, so either way finds the same index. */
+    uint32_t last_s = UINT32_MAX, last_i = 0;
     for (uint32_t k = k0; k < k1; k++) {
         uint32_t s = j->x->shard_of[k];
         const uint8_t *name;
         size_t len;
         st_index_name(j->x, k, &name, &len);
-        uint32_t i = s < j->c->n_shards ? st_hash_find(j->c->tables[s].names, name, len, j->x->hashes[k]) : UINT32_MAX;
+        uint32_t i = UINT32_MAX;
+        if (s == last_s && last_i + 1 < j->c->tables[s].count) {
+            const st_table *t = &j->c->tables[s];
+            uint32_t a = t->name_start[last_i + 1], z = t->name_start[last_i + 2];
+            if (z - a == len && memcmp(t->name_bytes + a, name, len) == 0) i = last_i + 1;
+        }
+        if (i == UINT32_MAX && s < j->c->n_shards)
+            i = st_hash_find(j->c->tables[s].names, name, len, j->x->hashes[k]);
         if (i == UINT32_MAX) {
             j->first_missing[task] = k;
             return;
         }
         j->marks[s][i] = 1;
+        last_s = s;
+        last_i = i;
     }
 }
 
