@@ -157,7 +157,8 @@ typedef struct {
     uint32_t *name_len;          /* high bit set = escaped (decoded into name_bytes) */
     uint8_t *name_bytes;         /* decoded escaped names only */
     uint32_t *shard_of;          /* per entry */
-    uint64_t *hashes;            /* st_hash_bytes of each entry name */
+    uint64_t *hashes;            /* st_hash_bytes of each entry name: filled only when weight_map is
+                                    not strictly increasing (the duplicate check hashes then) */
     uint64_t *key_pos;           /* JSON position of each entry's key (for messages) */
     uint32_t n_shards;
     uint32_t *shard_start;       /* n_shards + 1 */

@@ -155,7 +155,7 @@ static void check_range(void *ctx, int task) {
             if (z - a == len && memcmp(t->name_bytes + a, name, len) == 0) i = last_i + 1;
         }
         if (i == UINT32_MAX && s < j->c->n_shards)
-            i = st_hash_find(j->c->tables[s].names, name, len, j->x->hashes[k]);
+            i = st_hash_find(j->c->tables[s].names, name, len, st_hash_bytes(name, len));
         if (i == UINT32_MAX) {
             j->first_missing[task] = k;
             return;

@@ -362,7 +362,6 @@ static int scan_weight_map(ix_scanner *s, st_index *x, st_hash *names, st_hash *
         const uint8_t *name;
         size_t nlen;
         st_index_name(x, k, &name, &nlen);
-        x->hashes[k] = st_hash_bytes(name, nlen);
         x->key_pos[k] = name_at;
         skip_ws(s);
         if (peek(s) != ':') return expected(s, "':'");
@@ -458,6 +457,13 @@ static int check_duplicate_names(st_index *x, st_hash *names, st_error *e) {
        cannot repeat, and one sequential pass replaces ~500k random hash inserts. Any other order
        takes the hash path below, which finds the first repeat. */
     if (names_strictly_increasing(x)) return 0;
+    /* Hashes are only needed on this path (and by a cross-check miss, which hashes on its own). */
+    for (uint32_t k = 0; k < x->count; k++) {
+        const uint8_t *name;
+        size_t len;
+        st_index_name(x, k, &name, &len);
+        x->hashes[k] = st_hash_bytes(name, len);
+    }
     for (uint32_t k = 0; k < x->count; k++) {
         if (k + AHEAD < x->count) st_hash_prefetch(names, x->hashes[k + AHEAD]);
         const uint8_t *name;
