@@ -150,7 +150,7 @@ export class Engine {
     const mem = options.mem ?? readMemInfo();
     const preset = options.preset ?? "auto";
     const budgets = { ...budgetsFor(preset, census, mem), ...options.budgets };
-    const plan = planMemory(census, budgets, options.budgets ? "custom" : preset, mem);
+    const plan = planMemory(census, budgets, options.budgets ? "custom" : preset, mem, { prefetch: options.prefetch ?? true });
     options.log?.(formatPlan(plan, cfg.numLayers));
     checkPlanFits(plan);
     // Without a packed trunk every layer and embed/lm_head are loaded resident: refuse honestly when that cannot fit.

@@ -15,6 +15,7 @@ import { loadMlaCache, MlaCache, MlaMixer, newMlaCache } from "./layers/mla.js";
 import { GluMlp } from "./layers/mlp.js";
 import { MoeFfn } from "./layers/moe.js";
 import { ExpertStore, MoeLayer, openCheckpointIndex, TrunkStreamer, type TrunkLayer } from "@k3/moe-stream";
+import { prefetchSlotsFor } from "./presets.js";
 import { emptyCounters, type RunCounters } from "./report.js";
 import { loadMatrix, loadVector, matvec, openWeights, WeightError, type Matrix, type WeightSource } from "./weights.js";
 
@@ -225,7 +226,7 @@ export class Model {
         const pieceBytes = options.pieceBytes ?? DEFAULT_PIECE_BYTES;
         if (!Number.isSafeInteger(pieceBytes) || pieceBytes < 0 || pieceBytes % 4096 !== 0)
           throw new WeightError(`expert read pieces of ${pieceBytes} bytes: expected 0 (off) or a multiple of 4096`);
-        const prefetchSlots = options.prefetch === false ? 0 : (options.prefetchSlots ?? Math.ceil(cfg.moe.topK / 2));
+        const prefetchSlots = options.prefetch === false ? 0 : (options.prefetchSlots ?? prefetchSlotsFor(cfg.moe.topK));
         if (!Number.isInteger(prefetchSlots) || prefetchSlots < 0) throw new WeightError(`prefetch slots ${prefetchSlots}: expected an integer >= 0`);
         store = ExpertStore.open({
           experts,

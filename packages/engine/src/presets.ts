@@ -127,6 +127,11 @@ export interface MemoryPlan {
   availableBytes: number;
 }
 
+/** Streaming slots the lookahead prefetch may hold: ceil(topK / 2) (8 for K3), on top of the topK + 2 demand slots. */
+export function prefetchSlotsFor(topK: number): number {
+  return Math.ceil(topK / 2);
+}
+
 /** Node/V8 and scratch headroom counted in every plan. */
 export const RUNTIME_OVERHEAD_BYTES = 0.25 * GB;
 
@@ -134,7 +139,7 @@ export const RUNTIME_OVERHEAD_BYTES = 0.25 * GB;
  * Builds the plan for given budgets. Largest layers are pinned first (they save the most reads per
  * pinned byte only when sizes differ; ties go to the lower layer so plans are stable).
  */
-export function planMemory(census: Census, budgets: Budgets, preset: PresetName | "custom", mem: MemInfo = readMemInfo()): MemoryPlan {
+export function planMemory(census: Census, budgets: Budgets, preset: PresetName | "custom", mem: MemInfo = readMemInfo(), io: { prefetch?: boolean } = {}): MemoryPlan {
   const L = census.layerTrunkBytes.length;
   const largest = Math.max(0, ...census.layerTrunkBytes);
   const allFit = census.trunkBytes <= budgets.trunkBytes;
@@ -167,11 +172,16 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
   const embedHeadResident = !budgets.streamEmbedHead;
   const streamedTrunk = streamed.reduce((a, l) => a + census.layerTrunkBytes[l], 0);
   const expectedBytesPerToken = streamedTrunk + census.expertBytesPerToken + (embedHeadResident ? 0 : census.headBytes);
+  // The expert store's streaming slots (topK + 2 for demand reads, plus the lookahead share), each
+  // one expert rounded up to 4 KiB plus 4 KiB for the aligned-superset read; faulted in at open.
+  const topK = census.moeLayers > 0 && census.expertBytes > 0 ? Math.round(census.expertBytesPerToken / (census.moeLayers * census.expertBytes)) : 0;
+  const streamSlots = topK > 0 ? topK + 2 + (io.prefetch === false ? 0 : prefetchSlotsFor(topK)) : 0;
   const parts = [
     { name: "pinned trunk", bytes: pinnedBytes },
     { name: "trunk ring", bytes: ringBytes },
     { name: "embed + lm_head", bytes: embedHeadResident ? census.embedBytes + census.headBytes : 0 },
     { name: "expert cache", bytes: cacheSlotsPerLayer * census.moeLayers * census.expertBytes },
+    { name: "expert read slots", bytes: streamSlots * (Math.ceil(census.expertBytes / 4096) * 4096 + 4096) },
     { name: "recurrent state", bytes: census.recurrentStateBytes },
     { name: "KV cache", bytes: Math.min(budgets.kvBytes, kvCapacityTokens * census.kvBytesPerToken) },
     { name: "runtime + scratch", bytes: RUNTIME_OVERHEAD_BYTES },

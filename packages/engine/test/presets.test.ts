@@ -70,6 +70,12 @@ describe("presets and plan", () => {
     const ultra = planMemory(k3, budgetsFor("ultra", k3, box), "ultra", box);
     expect(ultra.embedHeadResident).toBe(false);
     expect(ultra.totalBytes).toBeLessThan(4 * GB);
+    // The expert store's streaming slots are planned: 16 + 2 demand + 8 lookahead, one expert each.
+    const slot = Math.ceil(k3.expertBytes / 4096) * 4096 + 4096;
+    expect(laptop.parts.find((p) => p.name === "expert read slots")!.bytes).toBe(26 * slot);
+    const noPrefetch = planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { prefetch: false });
+    expect(noPrefetch.parts.find((p) => p.name === "expert read slots")!.bytes).toBe(18 * slot);
+    expect(laptop.totalBytes - noPrefetch.totalBytes).toBe(8 * slot);
   });
 
   it("auto gives the trunk everything on a big machine and caps it on a small one", () => {
