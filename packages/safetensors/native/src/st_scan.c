@@ -737,7 +737,10 @@ int st_parse_header(const uint8_t *header, size_t n, uint64_t file_size, st_tabl
     t->dims = malloc(t->dims_cap * sizeof(double));
     if (!t->hashes || !t->name_bytes || !t->dims)
         return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1;
-    t->names = st_hash_new(guess, table_name_of, t);
+    /* The name hash gets its own, smaller estimate (~128 header bytes per name; K3 has ~150):
+       it is zeroed up front, so an oversized table costs page faults on every open, while an
+       undersized one only grows (rehashes) once. */
+    t->names = st_hash_new((uint32_t)(n / 128 + 16), table_name_of, t);
     if (!t->dtype || !t->begin || !t->end || !t->shape_start || !t->name_start || !t->names)
         return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1;
     t->name_start[0] = 0;
