@@ -2,6 +2,7 @@
 // (native) vs the oracle, per encoding; reports cases and mismatches (and the first few).
 import { get_encoding } from "tiktoken";
 import type { Tokenizer } from "../src/index.js";
+import { cjkString } from "../test/helpers.js";
 
 const HOSTILE = [
   "a", "B", "s", "S", "t", "T", "r", "e", "l", "L", "d", "m", "v", "x", " ", "  ", "\t", "\n", "\r", "\r\n",
@@ -15,7 +16,13 @@ interface OracleLike {
   encode_ordinary(text: string): Uint32Array;
 }
 
-export function runFuzz(cases: number, ours: Record<string, Tokenizer>, extraOracles: Record<string, OracleLike>) {
+/** Hostile-alphabet strings (default), or Han-heavy ones (`cjk`, test/helpers.ts cjkString). */
+export function runFuzz(
+  cases: number,
+  ours: Record<string, Tokenizer>,
+  extraOracles: Record<string, OracleLike>,
+  kind: "hostile" | "cjk" = "hostile",
+) {
   const rows: Record<string, string | number>[] = [];
   for (const [name, tok] of Object.entries(ours)) {
     const oracle: OracleLike = extraOracles[name] ?? get_encoding(name as "cl100k_base");
@@ -25,9 +32,12 @@ export function runFuzz(cases: number, ours: Record<string, Tokenizer>, extraOra
     const examples: string[] = [];
     const t0 = performance.now();
     for (let k = 0; k < cases; k++) {
-      const n = 1 + Math.floor(next() * 16);
       let s = "";
-      for (let i = 0; i < n; i++) s += HOSTILE[Math.floor(next() * HOSTILE.length)];
+      if (kind === "cjk") s = cjkString(next, 80);
+      else {
+        const n = 1 + Math.floor(next() * 16);
+        for (let i = 0; i < n; i++) s += HOSTILE[Math.floor(next() * HOSTILE.length)];
+      }
       const a = tok.encodeOrdinary(s);
       const b = oracle.encode_ordinary(s);
       if (a.length !== b.length || a.some((x, i) => x !== b[i])) {
@@ -35,7 +45,7 @@ export function runFuzz(cases: number, ours: Record<string, Tokenizer>, extraOra
         if (examples.length < 3) examples.push(JSON.stringify(s));
       }
     }
-    rows.push({ encoding: name, cases, mismatches, seconds: (performance.now() - t0) / 1000, examples: examples.join(" ") || "–" });
+    rows.push({ encoding: name, strings: kind, cases, mismatches, seconds: (performance.now() - t0) / 1000, examples: examples.join(" ") || "–" });
     console.log(JSON.stringify(rows[rows.length - 1]));
   }
   return rows;

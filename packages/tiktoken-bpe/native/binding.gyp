@@ -10,6 +10,7 @@
         "src/rank_file.c",
         "src/piece_cache.c",
         "src/bpe.c",
+        "src/char_start.c",
         "src/unicode_tables.c"
       ],
       "include_dirs": [

@@ -1,11 +1,12 @@
 // Byte-exactness against tiktoken@1.0.22 (WASM build of tiktoken's Rust core): the adversarial
 // list of tokenizer.md section 4 and a bounded differential fuzz, for every encoding and backend.
 import { describe, expect, it } from "vitest";
-import { backends, hasKimi, hostileString, oracle, rng, tokenizer } from "./helpers.js";
+import { backends, cjkString, hasKimi, hostileString, oracle, rng, tokenizer } from "./helpers.js";
 import { ADVERSARIAL } from "./adversarial.js";
 
 const encodings = ["cl100k_base", "o200k_base", "kimi"] as const;
 const FUZZ = Number(process.env.K3_FUZZ_CASES ?? 5000);
+const CJK_FUZZ = Number(process.env.K3_CJK_FUZZ_CASES ?? 1500);
 
 for (const enc of encodings) {
   for (const backend of backends) {
@@ -29,6 +30,20 @@ for (const enc of encodings) {
         const bad: string[] = [];
         for (let k = 0; k < FUZZ; k++) {
           const s = hostileString(next, 12);
+          const a = tok.encodeOrdinary(s);
+          const b = Array.from(o.encode_ordinary(s));
+          if (a.length !== b.length || a.some((x, i) => x !== b[i])) bad.push(JSON.stringify(s));
+        }
+        expect(bad.slice(0, 10)).toEqual([]);
+      });
+
+      it(`differential fuzz: ${CJK_FUZZ} Han-heavy strings up to 80 chars, zero mismatches`, () => {
+        const tok = tokenizer(enc, backend);
+        const o = oracle(enc);
+        const next = rng(0xc1c + enc.length);
+        const bad: string[] = [];
+        for (let k = 0; k < CJK_FUZZ; k++) {
+          const s = cjkString(next, 80);
           const a = tok.encodeOrdinary(s);
           const b = Array.from(o.encode_ordinary(s));
           if (a.length !== b.length || a.some((x, i) => x !== b[i])) bad.push(JSON.stringify(s));

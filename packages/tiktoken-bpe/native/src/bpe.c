@@ -11,18 +11,63 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ------------------------------------------------------------------ char start */
+
+/* 1 when the merge of piece s[0, n) may start from whole characters: every character is ASCII or
+ * a 3-byte character cleared by char_start.c, and at least one is 3-byte (else nothing to gain). */
+static int char_start_ok(const k3_rank_table *t, const uint8_t *s, size_t n) {
+    if (!t->char3) return 0;
+    int any = 0;
+    for (size_t i = 0; i < n;) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        if ((s[i] & 0xF0) != 0xE0 || i + 2 >= n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return 0;
+        uint32_t c = ((uint32_t)(s[i] & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+        if (t->char3[c] == K3_NO_RANK) return 0;
+        any = 1;
+        i += 3;
+    }
+    return any;
+}
+
+/* Rank of the part starting at s[i] (one char, after char_start_ok) and its length. */
+static inline uint32_t char_rank(const k3_rank_table *t, const uint8_t *s, size_t i, size_t *len) {
+    if (s[i] < 0x80) {
+        *len = 1;
+        return t->single[s[i]];
+    }
+    *len = 3;
+    return t->char3[((uint32_t)(s[i] & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F)];
+}
+
 /* ------------------------------------------------------------------ linear */
 
 static size_t linear_merge(const k3_rank_table *t, const uint8_t *s, size_t n, uint32_t *out) {
     /* pos: part starts (+ the end); rank: rank of part i joined with part i+1; tok: rank of part i
      * itself (a merged part's rank is the pair rank that merged it, so no lookup at the end). */
     uint32_t pos[K3_HEAP_THRESHOLD + 1], rank[K3_HEAP_THRESHOLD + 1], tok[K3_HEAP_THRESHOLD + 1];
-    size_t count = n + 1; /* boundaries */
-    for (size_t i = 0; i <= n; i++) pos[i] = (uint32_t)i;
-    for (size_t i = 0; i < n; i++) tok[i] = t->single[s[i]];
-    for (size_t i = 0; i + 1 < n; i++) rank[i] = t->pair[(size_t)s[i] << 8 | s[i + 1]];
-    rank[n - 1] = K3_NO_RANK;
-    rank[n] = K3_NO_RANK;
+    size_t count; /* boundaries */
+    if (char_start_ok(t, s, n)) {
+        size_t m = 0;
+        for (size_t i = 0, len; i < n; i += len) {
+            pos[m] = (uint32_t)i;
+            tok[m++] = char_rank(t, s, i, &len);
+        }
+        pos[m] = (uint32_t)n;
+        for (size_t i = 0; i + 1 < m; i++) rank[i] = k3_rank_lookup(t, s + pos[i], pos[i + 2] - pos[i]);
+        rank[m - 1] = K3_NO_RANK;
+        rank[m] = K3_NO_RANK;
+        count = m + 1;
+    } else {
+        for (size_t i = 0; i <= n; i++) pos[i] = (uint32_t)i;
+        for (size_t i = 0; i < n; i++) tok[i] = t->single[s[i]];
+        for (size_t i = 0; i + 1 < n; i++) rank[i] = t->pair[(size_t)s[i] << 8 | s[i + 1]];
+        rank[n - 1] = K3_NO_RANK;
+        rank[n] = K3_NO_RANK;
+        count = n + 1;
+    }
     for (;;) {
         uint32_t best = K3_NO_RANK;
         size_t at = 0;
@@ -114,16 +159,35 @@ static size_t heap_merge(const k3_rank_table *t, const uint8_t *s, size_t n, uin
     uint32_t *next = sc->next, *prev = sc->prev, *pr = sc->pair_rank, *tok = sc->tok;
     uint64_t *heap = sc->heap;
     size_t hn = 0;
-    for (size_t i = 0; i < n; i++) {
-        next[i] = i + 1 < n ? (uint32_t)(i + 1) : NIL;
-        prev[i] = i ? (uint32_t)(i - 1) : NIL;
-        tok[i] = t->single[s[i]];
+    if (char_start_ok(t, s, n)) {
+        /* Parts are whole characters; arrays stay indexed by byte offset of the part start. */
+        uint32_t last = NIL;
+        for (size_t i = 0, len; i < n; i += len) {
+            tok[i] = char_rank(t, s, i, &len);
+            prev[i] = last;
+            next[i] = i + len < n ? (uint32_t)(i + len) : NIL;
+            last = (uint32_t)i;
+        }
+        for (uint32_t i = 0; i != NIL; i = next[i]) {
+            uint32_t j = next[i];
+            pr[i] = K3_NO_RANK;
+            if (j == NIL) break;
+            uint32_t e = next[j] == NIL ? (uint32_t)n : next[j];
+            pr[i] = k3_rank_lookup(t, s + i, e - i);
+            if (pr[i] != K3_NO_RANK) heap[hn++] = (uint64_t)pr[i] << 32 | i;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            next[i] = i + 1 < n ? (uint32_t)(i + 1) : NIL;
+            prev[i] = i ? (uint32_t)(i - 1) : NIL;
+            tok[i] = t->single[s[i]];
+        }
+        for (size_t i = 0; i + 1 < n; i++) {
+            pr[i] = t->pair[(size_t)s[i] << 8 | s[i + 1]];
+            if (pr[i] != K3_NO_RANK) heap[hn++] = (uint64_t)pr[i] << 32 | i;
+        }
+        pr[n - 1] = K3_NO_RANK;
     }
-    for (size_t i = 0; i + 1 < n; i++) {
-        pr[i] = t->pair[(size_t)s[i] << 8 | s[i + 1]];
-        if (pr[i] != K3_NO_RANK) heap[hn++] = (uint64_t)pr[i] << 32 | i;
-    }
-    pr[n - 1] = K3_NO_RANK;
     for (size_t i = hn / 2; i-- > 0;) sift_down(heap, hn, i); /* Floyd: O(n) heap build */
     while (hn) {
         uint64_t k = heap_pop(heap, &hn);

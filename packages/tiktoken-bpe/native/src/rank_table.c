@@ -4,6 +4,7 @@
  * tokens also live in a direct 64K table, since every merge starts from byte pairs.
  */
 #include "rank_table.h"
+#include "char_start.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,7 @@ void k3_rank_table_free(k3_rank_table *t) {
     free(t->slots);
     free(t->pair);
     free(t->filter);
+    free(t->char3);
     memset(t, 0, sizeof *t);
 }
 
@@ -176,6 +178,8 @@ int k3_rank_table_init(k3_rank_table *t, const uint8_t *pool, size_t pool_len, c
             k3_rank_table_free(t);
             return -1;
         }
+    /* Out of memory here only means every merge starts from bytes. */
+    (void)k3_char_start_init(t);
     return 0;
 fail:
     free(hashes), free(order), free(bucket);

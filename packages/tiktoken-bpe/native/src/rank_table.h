@@ -24,6 +24,7 @@ typedef struct {
     uint32_t *pair;     /* 65536 ranks of the two-byte tokens, K3_NO_RANK when absent */
     uint64_t *filter;   /* one bit per hash value (K3_FILTER_BITS): a clear bit proves a miss */
     uint32_t single[256]; /* rank of each one-byte token */
+    uint32_t *char3;      /* 65536: rank of a 3-byte char a merge may start from whole (char_start.c), or NULL */
 } k3_rank_table;
 
 /* Copies the vocabulary and builds the table. Returns 0, or -1 with a message in err

@@ -1,0 +1,11 @@
+/* char_start.h: which 3-byte UTF-8 characters a merge may start from as one part. */
+#ifndef K3_CHAR_START_H
+#define K3_CHAR_START_H
+
+#include "rank_table.h"
+
+/* Fills t->char3 (65536 ranks by code point, K3_NO_RANK = start from bytes). Returns 0, or -1
+ * when out of memory (t->char3 then stays NULL and every merge starts from bytes). */
+int k3_char_start_init(k3_rank_table *t);
+
+#endif
