@@ -141,6 +141,11 @@ export function buildReport(args: {
   };
 }
 
+/** The read piece size as given on the command line (--piece-mb: MiB). */
+function pieces(bytes: number): string {
+  return bytes === 0 ? "off (one read per expert)" : `${+(bytes / 2 ** 20).toFixed(3)} MiB`;
+}
+
 function pct(x: number | null): string {
   return x === null ? "n/a" : `${(100 * x).toFixed(1)}%`;
 }
@@ -157,8 +162,8 @@ export function formatReport(r: RunReport): string {
     `  read: ${fmtBytes(r.bytes_read.total)} (trunk ${fmtBytes(r.bytes_read.trunk)}, experts ${fmtBytes(r.bytes_read.experts)}, embed/head ${fmtBytes(r.bytes_read.embed_head)}), ${fmtBytes(r.bytes_read_per_token)}/token`,
     `  experts: ${r.expert_requests} requests, resident hit rate ${pct(r.resident_hit_rate)}, prefetch hit rate ${pct(r.prefetch_hit_rate)}, drops ${r.expert_drops}`,
     r.prefetch
-      ? `  lookahead prefetch: accuracy ${pct(r.prefetch_accuracy)} (${r.prefetch_used} of ${r.prefetch_predicted} predicted experts used), ${r.prefetch_issued} reads issued; pieces ${r.piece_bytes ? fmtBytes(r.piece_bytes) : "off"}`
-      : `  lookahead prefetch: off; pieces ${r.piece_bytes ? fmtBytes(r.piece_bytes) : "off"}`,
+      ? `  lookahead prefetch: accuracy ${pct(r.prefetch_accuracy)} (${r.prefetch_used} of ${r.prefetch_predicted} predicted experts used), ${r.prefetch_issued} reads issued; pieces ${pieces(r.piece_bytes)}`
+      : `  lookahead prefetch: off; pieces ${pieces(r.piece_bytes)}`,
     `  I/O share of wall clock: ${pct(r.io_share)}; overlapped with compute: ${pct(r.io_overlap)}`,
   ];
   return lines.join("\n");
