@@ -14,7 +14,8 @@
 /* ------------------------------------------------------------------ char start */
 
 /* 1 when the merge of piece s[0, n) may start from whole characters: every character is ASCII or
- * a 3-byte character cleared by char_start.c, and at least one is 3-byte (else nothing to gain). */
+ * a 3-byte character cleared by char_start.c for its actual neighbours (none, ASCII or 3-byte on
+ * each side), and at least one is 3-byte (else nothing to gain). */
 static int char_start_ok(const k3_rank_table *t, const uint8_t *s, size_t n) {
     if (!t->char3) return 0;
     int any = 0;
@@ -25,7 +26,8 @@ static int char_start_ok(const k3_rank_table *t, const uint8_t *s, size_t n) {
         }
         if ((s[i] & 0xF0) != 0xE0 || i + 2 >= n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return 0;
         uint32_t c = ((uint32_t)(s[i] & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
-        if (t->char3[c] == K3_NO_RANK) return 0;
+        int left = i == 0 ? 0 : s[i - 1] < 0x80 ? 1 : 2, right = i + 3 == n ? 0 : s[i + 3] < 0x80 ? 1 : 2;
+        if (!(t->char3_ok[c] >> (left * 3 + right) & 1)) return 0;
         any = 1;
         i += 3;
     }

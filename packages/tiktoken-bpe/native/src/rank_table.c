@@ -93,6 +93,7 @@ void k3_rank_table_free(k3_rank_table *t) {
     free(t->pair);
     free(t->filter);
     free(t->char3);
+    free(t->char3_ok);
     memset(t, 0, sizeof *t);
 }
 

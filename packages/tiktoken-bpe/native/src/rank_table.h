@@ -25,6 +25,7 @@ typedef struct {
     uint64_t *filter;   /* one bit per hash value (K3_FILTER_BITS): a clear bit proves a miss */
     uint32_t single[256]; /* rank of each one-byte token */
     uint32_t *char3;      /* 65536: rank of a 3-byte char a merge may start from whole (char_start.c), or NULL */
+    uint16_t *char3_ok;   /* 65536: for which neighbours it may (bit left * 3 + right), or NULL */
 } k3_rank_table;
 
 /* Copies the vocabulary and builds the table. Returns 0, or -1 with a message in err
