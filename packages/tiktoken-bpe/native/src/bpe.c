@@ -13,35 +13,43 @@
 
 /* ------------------------------------------------------------------ char start */
 
-/* 1 when the merge of piece s[0, n) may start from whole characters: every character is ASCII or
- * a 3-byte character cleared by char_start.c for its actual neighbours (none, ASCII or 3-byte on
- * each side), and at least one is 3-byte (else nothing to gain). */
+/* Rank of the 3-byte char at s[i] when char_start.c cleared it, for its actual neighbours (none,
+ * ASCII or multi-byte on each side), to start the merge whole; else K3_NO_RANK. Needs a piece
+ * already checked as well-formed UTF-8 (char_start_ok). */
+static inline uint32_t whole3(const k3_rank_table *t, const uint8_t *s, size_t n, size_t i) {
+    if ((s[i] & 0xF0) != 0xE0) return K3_NO_RANK;
+    uint32_t c = ((uint32_t)(s[i] & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+    int left = i == 0 ? 0 : s[i - 1] < 0x80 ? 1 : 2, right = i + 3 == n ? 0 : s[i + 3] < 0x80 ? 1 : 2;
+    return t->char3_ok[c] >> (left * 3 + right) & 1 ? t->char3[c] : K3_NO_RANK;
+}
+
+/* 1 when the merge of piece s[0, n) may start with some 3-byte characters whole (the others as
+ * bytes): the piece is well-formed UTF-8 (char_start.c reasons only about tokens that can occur
+ * in such text) and at least one character is cleared (else nothing to gain). */
 static int char_start_ok(const k3_rank_table *t, const uint8_t *s, size_t n) {
     if (!t->char3) return 0;
     int any = 0;
     for (size_t i = 0; i < n;) {
-        if (s[i] < 0x80) {
-            i++;
-            continue;
-        }
-        if ((s[i] & 0xF0) != 0xE0 || i + 2 >= n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return 0;
-        uint32_t c = ((uint32_t)(s[i] & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
-        int left = i == 0 ? 0 : s[i - 1] < 0x80 ? 1 : 2, right = i + 3 == n ? 0 : s[i + 3] < 0x80 ? 1 : 2;
-        if (!(t->char3_ok[c] >> (left * 3 + right) & 1)) return 0;
-        any = 1;
-        i += 3;
+        size_t k = s[i] < 0x80 ? 1 : s[i] >= 0xC2 && s[i] < 0xE0 ? 2 : s[i] >= 0xE0 && s[i] < 0xF0 ? 3
+                 : s[i] >= 0xF0 && s[i] < 0xF5 ? 4 : 0;
+        if (k == 0 || i + k > n) return 0;
+        for (size_t j = 1; j < k; j++)
+            if ((s[i + j] & 0xC0) != 0x80) return 0;
+        if (k == 3 && !any && whole3(t, s, n, i) != K3_NO_RANK) any = 1;
+        i += k;
     }
     return any;
 }
 
-/* Rank of the part starting at s[i] (one char, after char_start_ok) and its length. */
-static inline uint32_t char_rank(const k3_rank_table *t, const uint8_t *s, size_t i, size_t *len) {
-    if (s[i] < 0x80) {
-        *len = 1;
-        return t->single[s[i]];
+/* Rank and length of the first part at s[i] (after char_start_ok): a cleared char, or one byte. */
+static inline uint32_t char_rank(const k3_rank_table *t, const uint8_t *s, size_t n, size_t i, size_t *len) {
+    uint32_t r = whole3(t, s, n, i);
+    if (r != K3_NO_RANK) {
+        *len = 3;
+        return r;
     }
-    *len = 3;
-    return t->char3[((uint32_t)(s[i] & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F)];
+    *len = 1;
+    return t->single[s[i]];
 }
 
 /* ------------------------------------------------------------------ linear */
@@ -55,7 +63,7 @@ static size_t linear_merge(const k3_rank_table *t, const uint8_t *s, size_t n, u
         size_t m = 0;
         for (size_t i = 0, len; i < n; i += len) {
             pos[m] = (uint32_t)i;
-            tok[m++] = char_rank(t, s, i, &len);
+            tok[m++] = char_rank(t, s, n, i, &len);
         }
         pos[m] = (uint32_t)n;
         for (size_t i = 0; i + 1 < m; i++) rank[i] = k3_rank_lookup(t, s + pos[i], pos[i + 2] - pos[i]);
@@ -165,7 +173,7 @@ static size_t heap_merge(const k3_rank_table *t, const uint8_t *s, size_t n, uin
         /* Parts are whole characters; arrays stay indexed by byte offset of the part start. */
         uint32_t last = NIL;
         for (size_t i = 0, len; i < n; i += len) {
-            tok[i] = char_rank(t, s, i, &len);
+            tok[i] = char_rank(t, s, n, i, &len);
             prev[i] = last;
             next[i] = i + len < n ? (uint32_t)(i + len) : NIL;
             last = (uint32_t)i;

@@ -15,7 +15,8 @@
  *   already whole: the pairs involving c that only the latter sees have ranks > M(c), above the
  *   pending internal pair, hence above the global minimum that was picked.
  * So both merges perform the same merges of whole characters in the same order, and end together.
- * Characters that fail the test (or have no token) make their piece start from bytes.
+ * Characters that fail the test (or have no token) start as bytes; the argument is unchanged, since
+ * it only concerns the candidates involving a char that starts whole.
  *
  * Input pieces are valid UTF-8 when this is used (checked per piece), so only tokens of the form
  * [suffix of a char][whole chars][prefix of a char] can ever be candidates; others are ignored.
@@ -56,7 +57,7 @@ typedef struct {
 static void scan_token(const uint8_t *s, size_t len, uint32_t r, edge_ranks *e) {
     size_t head = 0;
     while (head < len && head < 3 && cont(s[head])) head++;
-    if (head == 3) return; /* a 4-byte char's suffix: never in a piece merged from chars */
+    /* head == 3: a 4-byte char's suffix; no 3-byte edge there, but whole chars may follow */
     size_t i = head, tail = len;
     /* whole characters, then an incomplete trailing one */
     while (i < len) {
@@ -73,7 +74,7 @@ static void scan_token(const uint8_t *s, size_t len, uint32_t r, edge_ranks *e) 
     }
     if (len == 3 && head == 0 && tail == len && seq_len(s[0]) == 3) return; /* the char itself */
     if (head == len || (head == 0 && tail == 0)) return;                   /* inside one char */
-    if (head > 0) {
+    if (head == 1 || head == 2) {
         int kind = s[head] >= 0x80; /* byte after the suffix: ASCII or the lead of a char */
         if (head == 1) lower(&e->suffix1[kind][s[0]], r);
         else lower(&e->suffix2[kind][(uint32_t)s[0] << 8 | s[1]], r);
