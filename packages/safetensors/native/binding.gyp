@@ -8,6 +8,7 @@
         "src/st_alloc.c",
         "src/st_dtype.c",
         "src/st_utf8.c",
+        "src/st_json.c",
         "src/st_classify.c",
         "src/st_hash.c",
         "src/st_scan.c",

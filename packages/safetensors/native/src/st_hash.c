@@ -81,8 +81,8 @@ static int grow(st_hash *h) {
     return 0;
 }
 
-uint32_t st_hash_insert(st_hash *h, const uint8_t *name, size_t len, uint64_t hash, uint32_t value) {
-    if ((h->used + 1) * 2 > h->cap && grow(h) != 0) return UINT32_MAX - 1;
+/* The slot holding the name, or the empty slot where it would go (the table is never full). */
+static uint32_t probe(const st_hash *h, const uint8_t *name, size_t len, uint64_t hash) {
     uint32_t tag = (uint32_t)(hash >> 32);
     uint32_t at = (uint32_t)hash & (h->cap - 1);
     while (h->slots[at].value) {
@@ -90,29 +90,25 @@ uint32_t st_hash_insert(st_hash *h, const uint8_t *name, size_t len, uint64_t ha
             const uint8_t *other;
             size_t other_len;
             h->name_of(h->ctx, h->slots[at].value - 1, &other, &other_len);
-            if (other_len == len && memcmp(other, name, len) == 0) return h->slots[at].value - 1;
+            if (other_len == len && memcmp(other, name, len) == 0) return at;
         }
         at = (at + 1) & (h->cap - 1);
     }
+    return at;
+}
+
+uint32_t st_hash_insert(st_hash *h, const uint8_t *name, size_t len, uint64_t hash, uint32_t value) {
+    if ((h->used + 1) * 2 > h->cap && grow(h) != 0) return UINT32_MAX - 1;
+    uint32_t at = probe(h, name, len, hash);
+    if (h->slots[at].value) return h->slots[at].value - 1;
     h->slots[at].value = value + 1;
-    h->slots[at].tag = tag;
+    h->slots[at].tag = (uint32_t)(hash >> 32);
     h->used++;
     return UINT32_MAX;
 }
 
 uint32_t st_hash_find(const st_hash *h, const uint8_t *name, size_t len, uint64_t hash) {
-    uint32_t tag = (uint32_t)(hash >> 32);
-    uint32_t at = (uint32_t)hash & (h->cap - 1);
-    while (h->slots[at].value) {
-        if (h->slots[at].tag == tag) {
-            const uint8_t *other;
-            size_t other_len;
-            h->name_of(h->ctx, h->slots[at].value - 1, &other, &other_len);
-            if (other_len == len && memcmp(other, name, len) == 0) return h->slots[at].value - 1;
-        }
-        at = (at + 1) & (h->cap - 1);
-    }
-    return UINT32_MAX;
+    return h->slots[probe(h, name, len, hash)].value - 1; /* empty slot: 0 - 1 = UINT32_MAX */
 }
 
 void st_hash_prefetch(const st_hash *h, uint64_t hash) { __builtin_prefetch(&h->slots[(uint32_t)hash & (h->cap - 1)], 1); }

@@ -5,33 +5,19 @@
  * or null). No recursion: the schema has a fixed depth, so hostile nesting cannot hurt.
  * Names are decoded straight into the table's string table; integers must be <= 2^53-1.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "k3_safetensors.h"
-#include "st_swar.h"
+#include "st_json.h"
 
 typedef struct {
-    const uint8_t *b;
-    size_t n, p;
-    st_error *e;
+    st_json j; /* the shared lexer (st_json.c): position, strings, messages */
     st_table *t;
     st_hash *meta_keys;
 } scanner;
 
 /* ---------------------------------------------------------------- growth */
-
-static int grow_bytes(uint8_t **buf, size_t *cap, size_t need) {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 256;
-    while (c < need) c *= 2;
-    uint8_t *nb = realloc(*buf, c);
-    if (!nb) return -1;
-    *buf = nb;
-    *cap = c;
-    return 0;
-}
 
 static int grow_entries(st_table *t) {
     if (t->count + 2 <= t->cap) return 0;
@@ -66,189 +52,16 @@ static int push_dim(st_table *t, double v) {
     return 0;
 }
 
-/* ---------------------------------------------------------------- messages */
+/* ---------------------------------------------------------------- lexing (st_json.c) */
 
-static void describe_byte(int c, char *out, size_t cap) {
-    if (c < 0) snprintf(out, cap, "the end of the header");
-    else if (c >= 0x21 && c <= 0x7e) snprintf(out, cap, "'%c'", c);
-    else snprintf(out, cap, "byte 0x%02x", c);
-}
+static void tensor_is(scanner *s, const uint8_t *name, size_t len) { st_error_set_tensor(s->j.e, name, len); }
 
-static int fail(scanner *s, st_code code, size_t pos, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(scanner *s, st_code code, size_t pos, const char *fmt, ...) {
-    if (s->e->code != ST_OK) return -1;
-    s->e->code = code;
-    s->e->position = (int64_t)pos;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->e->detail, sizeof s->e->detail, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-static void tensor_is(scanner *s, const uint8_t *name, size_t len) { st_error_set_tensor(s->e, name, len); }
-
-static int oom(scanner *s) { return fail(s, ST_OUT_OF_MEMORY, s->p, "out of memory while parsing the header"); }
-
-/* ---------------------------------------------------------------- tokens */
-
-static int peek(const scanner *s) { return s->p < s->n ? s->b[s->p] : -1; }
-
-static void skip_ws(scanner *s) {
-    while (s->p < s->n) {
-        uint8_t c = s->b[s->p];
-        if (c != ' ' && c != '\n' && c != '\r' && c != '\t') break;
-        s->p++;
-    }
-}
-
-static int is_value_start(int c) {
-    return c == '{' || c == '[' || c == '"' || c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f' || c == 'n';
-}
-
-static int expected(scanner *s, const char *what) {
-    int c = peek(s);
-    if (c < 0) return fail(s, ST_INVALID_JSON, s->p, "unexpected end of the header JSON (expected %s)", what);
-    char found[32];
-    describe_byte(c, found, sizeof found);
-    return fail(s, ST_INVALID_JSON, s->p, "expected %s, found %s", what, found);
-}
-
-static int hex4(scanner *s, size_t at, size_t esc_at, uint32_t *out) {
-    if (at + 4 > s->n) return fail(s, ST_INVALID_JSON, esc_at, "invalid \\u escape: needs 4 hex digits");
-    uint32_t v = 0;
-    for (int k = 0; k < 4; k++) {
-        uint8_t c = s->b[at + k];
-        uint32_t d;
-        if (c >= '0' && c <= '9') d = c - '0';
-        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-        else return fail(s, ST_INVALID_JSON, esc_at, "invalid \\u escape: needs 4 hex digits");
-        v = v * 16 + d;
-    }
-    *out = v;
-    return 0;
-}
-
-static void put_utf8(uint8_t *o, size_t *len, uint32_t cp) {
-    if (cp < 0x80) o[(*len)++] = (uint8_t)cp;
-    else if (cp < 0x800) {
-        o[(*len)++] = (uint8_t)(0xc0 | (cp >> 6));
-        o[(*len)++] = (uint8_t)(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-        o[(*len)++] = (uint8_t)(0xe0 | (cp >> 12));
-        o[(*len)++] = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
-        o[(*len)++] = (uint8_t)(0x80 | (cp & 0x3f));
-    } else {
-        o[(*len)++] = (uint8_t)(0xf0 | (cp >> 18));
-        o[(*len)++] = (uint8_t)(0x80 | ((cp >> 12) & 0x3f));
-        o[(*len)++] = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
-        o[(*len)++] = (uint8_t)(0x80 | (cp & 0x3f));
-    }
-}
-
-/*
- * The JSON string at p (p at the quote), decoded and appended to *buf at *len (growing it).
- * Decoding never makes a string longer than its JSON text, so the growth is bounded by N.
- */
-static int string_into(scanner *s, uint8_t **buf, size_t *cap, size_t *len) {
-    const uint8_t *b = s->b;
-    size_t n = s->n, p = s->p + 1, start = p;
-    p = st_plain_string_end(b, p, n);
-    if (p < n && b[p] == '"') {
-        if (grow_bytes(buf, cap, *len + (p - start)) != 0) return oom(s);
-        memcpy(*buf + *len, b + start, p - start);
-        *len += p - start;
-        s->p = p + 1;
-        return 0;
-    }
-    /* Escapes: the decoded text is never longer than the rest of the JSON. */
-    if (grow_bytes(buf, cap, *len + (n - start) + 4) != 0) return oom(s);
-    memcpy(*buf + *len, b + start, p - start);
-    *len += p - start;
-    size_t run = p;
-    for (;;) {
-        if (p >= n) {
-            s->p = p;
-            return fail(s, ST_INVALID_JSON, p, "unexpected end of the header JSON inside a string");
-        }
-        uint8_t c = b[p];
-        if (c == '"') {
-            memcpy(*buf + *len, b + run, p - run);
-            *len += p - run;
-            s->p = p + 1;
-            return 0;
-        }
-        if (c < 0x20) {
-            char d[32];
-            describe_byte(c, d, sizeof d);
-            return fail(s, ST_INVALID_JSON, p, "control character %s inside a string", d);
-        }
-        if (c != '\\') {
-            p++;
-            continue;
-        }
-        memcpy(*buf + *len, b + run, p - run);
-        *len += p - run;
-        size_t esc_at = p;
-        if (p + 1 >= n) {
-            s->p = p + 1;
-            return fail(s, ST_INVALID_JSON, p + 1, "unexpected end of the header JSON inside a string");
-        }
-        uint8_t e = b[p + 1];
-        p += 2;
-        uint8_t *o = *buf;
-        switch (e) {
-        case '"': o[(*len)++] = '"'; break;
-        case '\\': o[(*len)++] = '\\'; break;
-        case '/': o[(*len)++] = '/'; break;
-        case 'b': o[(*len)++] = '\b'; break;
-        case 'f': o[(*len)++] = '\f'; break;
-        case 'n': o[(*len)++] = '\n'; break;
-        case 'r': o[(*len)++] = '\r'; break;
-        case 't': o[(*len)++] = '\t'; break;
-        case 'u': {
-            uint32_t u, lo;
-            if (hex4(s, p, esc_at, &u) != 0) return -1;
-            p += 4;
-            if (u >= 0xdc00 && u <= 0xdfff) return fail(s, ST_INVALID_JSON, esc_at, "lone low surrogate in a \\u escape");
-            if (u >= 0xd800 && u <= 0xdbff) {
-                if (p + 1 < n && b[p] == '\\' && b[p + 1] == 'u') {
-                    if (hex4(s, p + 2, p, &lo) != 0) return -1;
-                    if (lo < 0xdc00 || lo > 0xdfff) return fail(s, ST_INVALID_JSON, esc_at, "lone high surrogate in a \\u escape");
-                    p += 6;
-                    put_utf8(o, len, 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00));
-                } else
-                    return fail(s, ST_INVALID_JSON, esc_at, "lone high surrogate in a \\u escape");
-            } else
-                put_utf8(o, len, u);
-            break;
-        }
-        default: {
-            char d[32];
-            describe_byte(e, d, sizeof d);
-            return fail(s, ST_INVALID_JSON, esc_at, "invalid escape %s in a string", d);
-        }
-        }
-        run = p;
-    }
-}
-
-/* A string decoded into a scratch buffer (reused). */
-typedef struct {
-    uint8_t *buf;
-    size_t cap, len;
-} scratch;
-
-static int string_scratch(scanner *s, scratch *x) {
-    x->len = 0;
-    return string_into(s, &x->buf, &x->cap, &x->len);
-}
+static int oom(scanner *s) { return st_json_oom(&s->j); }
 
 /* A number that must be a non-negative integer <= 2^53-1. */
 static int uint_value(scanner *s, const char *what, const uint8_t *tname, size_t tlen, double *out) {
-    const uint8_t *b = s->b;
-    size_t n = s->n, start = s->p, p = start;
+    const uint8_t *b = s->j.b;
+    size_t n = s->j.n, start = s->j.p, p = start;
     int negative = b[p] == '-';
     if (negative) p++;
     uint64_t value = 0;
@@ -264,21 +77,21 @@ static int uint_value(scanner *s, const char *what, const uint8_t *tname, size_t
             p++;
         }
     } else {
-        s->p = p;
+        s->j.p = p;
         if (p < n) {
             char d[32];
-            describe_byte(b[p], d, sizeof d);
-            return fail(s, ST_INVALID_JSON, p, "invalid number, found %s", d);
+            st_json_describe_byte(b[p], d, sizeof d);
+            return st_json_fail(&s->j, ST_INVALID_JSON, p, "invalid number, found %s", d);
         }
-        return fail(s, ST_INVALID_JSON, p, "unexpected end of the header JSON inside a number");
+        return st_json_fail(&s->j, ST_INVALID_JSON, p, "unexpected end of the header JSON inside a number");
     }
     int fraction = 0;
     if (p < n && b[p] == '.') {
         fraction = 1;
         p++;
         if (!(p < n && b[p] >= '0' && b[p] <= '9')) {
-            s->p = p;
-            return fail(s, ST_INVALID_JSON, p, "invalid number: no digit after '.'");
+            s->j.p = p;
+            return st_json_fail(&s->j, ST_INVALID_JSON, p, "invalid number: no digit after '.'");
         }
         while (p < n && b[p] >= '0' && b[p] <= '9') p++;
     }
@@ -287,19 +100,19 @@ static int uint_value(scanner *s, const char *what, const uint8_t *tname, size_t
         p++;
         if (p < n && (b[p] == '+' || b[p] == '-')) p++;
         if (!(p < n && b[p] >= '0' && b[p] <= '9')) {
-            s->p = p;
-            return fail(s, ST_INVALID_JSON, p, "invalid number: no digit in the exponent");
+            s->j.p = p;
+            return st_json_fail(&s->j, ST_INVALID_JSON, p, "invalid number: no digit in the exponent");
         }
         while (p < n && b[p] >= '0' && b[p] <= '9') p++;
     }
-    s->p = p;
+    s->j.p = p;
     if (negative || fraction) {
-        fail(s, ST_INVALID_TENSOR_ENTRY, start, "%s must hold non-negative integers", what);
+        st_json_fail(&s->j, ST_INVALID_TENSOR_ENTRY, start, "%s must hold non-negative integers", what);
         tensor_is(s, tname, tlen);
         return -1;
     }
     if (overflow) {
-        fail(s, ST_VALIDATION_OVERFLOW, start, "%s holds an integer above 2^53-1", what);
+        st_json_fail(&s->j, ST_VALIDATION_OVERFLOW, start, "%s holds an integer above 2^53-1", what);
         tensor_is(s, tname, tlen);
         return -1;
     }
@@ -310,32 +123,32 @@ static int uint_value(scanner *s, const char *what, const uint8_t *tname, size_t
 /* [uint, ...]: shape values go to the dims column (dims=1), offsets to out2 (first 2 kept). */
 static int uint_array(scanner *s, const char *what, const uint8_t *tname, size_t tlen, int dims, double *out2,
                       uint64_t *count_out) {
-    int c = peek(s);
+    int c = st_json_peek(&s->j);
     if (c != '[') {
-        if (is_value_start(c)) {
-            fail(s, ST_INVALID_TENSOR_ENTRY, s->p, "%s must be an array of non-negative integers", what);
+        if (st_json_is_value_start(c)) {
+            st_json_fail(&s->j, ST_INVALID_TENSOR_ENTRY, s->j.p, "%s must be an array of non-negative integers", what);
             tensor_is(s, tname, tlen);
             return -1;
         }
-        return expected(s, "a value");
+        return st_json_expected(&s->j, "a value");
     }
-    s->p++;
-    skip_ws(s);
+    s->j.p++;
+    st_json_skip_ws(&s->j);
     uint64_t count = 0;
-    if (peek(s) == ']') {
-        s->p++;
+    if (st_json_peek(&s->j) == ']') {
+        s->j.p++;
         *count_out = 0;
         return 0;
     }
     for (;;) {
-        int d = peek(s);
+        int d = st_json_peek(&s->j);
         if (d != '-' && !(d >= '0' && d <= '9')) {
-            if (is_value_start(d)) {
-                fail(s, ST_INVALID_TENSOR_ENTRY, s->p, "%s must hold non-negative integers", what);
+            if (st_json_is_value_start(d)) {
+                st_json_fail(&s->j, ST_INVALID_TENSOR_ENTRY, s->j.p, "%s must hold non-negative integers", what);
                 tensor_is(s, tname, tlen);
                 return -1;
             }
-            return expected(s, "a value");
+            return st_json_expected(&s->j, "a value");
         }
         double v = 0;
         if (uint_value(s, what, tname, tlen, &v) != 0) return -1;
@@ -344,19 +157,12 @@ static int uint_array(scanner *s, const char *what, const uint8_t *tname, size_t
         } else if (count < 2)
             out2[count] = v;
         count++;
-        skip_ws(s);
-        int e = peek(s);
-        if (e == ',') {
-            s->p++;
-            skip_ws(s);
-            continue;
-        }
-        if (e == ']') {
-            s->p++;
+        int more = st_json_next_or_close(&s->j, ']');
+        if (more < 0) return -1;
+        if (!more) {
             *count_out = count;
             return 0;
         }
-        return expected(s, "',' or ']'");
     }
 }
 
@@ -370,57 +176,52 @@ static int describe_dtype(const uint8_t *s, size_t len, char *out, size_t cap) {
     return snprintf(out, cap, "unknown dtype (not a safetensors dtype name)");
 }
 
-static int key_is(const scratch *k, const char *word) {
+static int key_is(const st_bytes *k, const char *word) {
     size_t n = strlen(word);
     return k->len == n && memcmp(k->buf, word, n) == 0;
 }
 
 static int entry_fail(scanner *s, st_code code, size_t pos, const uint8_t *name, size_t len, const char *msg) {
-    fail(s, code, pos, "%s", msg);
+    st_json_fail(&s->j, code, pos, "%s", msg);
     tensor_is(s, name, len);
     return -1;
 }
 
 /* The tensor entry at p; its name is already name `idx` of the string table. */
-static int scan_entry(scanner *s, scratch *key, scratch *val) {
+static int scan_entry(scanner *s, st_bytes *key, st_bytes *val) {
     st_table *t = s->t;
     uint32_t idx = t->count;
     const uint8_t *name = t->name_bytes + t->name_start[idx];
     size_t nlen = t->name_start[idx + 1] - t->name_start[idx];
-    int c = peek(s);
+    int c = st_json_peek(&s->j);
     if (c != '{') {
-        if (is_value_start(c))
-            return entry_fail(s, ST_INVALID_TENSOR_ENTRY, s->p, name, nlen,
+        if (st_json_is_value_start(c))
+            return entry_fail(s, ST_INVALID_TENSOR_ENTRY, s->j.p, name, nlen,
                               "a tensor entry must be an object with dtype, shape and data_offsets");
-        return expected(s, "a value");
+        return st_json_expected(&s->j, "a value");
     }
-    size_t entry_at = s->p;
-    s->p++;
-    skip_ws(s);
+    size_t entry_at = s->j.p;
+    s->j.p++;
+    st_json_skip_ws(&s->j);
     int dtype = -1, have_shape = 0, have_offsets = 0;
     double offsets[2] = {0, 0};
     uint32_t dims_start = t->n_dims;
-    if (peek(s) == '}')
-        s->p++;
+    if (st_json_peek(&s->j) == '}')
+        s->j.p++;
     else
         for (;;) {
-            if (peek(s) != '"') return expected(s, "a string key");
-            size_t key_at = s->p;
-            if (string_scratch(s, key) != 0) return -1;
-            /* string_into may have grown the name table? no: keys go to scratch. */
-            skip_ws(s);
-            if (peek(s) != ':') return expected(s, "':'");
-            s->p++;
-            skip_ws(s);
+            size_t key_at = s->j.p;
+            if (st_json_key(&s->j, key) != 0) return -1;
             if (key_is(key, "dtype")) {
                 if (dtype >= 0) return entry_fail(s, ST_DUPLICATE_KEY, key_at, name, nlen, "duplicate field dtype in a tensor entry");
-                int v = peek(s);
+                int v = st_json_peek(&s->j);
                 if (v != '"') {
-                    if (is_value_start(v)) return entry_fail(s, ST_INVALID_TENSOR_ENTRY, s->p, name, nlen, "dtype must be a string");
-                    return expected(s, "a value");
+                    if (st_json_is_value_start(v)) return entry_fail(s, ST_INVALID_TENSOR_ENTRY, s->j.p, name, nlen, "dtype must be a string");
+                    return st_json_expected(&s->j, "a value");
                 }
-                size_t at = s->p;
-                if (string_scratch(s, val) != 0) return -1;
+                size_t at = s->j.p;
+                val->len = 0;
+                if (st_json_string(&s->j, val) != 0) return -1;
                 dtype = st_dtype_code(val->buf, val->len);
                 if (dtype < 0) {
                     char msg[96];
@@ -435,11 +236,11 @@ static int scan_entry(scanner *s, scratch *key, scratch *val) {
             } else if (key_is(key, "data_offsets")) {
                 if (have_offsets)
                     return entry_fail(s, ST_DUPLICATE_KEY, key_at, name, nlen, "duplicate field data_offsets in a tensor entry");
-                size_t at = s->p;
+                size_t at = s->j.p;
                 uint64_t count;
                 if (uint_array(s, "data_offsets", name, nlen, 0, offsets, &count) != 0) return -1;
                 if (count != 2) {
-                    fail(s, ST_INVALID_TENSOR_ENTRY, at, "data_offsets must hold exactly 2 integers, found %llu", (unsigned long long)count);
+                    st_json_fail(&s->j, ST_INVALID_TENSOR_ENTRY, at, "data_offsets must hold exactly 2 integers, found %llu", (unsigned long long)count);
                     tensor_is(s, name, nlen);
                     return -1;
                 }
@@ -447,18 +248,9 @@ static int scan_entry(scanner *s, scratch *key, scratch *val) {
             } else
                 return entry_fail(s, ST_INVALID_TENSOR_ENTRY, key_at, name, nlen,
                                   "unknown field in a tensor entry (allowed: dtype, shape, data_offsets)");
-            skip_ws(s);
-            int e = peek(s);
-            if (e == ',') {
-                s->p++;
-                skip_ws(s);
-                continue;
-            }
-            if (e == '}') {
-                s->p++;
-                break;
-            }
-            return expected(s, "',' or '}'");
+            int more = st_json_next_or_close(&s->j, '}');
+            if (more < 0) return -1;
+            if (!more) break;
         }
     if (dtype < 0) return entry_fail(s, ST_INVALID_TENSOR_ENTRY, entry_at, name, nlen, "missing field dtype");
     if (!have_shape) return entry_fail(s, ST_INVALID_TENSOR_ENTRY, entry_at, name, nlen, "missing field shape");
@@ -490,30 +282,30 @@ static int push_meta_string(scanner *s) {
         t->meta_start = m;
         t->meta_cap = c;
     }
-    return string_into(s, &t->meta_bytes, &t->meta_bytes_cap, &t->meta_length);
+    return st_json_string_onto(&s->j, &t->meta_bytes, &t->meta_bytes_cap, &t->meta_length);
 }
 
 static int scan_metadata(scanner *s) {
     static const uint8_t META[] = "__metadata__";
     st_table *t = s->t;
-    int c = peek(s);
+    int c = st_json_peek(&s->j);
     if (c == 'n') {
-        if (s->p + 4 <= s->n && s->b[s->p + 1] == 'u' && s->b[s->p + 2] == 'l' && s->b[s->p + 3] == 'l') {
-            s->p += 4;
+        if (s->j.p + 4 <= s->j.n && s->j.b[s->j.p + 1] == 'u' && s->j.b[s->j.p + 2] == 'l' && s->j.b[s->j.p + 3] == 'l') {
+            s->j.p += 4;
             t->has_metadata = 0;
             t->meta_count = 0;
             t->meta_length = 0;
             return 0;
         }
-        return fail(s, ST_INVALID_JSON, s->p, "invalid literal (expected null)");
+        return st_json_fail(&s->j, ST_INVALID_JSON, s->j.p, "invalid literal (expected null)");
     }
     if (c != '{') {
-        if (is_value_start(c))
-            return entry_fail(s, ST_INVALID_METADATA, s->p, META, 12, "__metadata__ must be an object of strings (or null)");
-        return expected(s, "a value");
+        if (st_json_is_value_start(c))
+            return entry_fail(s, ST_INVALID_METADATA, s->j.p, META, 12, "__metadata__ must be an object of strings (or null)");
+        return st_json_expected(&s->j, "a value");
     }
-    s->p++;
-    skip_ws(s);
+    s->j.p++;
+    st_json_skip_ws(&s->j);
     t->has_metadata = 1;
     t->meta_count = 0;
     t->meta_length = 0;
@@ -526,13 +318,13 @@ static int scan_metadata(scanner *s) {
     st_hash_free(s->meta_keys);
     s->meta_keys = st_hash_new(8, meta_name_of, t);
     if (!s->meta_keys) return oom(s);
-    if (peek(s) == '}') {
-        s->p++;
+    if (st_json_peek(&s->j) == '}') {
+        s->j.p++;
         return 0;
     }
     for (;;) {
-        if (peek(s) != '"') return expected(s, "a string key");
-        size_t key_at = s->p;
+        if (st_json_peek(&s->j) != '"') return st_json_expected(&s->j, "a string key");
+        size_t key_at = s->j.p;
         if (push_meta_string(s) != 0) return -1;
         uint32_t k = t->meta_count;
         t->meta_start[2 * k + 1] = (uint32_t)t->meta_length;
@@ -541,31 +333,22 @@ static int scan_metadata(scanner *s) {
         uint32_t prev = st_hash_insert(s->meta_keys, key, klen, st_hash_bytes(key, klen), k);
         if (prev == UINT32_MAX - 1) return oom(s);
         if (prev != UINT32_MAX) return entry_fail(s, ST_DUPLICATE_KEY, key_at, META, 12, "duplicate key in __metadata__");
-        skip_ws(s);
-        if (peek(s) != ':') return expected(s, "':'");
-        s->p++;
-        skip_ws(s);
-        int v = peek(s);
+        st_json_skip_ws(&s->j);
+        if (st_json_peek(&s->j) != ':') return st_json_expected(&s->j, "':'");
+        s->j.p++;
+        st_json_skip_ws(&s->j);
+        int v = st_json_peek(&s->j);
         if (v != '"') {
-            if (is_value_start(v)) return entry_fail(s, ST_INVALID_METADATA, s->p, META, 12, "__metadata__ values must be strings");
-            return expected(s, "a value");
+            if (st_json_is_value_start(v)) return entry_fail(s, ST_INVALID_METADATA, s->j.p, META, 12, "__metadata__ values must be strings");
+            return st_json_expected(&s->j, "a value");
         }
         /* the key may not be in the hash twice; meta_count counts the key now */
         t->meta_count = k + 1;
         if (push_meta_string(s) != 0) return -1;
         t->meta_start[2 * k + 2] = (uint32_t)t->meta_length;
-        skip_ws(s);
-        int e = peek(s);
-        if (e == ',') {
-            s->p++;
-            skip_ws(s);
-            continue;
-        }
-        if (e == '}') {
-            s->p++;
-            return 0;
-        }
-        return expected(s, "',' or '}'");
+        int more = st_json_next_or_close(&s->j, '}');
+        if (more < 0) return -1;
+        if (!more) return 0;
     }
 }
 
@@ -579,50 +362,50 @@ static void table_name_of(const void *ctx, uint32_t i, const uint8_t **name, siz
 
 static int scan_object(scanner *s) {
     st_table *t = s->t;
-    scratch key = {0}, val = {0};
+    st_bytes key = {0}, val = {0};
     int seen_metadata = 0, rc = -1;
-    skip_ws(s);
-    int c = peek(s);
+    st_json_skip_ws(&s->j);
+    int c = st_json_peek(&s->j);
     if (c != '{') {
-        if (c == 0xef && s->p + 2 < s->n && s->b[s->p + 1] == 0xbb && s->b[s->p + 2] == 0xbf) {
-            fail(s, ST_INVALID_JSON, s->p, "a UTF-8 byte order mark precedes the header JSON");
+        if (c == 0xef && s->j.p + 2 < s->j.n && s->j.b[s->j.p + 1] == 0xbb && s->j.b[s->j.p + 2] == 0xbf) {
+            st_json_fail(&s->j, ST_INVALID_JSON, s->j.p, "a UTF-8 byte order mark precedes the header JSON");
             goto done;
         }
-        if (is_value_start(c)) {
-            fail(s, ST_INVALID_HEADER, s->p, "the header must be a JSON object");
+        if (st_json_is_value_start(c)) {
+            st_json_fail(&s->j, ST_INVALID_HEADER, s->j.p, "the header must be a JSON object");
             goto done;
         }
-        expected(s, "'{'");
+        st_json_expected(&s->j, "'{'");
         goto done;
     }
-    s->p++;
-    skip_ws(s);
+    s->j.p++;
+    st_json_skip_ws(&s->j);
     t->name_start[0] = 0;
-    if (peek(s) == '}')
-        s->p++;
+    if (st_json_peek(&s->j) == '}')
+        s->j.p++;
     else
         for (;;) {
-            if (peek(s) != '"') {
-                expected(s, "a string key");
+            if (st_json_peek(&s->j) != '"') {
+                st_json_expected(&s->j, "a string key");
                 goto done;
             }
-            size_t key_at = s->p;
+            size_t key_at = s->j.p;
             if (grow_entries(t) != 0) {
                 oom(s);
                 goto done;
             }
             /* Decode the key straight into the string table as name `count`. */
             size_t before = t->name_length;
-            if (string_into(s, &t->name_bytes, &t->name_cap, &t->name_length) != 0) goto done;
+            if (st_json_string_onto(&s->j, &t->name_bytes, &t->name_cap, &t->name_length) != 0) goto done;
             const uint8_t *k = t->name_bytes + before;
             size_t klen = t->name_length - before;
-            skip_ws(s);
-            if (peek(s) != ':') {
-                expected(s, "':'");
+            st_json_skip_ws(&s->j);
+            if (st_json_peek(&s->j) != ':') {
+                st_json_expected(&s->j, "':'");
                 goto done;
             }
-            s->p++;
-            skip_ws(s);
+            s->j.p++;
+            st_json_skip_ws(&s->j);
             if (klen == 12 && memcmp(k, "__metadata__", 12) == 0) {
                 t->name_length = before;
                 if (seen_metadata) {
@@ -646,25 +429,15 @@ static int scan_object(scanner *s) {
                 }
                 if (scan_entry(s, &key, &val) != 0) goto done;
             }
-            skip_ws(s);
-            int e = peek(s);
-            if (e == ',') {
-                s->p++;
-                skip_ws(s);
-                continue;
-            }
-            if (e == '}') {
-                s->p++;
-                break;
-            }
-            expected(s, "',' or '}'");
-            goto done;
+            int more = st_json_next_or_close(&s->j, '}');
+            if (more < 0) goto done;
+            if (!more) break;
         }
-    skip_ws(s);
-    if (s->p != s->n) {
+    st_json_skip_ws(&s->j);
+    if (s->j.p != s->j.n) {
         char d[32];
-        describe_byte(s->b[s->p], d, sizeof d);
-        fail(s, ST_INVALID_JSON, s->p, "trailing %s after the header object", d);
+        st_json_describe_byte(s->j.b[s->j.p], d, sizeof d);
+        st_json_fail(&s->j, ST_INVALID_JSON, s->j.p, "trailing %s after the header object", d);
         goto done;
     }
     rc = 0;
@@ -744,7 +517,7 @@ int st_parse_header(const uint8_t *header, size_t n, uint64_t file_size, st_tabl
     if (!t->dtype || !t->begin || !t->end || !t->shape_start || !t->name_start || !t->names)
         return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1;
     t->name_start[0] = 0;
-    scanner s = {header, n, 0, e, t, NULL};
+    scanner s = {{header, n, 0, e, "header"}, t, NULL};
     int rc = scan_object(&s);
     st_hash_free(s.meta_keys);
     if (rc != 0) return -1;
