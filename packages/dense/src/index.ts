@@ -120,6 +120,44 @@ export function gemmF32(w: Float32Array, X: Float32Array, Y: Float32Array, shape
   return Y;
 }
 
+// ---------------------------------------------------------------- accumulating small GEMM
+//
+// C[m][n] += A[m][k] B[k][n], one FMA chain per output element, in p order, at every SIMD level:
+//   C[i][j] = fmaf(A[i][p], B[p][j], C[i][j]) for p = 0, 1, ..., k-1 (starting from C's value).
+// The small products of the chunked KDA prefill (@k3/kda) and MLA's P.V (@k3/mla) run on this one
+// kernel through the C table; from JS it runs on the calling thread.
+
+/** Shape of `C[m][n] += A[m][k] B[k][n]`; row strides in elements default to the row widths. */
+export interface GemmAccShape {
+  m: number;
+  n: number;
+  k: number;
+  /** Row stride of A (>= k; default k). */
+  lda?: number;
+  /** Row stride of B (>= n; default n). */
+  ldb?: number;
+  /** Row stride of C (>= n; default n). Elements between rows are left untouched. */
+  ldc?: number;
+}
+
+/**
+ * C[m][n] += A[m][k] B[k][n] in f32 (all row-major). C is updated in place and returned; its
+ * span must not overlap A's or B's. Bit-identical at every SIMD level (order above).
+ */
+export function gemmAccF32(A: Float32Array, B: Float32Array, C: Float32Array, shape: GemmAccShape): Float32Array {
+  native.gemmAccF32(A, B, C, shape.m, shape.n, shape.k, shape.lda ?? shape.k, shape.ldb ?? shape.n, shape.ldc ?? shape.n);
+  return C;
+}
+
+/**
+ * As gemmAccF32 with B in bf16 (raw bits, widened exactly): `B` may be a Uint16Array or any view
+ * of the bits starting at an even byte offset (a safetensors tensor's Uint8Array, say).
+ */
+export function gemmAccBf16(A: Float32Array, B: ArrayBufferView, C: Float32Array, shape: GemmAccShape): Float32Array {
+  native.gemmAccBf16(A, B, C, shape.m, shape.n, shape.k, shape.lda ?? shape.k, shape.ldb ?? shape.n, shape.ldc ?? shape.n);
+  return C;
+}
+
 // ---------------------------------------------------------------- norms and activations
 //
 // One C implementation each (O(n) per token), identical at every SIMD level; exp/tanh are libm's

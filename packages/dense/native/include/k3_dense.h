@@ -73,6 +73,18 @@ typedef struct k3_dense_api {
     void (*softmax)(const float *x, float *out, size_t dim, size_t n_rows);
     /* k largest of values[n], descending; ties -> lower index first; NaN ranks below -inf. k <= n. */
     void (*top_k)(const float *values, size_t n, size_t k, int32_t *out_index, float *out_value);
+
+    /* ---- appended: the accumulating small GEMM (@k3/kda chunked prefill, @k3/mla P.V) ---- */
+
+    /* C[m][n] += A[m][k] B[k][n]; A, C f32, B f32 or bf16 bits; row-major, row strides lda >= k,
+       ldb >= n, ldc >= n (elements); C must not overlap A or B. Fixed order for every (i, j), at
+       every SIMD level (one FMA chain per element, never split):
+         C[i][j] = fmaf(A[i][p], B[p][j], C[i][j])   for p = 0, 1, ..., k-1   (starting from C)
+       Runs on the calling thread (call it from inside parallel_for tasks; it never uses the pool). */
+    void (*gemm_acc_f32)(size_t m, size_t n, size_t k, const float *A, size_t lda, const float *B, size_t ldb,
+                         float *C, size_t ldc);
+    void (*gemm_acc_bf16)(size_t m, size_t n, size_t k, const float *A, size_t lda, const uint16_t *B, size_t ldb,
+                          float *C, size_t ldc);
 } k3_dense_api;
 
 /* Provided by @k3/dense itself. */

@@ -9,6 +9,7 @@ extern "C" {
 #include "pool.h"
 #include "gemv_bf16.h"
 #include "gemm.h"
+#include "gemm_acc.h"
 #include "ops.h"
 #include "memread.h"
 }
@@ -167,6 +168,85 @@ static Napi::Value GemmF32(const Napi::CallbackInfo &info) {
     k3_gemm_f32(w, ld, x, y, rows, cols, batch);
     return env.Undefined();
 }
+
+// ---------------------------------------------------------------- accumulating small GEMM
+
+// One operand of gemmAcc: `rows` rows of `cols` values, `ld` apart, in `bytes` bytes from `data`.
+struct Operand {
+    const char *name;         // "A", "B", "C"
+    const char *rows_name;    // for messages: "m", "k"
+    const char *cols_name;    // "k", "n"
+    const char *ld_name;      // "lda", "ldb", "ldc"
+    const uint8_t *data;
+    size_t bytes, rows, cols, ld, elem;
+    size_t span;              // bytes from data to the end of the last value used (0 when empty)
+};
+
+// Checks ld >= cols and that rows x cols (stride ld) fit; sets op->span.
+static bool check_operand(Napi::Env env, const char *fn, Operand *op) {
+    if (op->ld < op->cols)
+        return k3::fail(env, fn,
+                        std::string(op->ld_name) + " (" + std::to_string(op->ld) + ") must be >= " + op->cols_name + " (" +
+                            std::to_string(op->cols) + ")",
+                        true);
+    op->span = 0;
+    if (op->rows == 0 || op->cols == 0) return true;
+    size_t need;
+    if (!k3::mul_size(op->rows - 1, op->ld, &need) || need > SIZE_MAX - op->cols || (need += op->cols) > SIZE_MAX / op->elem ||
+        op->bytes < need * op->elem)
+        return k3::fail(env, fn,
+                        std::string(op->name) + " holds " + std::to_string(op->bytes / op->elem) + " values, needs " +
+                            op->rows_name + " x " + op->cols_name + " = " + std::to_string(op->rows) + " x " +
+                            std::to_string(op->cols) + " with row stride " + op->ld_name + " = " + std::to_string(op->ld),
+                        true);
+    op->span = need * op->elem;
+    return true;
+}
+
+static bool spans_overlap(const Operand &a, const Operand &b) {
+    if (a.span == 0 || b.span == 0) return false;
+    return a.data < b.data + b.span && b.data < a.data + a.span;
+}
+
+// gemmAccF32 / gemmAccBf16 (A, B, C, m, n, k, lda, ldb, ldc): C[m][n] += A[m][k] B[k][n].
+static Napi::Value GemmAcc(const Napi::CallbackInfo &info, const char *fn, bool bf16) {
+    Napi::Env env = info.Env();
+    float *a, *c;
+    size_t na, nc, m, n, k, lda, ldb, ldc;
+    k3::Bytes b;
+    float *bf = nullptr;
+    size_t nbf = 0;
+    if (!k3::get_f32(info, 0, fn, "A", 0, &a, &na)) return env.Undefined();
+    if (bf16 ? !k3::get_bytes(info, 1, fn, "B", &b) : !k3::get_f32(info, 1, fn, "B", 0, &bf, &nbf)) return env.Undefined();
+    if (!k3::get_f32(info, 2, fn, "C", 0, &c, &nc) || !k3::get_size(info, 3, fn, "m", &m) ||
+        !k3::get_size(info, 4, fn, "n", &n) || !k3::get_size(info, 5, fn, "k", &k) ||
+        !k3::get_size(info, 6, fn, "lda", &lda) || !k3::get_size(info, 7, fn, "ldb", &ldb) ||
+        !k3::get_size(info, 8, fn, "ldc", &ldc))
+        return env.Undefined();
+    if (!bf16) {
+        b.data = reinterpret_cast<uint8_t *>(bf);
+        b.length = nbf * 4;
+    }
+    Operand A = {"A", "m", "k", "lda", reinterpret_cast<const uint8_t *>(a), na * 4, m, k, lda, 4, 0};
+    Operand B = {"B", "k", "n", "ldb", b.data, b.length, k, n, ldb, bf16 ? 2u : 4u, 0};
+    Operand C = {"C", "m", "n", "ldc", reinterpret_cast<const uint8_t *>(c), nc * 4, m, n, ldc, 4, 0};
+    if (!check_operand(env, fn, &A) || !check_operand(env, fn, &B) || !check_operand(env, fn, &C)) return env.Undefined();
+    if (bf16 && reinterpret_cast<uintptr_t>(b.data) % 2 != 0)
+        return k3::fail(env, fn, "B must start at an even byte offset (bf16)", true), env.Undefined();
+    if (spans_overlap(C, A) || spans_overlap(C, B))
+        return k3::fail(env, fn, std::string("C overlaps ") + (spans_overlap(C, A) ? "A" : "B") +
+                                     " (C is written while A and B are read)",
+                        true),
+               env.Undefined();
+    if (m == 0 || n == 0 || k == 0) return env.Undefined();
+    if (bf16)
+        k3_gemm_acc_bf16(m, n, k, a, lda, reinterpret_cast<const uint16_t *>(b.data), ldb, c, ldc);
+    else
+        k3_gemm_acc_f32(m, n, k, a, lda, bf, ldb, c, ldc);
+    return env.Undefined();
+}
+static Napi::Value GemmAccF32(const Napi::CallbackInfo &info) { return GemmAcc(info, "gemmAccF32", false); }
+static Napi::Value GemmAccBf16(const Napi::CallbackInfo &info) { return GemmAcc(info, "gemmAccBf16", true); }
 
 // Checks a row-wise op: x.length is a positive multiple of dim and out is as long as x.
 static bool check_rows(Napi::Env env, const char *fn, size_t nx, size_t nout, size_t dim, size_t *n_rows) {
@@ -341,6 +421,8 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["gemvF32"] = Napi::Function::New(env, GemvF32);
     exports["gemmBf16"] = Napi::Function::New(env, GemmBf16);
     exports["gemmF32"] = Napi::Function::New(env, GemmF32);
+    exports["gemmAccF32"] = Napi::Function::New(env, GemmAccF32);
+    exports["gemmAccBf16"] = Napi::Function::New(env, GemmAccBf16);
     exports["rmsNorm"] = Napi::Function::New(env, RmsNorm);
     exports["l2Normalize"] = Napi::Function::New(env, L2Normalize);
     exports["sigmoid"] = Napi::Function::New(env, Sigmoid);

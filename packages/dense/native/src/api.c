@@ -4,6 +4,7 @@
 #include "pool.h"
 #include "gemv_bf16.h"
 #include "gemm.h"
+#include "gemm_acc.h"
 #include "ops.h"
 
 static const k3_dense_api api = {
@@ -24,6 +25,8 @@ static const k3_dense_api api = {
     .situ_glu = k3_situ_glu,
     .softmax = k3_softmax,
     .top_k = k3_top_k,
+    .gemm_acc_f32 = k3_gemm_acc_f32,
+    .gemm_acc_bf16 = k3_gemm_acc_bf16,
 };
 
 const k3_dense_api *k3_dense_get_api(void) { return &api; }
