@@ -12,10 +12,11 @@ const char *const st_dtype_names[ST_N_DTYPES] = {
 
 const uint8_t st_dtype_bits[ST_N_DTYPES] = {8, 4, 6, 6, 8, 8, 8, 8, 8, 8, 8, 16, 16, 16, 16, 32, 32, 32, 64, 64, 64, 64};
 
+/* strlen of each name (the lookup runs once per tensor: 497k times for K3). */
+static const uint8_t name_length[ST_N_DTYPES] = {4, 2, 7, 7, 2, 2, 7, 7, 7, 11, 11, 3, 3, 3, 4, 3, 3, 3, 3, 3, 3, 3};
+
 int st_dtype_code(const uint8_t *s, size_t len) {
-    for (int i = 0; i < ST_N_DTYPES; i++) {
-        size_t n = strlen(st_dtype_names[i]);
-        if (n == len && memcmp(s, st_dtype_names[i], n) == 0) return i;
-    }
+    for (int i = 0; i < ST_N_DTYPES; i++)
+        if (name_length[i] == len && memcmp(s, st_dtype_names[i], len) == 0) return i;
     return -1;
 }

@@ -132,7 +132,11 @@ static void shard_name_of(const void *ctx, uint32_t i, const uint8_t **name, siz
 
 static int oom(ix_scanner *s) { return st_json_oom(&s->j); }
 
+static int same_plain_shard(ix_scanner *s, const st_index *x, uint32_t id);
+static int new_shard_value(ix_scanner *s, st_index *x, st_hash *shards, uint32_t k, size_t name_at, uint32_t *plain_shard);
+
 static int scan_weight_map(ix_scanner *s, st_index *x, st_hash *shards) {
+    uint32_t plain_shard = UINT32_MAX; /* a shard whose name has no escapes (see same_plain_shard) */
     int v = st_json_peek(&s->j);
     if (v != '{') {
         if (st_json_is_value_start(v)) return st_json_fail(&s->j, ST_INVALID_INDEX, s->j.p, "weight_map must be an object of tensor name -> shard file");
@@ -192,48 +196,79 @@ static int scan_weight_map(ix_scanner *s, st_index *x, st_hash *shards) {
             }
             return st_json_expected(&s->j, "a value");
         }
-        /* Decode the shard name as a tentative new shard, keep it only if it is new. */
-        if (x->n_shards + 2 > x->shard_cap) {
-            uint32_t c = x->shard_cap ? x->shard_cap * 2 : 64;
-            uint32_t *ss = realloc(x->shard_start, (c + 1) * sizeof(uint32_t));
-            if (!ss) return oom(s);
-            x->shard_start = ss;
-            x->shard_cap = c;
-        }
-        size_t before = x->shard_length;
-        if (st_json_string_onto(&s->j, &x->shard_bytes, &x->shard_bytes_cap, &x->shard_length) != 0) return -1;
-        x->shard_start[x->n_shards + 1] = (uint32_t)x->shard_length;
-        const uint8_t *sh = x->shard_bytes + before;
-        size_t slen = x->shard_length - before;
-        /* Neighbouring entries usually name the same shard: try the previous one first. */
-        uint32_t id = UINT32_MAX;
-        uint64_t h = 0;
-        if (k > 0) {
-            uint32_t last = x->shard_of[k - 1];
-            uint32_t a = x->shard_start[last], z = x->shard_start[last + 1];
-            if (z - a == slen && memcmp(x->shard_bytes + a, sh, slen) == 0) id = last;
-        }
-        if (id == UINT32_MAX) {
-            h = st_hash_bytes(sh, slen);
-            id = st_hash_find(shards, sh, slen, h);
-        }
-        if (id == UINT32_MAX) {
-            if (x->n_shards >= ST_MAX_SHARDS) {
-                st_json_fail(&s->j, ST_INVALID_INDEX, name_at, "more than %d shard files", ST_MAX_SHARDS);
-                st_error_set_tensor(s->j.e, name, nlen);
-                return -1;
-            }
-            id = x->n_shards;
-            if (st_hash_insert(shards, sh, slen, h, id) == UINT32_MAX - 1) return oom(s);
-            x->n_shards++;
-        } else
-            x->shard_length = before;
-        x->shard_of[k] = id;
-        x->count = k + 1;
+        if (k > 0 && x->shard_of[k - 1] == plain_shard && same_plain_shard(s, x, plain_shard)) {
+            x->shard_of[k] = plain_shard;
+            x->count = k + 1;
+        } else if (new_shard_value(s, x, shards, k, name_at, &plain_shard) != 0)
+            return -1;
         int more = st_json_next_or_close(&s->j, '}');
         if (more < 0) return -1;
         if (!more) return 0;
     }
+}
+
+/* ---------------------------------------------------------------- shard values */
+
+/*
+ * Neighbouring entries usually name the same shard. When that shard's name was written without
+ * escapes, the same raw bytes followed by '"' at p are that name again (text without escapes
+ * decodes to itself), so one memcmp replaces decoding. Moves p past the string when it matches.
+ */
+static int same_plain_shard(ix_scanner *s, const st_index *x, uint32_t id) {
+    uint32_t a = x->shard_start[id], len = x->shard_start[id + 1] - a;
+    size_t q = s->j.p + 1;
+    if (q + len >= s->j.n || s->j.b[q + len] != '"' || memcmp(s->j.b + q, x->shard_bytes + a, len) != 0) return 0;
+    s->j.p = q + len + 1;
+    return 1;
+}
+
+/* The shard string at p, decoded, looked up (or added) as entry k's shard. *plain_shard becomes
+   its id when it was written without escapes, else UINT32_MAX. */
+static int new_shard_value(ix_scanner *s, st_index *x, st_hash *shards, uint32_t k, size_t name_at, uint32_t *plain_shard) {
+    const uint8_t *name;
+    size_t nlen;
+    st_index_name(x, k, &name, &nlen);
+    size_t quote_at = s->j.p;
+    /* Decode the shard name as a tentative new shard, keep it only if it is new. */
+    if (x->n_shards + 2 > x->shard_cap) {
+        uint32_t c = x->shard_cap ? x->shard_cap * 2 : 64;
+        uint32_t *ss = realloc(x->shard_start, (c + 1) * sizeof(uint32_t));
+        if (!ss) return oom(s);
+        x->shard_start = ss;
+        x->shard_cap = c;
+    }
+    size_t before = x->shard_length;
+    if (st_json_string_onto(&s->j, &x->shard_bytes, &x->shard_bytes_cap, &x->shard_length) != 0) return -1;
+    x->shard_start[x->n_shards + 1] = (uint32_t)x->shard_length;
+    const uint8_t *sh = x->shard_bytes + before;
+    size_t slen = x->shard_length - before;
+    /* Neighbouring entries usually name the same shard: try the previous one first. */
+    uint32_t id = UINT32_MAX;
+    uint64_t h = 0;
+    if (k > 0) {
+        uint32_t last = x->shard_of[k - 1];
+        uint32_t a = x->shard_start[last], z = x->shard_start[last + 1];
+        if (z - a == slen && memcmp(x->shard_bytes + a, sh, slen) == 0) id = last;
+    }
+    if (id == UINT32_MAX) {
+        h = st_hash_bytes(sh, slen);
+        id = st_hash_find(shards, sh, slen, h);
+    }
+    if (id == UINT32_MAX) {
+        if (x->n_shards >= ST_MAX_SHARDS) {
+            st_json_fail(&s->j, ST_INVALID_INDEX, name_at, "more than %d shard files", ST_MAX_SHARDS);
+            st_error_set_tensor(s->j.e, name, nlen);
+            return -1;
+        }
+        id = x->n_shards;
+        if (st_hash_insert(shards, sh, slen, h, id) == UINT32_MAX - 1) return oom(s);
+        x->n_shards++;
+    } else
+        x->shard_length = before;
+    x->shard_of[k] = id;
+    x->count = k + 1;
+    *plain_shard = s->j.p - quote_at - 2 == slen ? id : UINT32_MAX;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- duplicates */

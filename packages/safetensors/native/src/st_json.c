@@ -195,22 +195,6 @@ int st_json_key(st_json *s, st_bytes *x) {
     return 0;
 }
 
-int st_json_next_or_close(st_json *s, uint8_t closer) {
-    st_json_skip_ws(s);
-    int e = st_json_peek(s);
-    if (e == ',') {
-        s->p++;
-        st_json_skip_ws(s);
-        return 1;
-    }
-    if (e == closer) {
-        s->p++;
-        return 0;
-    }
-    st_json_expected(s, closer == '}' ? "',' or '}'" : "',' or ']'");
-    return -1;
-}
-
 int st_json_string_onto(st_json *s, uint8_t **buf, size_t *cap, size_t *len) {
     st_bytes x = {*buf, *cap, *len};
     int rc = st_json_string(s, &x);

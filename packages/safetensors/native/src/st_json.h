@@ -43,13 +43,6 @@ int st_json_string(st_json *s, st_bytes *x);
 int st_json_string_onto(st_json *s, uint8_t **buf, size_t *cap, size_t *len);
 /* A string key and the ':' after it, decoded into x (emptied first); leaves p on the value. */
 int st_json_key(st_json *s, st_bytes *x);
-/*
- * After an element or member: skips white space; on ',' consumes it and the white space after
- * and returns 1 (another follows); on `closer` ('}' or ']') consumes it and returns 0; else
- * fails "expected ',' or '}'" (or ']') and returns -1.
- */
-int st_json_next_or_close(st_json *s, uint8_t closer);
-
 static inline int st_json_peek(const st_json *s) { return s->p < s->n ? s->b[s->p] : -1; }
 
 static inline void st_json_skip_ws(st_json *s) {
@@ -61,6 +54,27 @@ static inline void st_json_skip_ws(st_json *s) {
         p++;
     }
     s->p = p;
+}
+
+/*
+ * After an element or member: skips white space; on ',' consumes it and the white space after
+ * and returns 1 (another follows); on `closer` ('}' or ']') consumes it and returns 0; else
+ * fails "expected ',' or '}'" (or ']') and returns -1. Inline: it runs after every value.
+ */
+static inline int st_json_next_or_close(st_json *s, uint8_t closer) {
+    st_json_skip_ws(s);
+    int e = st_json_peek(s);
+    if (e == ',') {
+        s->p++;
+        st_json_skip_ws(s);
+        return 1;
+    }
+    if (e == closer) {
+        s->p++;
+        return 0;
+    }
+    st_json_expected(s, closer == '}' ? "',' or '}'" : "',' or ']'");
+    return -1;
 }
 
 #endif

@@ -187,10 +187,87 @@ static int entry_fail(scanner *s, st_code code, size_t pos, const uint8_t *name,
     return -1;
 }
 
+/* ---------------------------------------------------------------- the compact fast path */
+
+/*
+ * Writers emit every entry as the same compact text: {"dtype":"X","shape":[..],"data_offsets":[a,b]}
+ * with plain decimal integers. These functions accept exactly that text and nothing else; on
+ * the first byte that differs they return 0 and the general scanner below parses the entry from
+ * its start (so every error, and every accepted variant, is the general scanner's). When they
+ * succeed the general scanner would have read the same values: no escapes, no white space, keys
+ * distinct, integers without sign, fraction, exponent or leading zero, <= 2^53-1.
+ */
+
+/* A plain integer at p: the index after its digits, or 0 (the general scanner decides). */
+static size_t fast_uint(const uint8_t *b, size_t p, size_t n, double *out) {
+    size_t start = p;
+    uint64_t v = 0;
+    while (p < n && (uint8_t)(b[p] - '0') < 10) {
+        if (p - start == 16) return 0; /* 17+ digits: above 2^53-1, or a leading zero */
+        v = v * 10 + (uint64_t)(b[p] - '0');
+        p++;
+    }
+    size_t digits = p - start;
+    if (digits == 0 || (digits > 1 && b[start] == '0') || v > ST_MAX_SAFE) return 0;
+    *out = (double)v;
+    return p;
+}
+
+static int literal_at(const uint8_t *b, size_t p, size_t n, const char *text, size_t len) {
+    return p + len <= n && memcmp(b + p, text, len) == 0;
+}
+
+/* The entry at p in the compact form: 1 when stored (p moves past it), 0 when not that form. */
+static int fast_entry(scanner *s, uint32_t idx) {
+    static const char DTYPE[] = "{\"dtype\":\"", SHAPE[] = "\",\"shape\":[", OFFSETS[] = ",\"data_offsets\":[";
+    const uint8_t *b = s->j.b;
+    size_t n = s->j.n, p = s->j.p;
+    st_table *t = s->t;
+    if (!literal_at(b, p, n, DTYPE, sizeof DTYPE - 1)) return 0;
+    p += sizeof DTYPE - 1;
+    size_t d0 = p;
+    while (p < n && b[p] != '"') {
+        if (b[p] == '\\' || b[p] < 0x20 || p - d0 > 16) return 0;
+        p++;
+    }
+    int dtype = st_dtype_code(b + d0, p - d0);
+    if (dtype < 0 || !literal_at(b, p, n, SHAPE, sizeof SHAPE - 1)) return 0;
+    p += sizeof SHAPE - 1;
+    uint32_t dims_start = t->n_dims;
+    double v, offsets[2];
+    if (p < n && b[p] == ']')
+        p++;
+    else
+        for (;;) {
+            size_t q = fast_uint(b, p, n, &v);
+            if (q == 0 || q >= n || push_dim(t, v) != 0) goto general;
+            p = q + 1;
+            if (b[q] == ']') break;
+            if (b[q] != ',') goto general;
+        }
+    if (!literal_at(b, p, n, OFFSETS, sizeof OFFSETS - 1)) goto general;
+    p += sizeof OFFSETS - 1;
+    size_t q = fast_uint(b, p, n, &offsets[0]);
+    if (q == 0 || q >= n || b[q] != ',') goto general;
+    q = fast_uint(b, q + 1, n, &offsets[1]);
+    if (q == 0 || q + 1 >= n || b[q] != ']' || b[q + 1] != '}') goto general;
+    t->dtype[idx] = (uint8_t)dtype;
+    t->begin[idx] = offsets[0];
+    t->end[idx] = offsets[1];
+    t->shape_start[idx] = dims_start;
+    t->count = idx + 1;
+    s->j.p = q + 2;
+    return 1;
+general:
+    t->n_dims = dims_start;
+    return 0;
+}
+
 /* The tensor entry at p; its name is already name `idx` of the string table. */
 static int scan_entry(scanner *s, st_bytes *key, st_bytes *val) {
     st_table *t = s->t;
     uint32_t idx = t->count;
+    if (fast_entry(s, idx)) return 0;
     const uint8_t *name = t->name_bytes + t->name_start[idx];
     size_t nlen = t->name_start[idx + 1] - t->name_start[idx];
     int c = st_json_peek(&s->j);
