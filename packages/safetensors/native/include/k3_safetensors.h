@@ -125,6 +125,12 @@ void st_classify(const uint8_t *name, size_t len, int32_t *layer, int32_t *exper
 /* Layout rules (sorted tiling, sizes, coverage); 0 on success. */
 int st_validate_layout(st_table *t, st_error *e);
 
+/* ---------------------------------------------------------------- SIMD level */
+
+/* The level string scans use: 0 scalar (SWAR), 1 AVX2, 2 AVX-512 (k3_simd_level of @k3/dense;
+   the addon passes the current one before each parse). Results are identical on every level. */
+void st_set_simd_level(int simd_level);
+
 /* ---------------------------------------------------------------- memory */
 
 /* malloc/calloc for large blocks: 2 MB aligned and advised as transparent huge pages, so a

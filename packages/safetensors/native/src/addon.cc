@@ -116,6 +116,9 @@ static Napi::Object checkpoint_result(Napi::Env env, Owner *o) {
 
 static void run_parallel(int n, void (*task)(void *, int), void *ctx) { dense_api->parallel_for(n, task, ctx); }
 
+// String scans follow the process-wide SIMD level of @k3/dense (scalar until the pool is attached).
+static void use_dense_level() { st_set_simd_level(dense_api ? (int)dense_api->simd_level() : 0); }
+
 // ---------------------------------------------------------------- init(api)
 
 static Napi::Value Init_(const Napi::CallbackInfo &info) {
@@ -128,6 +131,7 @@ static Napi::Value Init_(const Napi::CallbackInfo &info) {
 
 static Napi::Value ParseBuffer(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
+    use_dense_level();
     k3::Bytes b;
     if (!k3::get_bytes(info, 0, "parseBuffer", "bytes", &b)) return env.Undefined();
     st_error e;
@@ -157,6 +161,7 @@ struct IndexOwner {
 
 static Napi::Value ParseIndexFile(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
+    use_dense_level();
     if (info.Length() < 1 || !info[0].IsString()) return k3::fail(env, "parseIndexFile", "argument 'path' must be a string"), env.Undefined();
     std::string path = info[0].As<Napi::String>().Utf8Value();
     st_error e;
@@ -210,6 +215,7 @@ static const st_index *get_index(const Napi::CallbackInfo &info, size_t i) {
 
 static Napi::Value OpenShards(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
+    use_dense_level();
     std::vector<std::string> paths;
     if (!get_paths(info, "openShards", &paths)) return env.Undefined();
     std::vector<const char *> cpaths;
@@ -277,6 +283,7 @@ class OpenShardsWorker : public Napi::AsyncWorker {
 
 static Napi::Value OpenShardsAsync(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
+    use_dense_level();
     std::vector<std::string> paths;
     if (!get_paths(info, "openShardsAsync", &paths)) return env.Undefined();
     const st_index *ix = get_index(info, 1);
@@ -361,6 +368,7 @@ static SpecOwner *spec_args(const Napi::CallbackInfo &info, const char *fn, std:
 }
 
 static Napi::Value SpeculativeOpen(const Napi::CallbackInfo &info) {
+    use_dense_level();
     std::string index_path;
     SpecOwner *o = spec_args(info, "speculativeOpen", &index_path);
     if (!o) return info.Env().Undefined();
@@ -391,6 +399,7 @@ class SpeculativeWorker : public Napi::AsyncWorker {
 };
 
 static Napi::Value SpeculativeOpenAsync(const Napi::CallbackInfo &info) {
+    use_dense_level();
     std::string index_path;
     SpecOwner *o = spec_args(info, "speculativeOpenAsync", &index_path);
     if (!o) return info.Env().Undefined();

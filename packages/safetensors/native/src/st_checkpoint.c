@@ -325,7 +325,7 @@ int st_speculative_parse(const char *index_path, const char *const *paths, uint3
     sp->paths = paths;
     sp->tables = calloc(n ? n : 1, sizeof(st_table));
     sp->errors = calloc(n ? n : 1, sizeof(st_error));
-    if (!sp->tables || !sp->errors) return -1;
+    if (!sp->tables || !sp->errors) return st_fail(&sp->index_error, ST_OUT_OF_MEMORY, -1, "out of memory"), -1;
     for (uint32_t i = 0; i < n; i++) {
         sp->errors[i].position = -1;
         sp->errors[i].shard = -1;

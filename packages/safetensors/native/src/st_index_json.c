@@ -11,7 +11,7 @@
 #include <string.h>
 #include "k3_safetensors.h"
 #include "st_json.h"
-#include "st_swar.h"
+#include "st_strend.h"
 
 typedef struct {
     st_json j;        /* the shared lexer (st_json.c): position, strings, messages */
@@ -168,7 +168,7 @@ static int scan_weight_map(ix_scanner *s, st_index *x, st_hash *shards) {
         }
         uint32_t k = x->count;
         /* Plain names stay in the JSON text; only escaped ones are decoded aside. */
-        size_t end = st_plain_string_end(s->j.b, s->j.p + 1, s->j.n);
+        size_t end = st_string_end(s->j.b, s->j.p + 1, s->j.n);
         if (end < s->j.n && s->j.b[end] == '"') {
             x->name_off[k] = s->j.p + 1;
             x->name_len[k] = (uint32_t)(end - s->j.p - 1);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "st_json.h"
-#include "st_swar.h"
+#include "st_strend.h"
 
 /* ---------------------------------------------------------------- messages */
 
@@ -145,7 +145,7 @@ static void append(st_bytes *x, const uint8_t *from, size_t len) {
 int st_json_string(st_json *s, st_bytes *x) {
     const uint8_t *b = s->b;
     size_t n = s->n, p = s->p + 1, start = p;
-    p = st_plain_string_end(b, p, n);
+    p = st_string_end(b, p, n);
     if (p < n && b[p] == '"') {
         if (st_bytes_reserve(x, x->len + (p - start)) != 0) return st_json_oom(s);
         append(x, b + start, p - start);
