@@ -19,7 +19,8 @@
  * a block whose Gamma spans more than FACTOR_BOUND in some channel takes direct exps for its own
  * pairs instead (decided from the data alone, so every SIMD level and thread count decides alike).
  * M and P rows of a block are then two small products. The order of every operation is fixed
- * (kda_simd.h), so all SIMD levels agree bit for bit.
+ * (kda_simd.h; the small products are @k3/dense's gemm_acc, k3_dense.h), so all SIMD levels agree
+ * bit for bit.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,13 @@
 #include "state_bf16.h"
 
 #define SUB 16
+
+/* C[m][n] += A[m][k] B[k][n]: @k3/dense's small GEMM (order in k3_dense.h: one fmaf chain per
+   element, p ascending), on this task's thread. */
+static void gemm_acc(size_t m, size_t n, size_t k, const float *A, size_t lda, const float *B, size_t ldb, float *C,
+                     size_t ldc) {
+    k3_kda_dense()->gemm_acc_f32(m, n, k, A, lda, B, ldb, C, ldc);
+}
 
 /* Largest |Gamma_i - Gamma_r| (per channel) a sub-block may span and still be factored around r:
    factors stay within [e^-64, e^64] = [1.6e-28, 6.2e27], normal fp32 with headroom for |k|, |q| up
@@ -174,8 +182,8 @@ static void build_m_p(const kda_kernels *kern, chunk_scratch *s, size_t n, size_
         }
         bt_around(kern, s, b0, cols, dk, C);
         if (cols > 0) {
-            kern->gemm_acc(m, cols, dk, s->Ka, dk, s->Bt, C, s->M + b0 * C, C);
-            kern->gemm_acc(m, cols, dk, s->Qa, dk, s->Bt, C, s->P + b0 * C, C);
+            gemm_acc(m, cols, dk, s->Ka, dk, s->Bt, C, s->M + b0 * C, C);
+            gemm_acc(m, cols, dk, s->Qa, dk, s->Bt, C, s->P + b0 * C, C);
         }
         if (factored) /* the product also filled the upper triangle of the diagonal block */
             for (size_t i = b0; i < b1; i++)
@@ -209,14 +217,14 @@ static void chunk_step(const kda_kernels *kern, chunk_scratch *s, float *S, size
     build_m_p(kern, s, n, dk, C);
     /* R = beta (V - Kg S0), then V_new = (I + M)^-1 R by forward substitution (in place in R) */
     memset(s->R, 0, 2 * n * dv * sizeof(float));
-    kern->gemm_acc(2 * n, dv, dk, s->Kg, dk, S, dv, s->R, dv); /* R <- Kg S0, Ob <- Qg S0 */
+    gemm_acc(2 * n, dv, dk, s->Kg, dk, S, dv, s->R, dv); /* R <- Kg S0, Ob <- Qg S0 */
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < dv; j++) s->R[i * dv + j] = s->beta[i] * (s->V[i * dv + j] - s->R[i * dv + j]);
     /* row i accumulates -M_ij V_new_j for j = 0, 1, ..., i-1 in that order: the earlier sub-blocks as one
        small product (its p loop runs j ascending), then the rows of its own sub-block one by one */
     for (size_t b0 = 0; b0 < n; b0 += SUB) {
         size_t b1 = b0 + SUB < n ? b0 + SUB : n;
-        if (b0 > 0) kern->gemm_acc(b1 - b0, dv, b0, s->M + b0 * C, C, s->R, dv, s->R + b0 * dv, dv);
+        if (b0 > 0) gemm_acc(b1 - b0, dv, b0, s->M + b0 * C, C, s->R, dv, s->R + b0 * dv, dv);
         for (size_t i = b0 + 1; i < b1; i++)
             for (size_t j = b0; j < i; j++) kern->axpy(s->M[i * C + j], s->R + j * dv, s->R + i * dv, dv);
     }
@@ -224,7 +232,7 @@ static void chunk_step(const kda_kernels *kern, chunk_scratch *s, float *S, size
     /* P is lower triangular: rows of sub-block [b0, b1) stop at column b1 - 1 */
     for (size_t b0 = 0; b0 < n; b0 += SUB) {
         size_t b1 = b0 + SUB < n ? b0 + SUB : n;
-        kern->gemm_acc(b1 - b0, dv, b1, s->P + b0 * C, C, s->R, dv, s->Ob + b0 * dv, dv);
+        gemm_acc(b1 - b0, dv, b1, s->P + b0 * C, C, s->R, dv, s->Ob + b0 * dv, dv);
     }
     /* S_end = diag(e^Gamma_last) S0 + (K . e^(Gamma_last - Gamma))^T V_new */
     bt_around(kern, s, n - 1, n, dk, C); /* Bt[d][i] = K_i e^(Gamma_last - Gamma_i), from M/P's columns */
@@ -232,7 +240,7 @@ static void chunk_step(const kda_kernels *kern, chunk_scratch *s, float *S, size
         float decay = s->eG[(n - 1) * dk + d];
         for (size_t j = 0; j < dv; j++) S[d * dv + j] = S[d * dv + j] * decay;
     }
-    kern->gemm_acc(dk, dv, n, s->Bt, C, s->R, dv, S, dv);
+    gemm_acc(dk, dv, n, s->Bt, C, s->R, dv, S, dv);
 }
 
 /* Rows of different tokens are H * dk floats apart (a page or more), where the hardware prefetcher

@@ -1,13 +1,13 @@
 /*
  * kda_simd.h: the inner loops of the KDA kernels, one table per SIMD level.
  *
- * Every variant reproduces the scalar reference (kda_simd_scalar.c) bit for bit. The orders:
+ * Every variant reproduces the scalar reference (kda_simd_scalar.c) bit for bit. The small GEMMs of
+ * the chunked form are not here: they are @k3/dense's gemm_acc_f32 (k3_dense.h). The orders:
  *   step_head  per column j, sums over rows d in ascending order with fmaf:
  *                S[d][j] = S[d][j] * alpha[d];  acc[j] = fmaf(k[d], S[d][j], acc[j])   (from 0)
  *                e[j]   = v[j] - acc[j]
  *                s      = fmaf(beta * k[d], e[j], S[d][j]);  S[d][j] = s
  *                o[j]   = fmaf(q[d], s, o[j])                            (from 0)
- *   gemm_acc   C[i][j] = fmaf(A[i][p], B[p][j], C[i][j]) for p = 0, 1, ..., kk-1 (starting from C)
  *   dot        lane[p % 16] = fmaf(a[p], b[p], lane[p % 16]), then lane[i] += lane[i + h], h = 8,4,2,1
  *   exp_diff   out[i] = kexp(a[i] - b[i]) (b NULL: kexp(a[i])), kexp = Cody-Waite + degree-5
  *              polynomial with fmaf (kda_exp.h); 0 for x <= -87, inf for x > 88, NaN kept
@@ -24,8 +24,6 @@
 typedef struct {
     void (*step_head)(float *S, size_t dk, size_t dv, const float *alpha, const float *k, const float *q,
                       const float *v, float beta, float *o, float *e_scratch);
-    void (*gemm_acc)(size_t m, size_t n, size_t kk, const float *A, size_t lda, const float *B, size_t ldb,
-                     float *C, size_t ldc);
     float (*dot)(const float *a, const float *b, size_t n);
     void (*exp_diff)(const float *a, const float *b, float *out, size_t n);
     void (*axpy)(float a, const float *x, float *y, size_t n);

@@ -110,44 +110,6 @@ static void step_head(float *S, size_t dk, size_t dv, const float *alpha, const 
 
 /* ---------------------------------------------------------------- small products */
 
-INLINE void gemm_tile(const int R, const int V, size_t kk, const float *A, size_t lda, const float *B, size_t ldb,
-                      float *C, size_t ldc) {
-    __m256 acc[4][2];
-    for (int r = 0; r < R; r++)
-        for (int u = 0; u < V; u++) acc[r][u] = _mm256_loadu_ps(C + r * ldc + 8 * u);
-    for (size_t p = 0; p < kk; p++) {
-        __m256 b[2];
-        for (int u = 0; u < V; u++) b[u] = _mm256_loadu_ps(B + p * ldb + 8 * u);
-        for (int r = 0; r < R; r++) {
-            __m256 a = _mm256_set1_ps(A[r * lda + p]);
-            for (int u = 0; u < V; u++) acc[r][u] = _mm256_fmadd_ps(a, b[u], acc[r][u]);
-        }
-    }
-    for (int r = 0; r < R; r++)
-        for (int u = 0; u < V; u++) _mm256_storeu_ps(C + r * ldc + 8 * u, acc[r][u]);
-}
-
-static void gemm_acc(size_t m, size_t n, size_t kk, const float *A, size_t lda, const float *B, size_t ldb, float *C,
-                     size_t ldc) {
-    size_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-        size_t i = 0;
-        for (; i + 4 <= m; i += 4) gemm_tile(4, 2, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc);
-        for (; i < m; i++) gemm_tile(1, 2, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc);
-    }
-    for (; j + 8 <= n; j += 8) {
-        size_t i = 0;
-        for (; i + 4 <= m; i += 4) gemm_tile(4, 1, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc);
-        for (; i < m; i++) gemm_tile(1, 1, kk, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc);
-    }
-    for (; j < n; j++)
-        for (size_t i = 0; i < m; i++) {
-            float acc = C[i * ldc + j];
-            for (size_t p = 0; p < kk; p++) acc = fmaf(A[i * lda + p], B[p * ldb + j], acc);
-            C[i * ldc + j] = acc;
-        }
-}
-
 /* lane[i] += lane[i+h] for h = 8, 4, 2, 1; lanes 0-7 in lo, 8-15 in hi. */
 static float reduce16(__m256 lo, __m256 hi) {
     __m256 s8 = _mm256_add_ps(lo, hi);
@@ -264,4 +226,4 @@ static void step_head_bf16(uint16_t *S, float *work, size_t dk, size_t dv, const
     }
 }
 
-const kda_kernels kda_kernels_avx2 = {step_head, gemm_acc, dot, exp_diff, axpy, step_head_bf16};
+const kda_kernels kda_kernels_avx2 = {step_head, dot, exp_diff, axpy, step_head_bf16};

@@ -88,50 +88,6 @@ static void step_head(float *S, size_t dk, size_t dv, const float *alpha, const 
 
 /* ---------------------------------------------------------------- small products */
 
-/* An R x (16 V) block of C (R <= 4, V <= 4): 16 accumulators at the full size, enough independent
-   FMA chains to cover the latency of both FMA ports; per p, V row loads of B and R broadcasts of A. */
-INLINE void gemm_tile(const int R, const int V, size_t kk, const float *A, size_t lda, const float *B, size_t ldb,
-                      float *C, size_t ldc, __mmask16 last) {
-    __m512 acc[4][4];
-    for (int r = 0; r < R; r++)
-        for (int u = 0; u < V; u++) acc[r][u] = _mm512_maskz_loadu_ps(u == V - 1 ? last : 0xFFFF, C + r * ldc + 16 * u);
-    for (size_t p = 0; p < kk; p++) {
-        __m512 b[4];
-        for (int u = 0; u < V; u++) b[u] = _mm512_maskz_loadu_ps(u == V - 1 ? last : 0xFFFF, B + p * ldb + 16 * u);
-        for (int r = 0; r < R; r++) {
-            __m512 a = _mm512_set1_ps(A[r * lda + p]);
-            for (int u = 0; u < V; u++) acc[r][u] = _mm512_fmadd_ps(a, b[u], acc[r][u]);
-        }
-    }
-    for (int r = 0; r < R; r++)
-        for (int u = 0; u < V; u++) _mm512_mask_storeu_ps(C + r * ldc + 16 * u, u == V - 1 ? last : 0xFFFF, acc[r][u]);
-}
-
-/* Rows of one column strip [j, j + 16 V) in tiles of 4 rows, then single rows. */
-INLINE void gemm_strip(const int V, size_t m, size_t kk, const float *A, size_t lda, const float *B, size_t ldb,
-                       float *C, size_t ldc, __mmask16 last) {
-    size_t i = 0;
-    for (; i + 4 <= m; i += 4) gemm_tile(4, V, kk, A + i * lda, lda, B, ldb, C + i * ldc, ldc, last);
-    for (; i < m; i++) gemm_tile(1, V, kk, A + i * lda, lda, B, ldb, C + i * ldc, ldc, last);
-}
-
-/* The p range is cut into slices of GEMM_KC so that one B strip slice (GEMM_KC x 64 floats, 16 KiB)
-   stays in L1 while every row tile passes over it; C carries each element's sum from one slice to
-   the next, so every element still sees p = 0, 1, ..., kk-1 in order (bit-identical to scalar). */
-#define GEMM_KC 64
-
-static void gemm_acc(size_t m, size_t n, size_t kk, const float *A, size_t lda, const float *B, size_t ldb, float *C,
-                     size_t ldc) {
-    for (size_t p0 = 0; p0 < kk; p0 += GEMM_KC) {
-        size_t kc = kk - p0 < GEMM_KC ? kk - p0 : GEMM_KC;
-        const float *Ap = A + p0, *Bp = B + p0 * ldb;
-        size_t j = 0;
-        for (; j + 64 <= n; j += 64) gemm_strip(4, m, kc, Ap, lda, Bp + j, ldb, C + j, ldc, 0xFFFF);
-        for (; j + 32 <= n; j += 32) gemm_strip(2, m, kc, Ap, lda, Bp + j, ldb, C + j, ldc, 0xFFFF);
-        for (; j < n; j += 16) gemm_strip(1, m, kc, Ap, lda, Bp + j, ldb, C + j, ldc, mask_for(n - j));
-    }
-}
-
 static float reduce16(__m512 v) {
     __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
     __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
@@ -211,4 +167,4 @@ static void step_head_bf16(uint16_t *S, float *work, size_t dk, size_t dv, const
     for (; j < dv; j += 16) step_block_bf16(1, S, work, dk, dv, j, mask_for(dv - j), alpha, k, q, v, beta, o);
 }
 
-const kda_kernels kda_kernels_avx512 = {step_head, gemm_acc, dot, exp_diff, axpy, step_head_bf16};
+const kda_kernels kda_kernels_avx512 = {step_head, dot, exp_diff, axpy, step_head_bf16};

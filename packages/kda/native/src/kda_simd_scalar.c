@@ -60,16 +60,6 @@ static void step_head(float *S, size_t dk, size_t dv, const float *alpha, const 
 
 /* ---------------------------------------------------------------- small products */
 
-static void gemm_acc(size_t m, size_t n, size_t kk, const float *A, size_t lda, const float *B, size_t ldb,
-                     float *C, size_t ldc) {
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < n; j++) {
-            float acc = C[i * ldc + j];
-            for (size_t p = 0; p < kk; p++) acc = fmaf(A[i * lda + p], B[p * ldb + j], acc);
-            C[i * ldc + j] = acc;
-        }
-}
-
 static float dot(const float *a, const float *b, size_t n) {
     float lane[16] = {0};
     for (size_t p = 0; p < n; p++) lane[p % 16] = fmaf(a[p], b[p], lane[p % 16]);
@@ -121,4 +111,4 @@ static void step_head_bf16(uint16_t *S, float *work, size_t dk, size_t dv, const
     }
 }
 
-const kda_kernels kda_kernels_scalar = {step_head, gemm_acc, dot, exp_diff, axpy, step_head_bf16};
+const kda_kernels kda_kernels_scalar = {step_head, dot, exp_diff, axpy, step_head_bf16};

@@ -1,7 +1,7 @@
 /*
  * mla_absorb.c: the two per-head products of absorbed MLA (architecture.md 3.3), straight on the
  * kv_b_proj rows (no transposed copy), heads split over the pool:
- *   absorb:  q~_h[t] = W_UK^h^T q_nope_h[t]   (accumulate order: acc = fmaf(q_nope[i], W_UK[i][c], acc), i ascending)
+ *   absorb:  q~_h[t] = W_UK^h^T q_nope_h[t]   (@k3/dense gemm_acc: acc = fmaf(q_nope[i], W_UK[i][c], acc), i ascending)
  *   project: o_h[t]  = W_UV^h o~_h[t]         (dot order of mla_simd.h: 16 lanes, then the tree)
  * One parallel_for per call instead of one GEMV per head (2 x 96 per decoded token).
  * kv_b rows of head h: [h*(n+v), h*(n+v)+n) = W_UK^h, the next v rows = W_UV^h; each row has L values.
@@ -26,12 +26,13 @@ static void absorb_head(void *ctx, int task) {
     float *acc = j->out + h * j->out_head;
     for (size_t t = 0; t < j->T; t++) memset(acc + t * j->out_stride, 0, j->L * sizeof(float));
     size_t idx = h * (j->n + j->v) * j->L; /* first W_UK^h row */
+    const k3_dense_api *dense = k3_mla_dense();
     if (j->kvb.bf16)
-        j->kern->accumulate_bf16(j->T, j->n, j->L, j->in + h * j->in_head, j->in_stride, (const uint16_t *)j->kvb.data + idx,
-                                 j->L, acc, j->out_stride);
+        dense->gemm_acc_bf16(j->T, j->L, j->n, j->in + h * j->in_head, j->in_stride, (const uint16_t *)j->kvb.data + idx,
+                             j->L, acc, j->out_stride);
     else
-        j->kern->accumulate_f32(j->T, j->n, j->L, j->in + h * j->in_head, j->in_stride, (const float *)j->kvb.data + idx, j->L,
-                                acc, j->out_stride);
+        dense->gemm_acc_f32(j->T, j->L, j->n, j->in + h * j->in_head, j->in_stride, (const float *)j->kvb.data + idx, j->L,
+                            acc, j->out_stride);
 }
 
 static void project_head(void *ctx, int task) {

@@ -42,17 +42,19 @@ static void block_scores(const attend_job *job, const float *Q, size_t nrows, si
     }
 }
 
+/* acc[r] += P[r] V over the block's positions: @k3/dense's gemm_acc (s ascending, one fmaf chain per value). */
 static void block_values(const attend_job *job, const float *P, size_t nrows, size_t h0, size_t b0, size_t npos, float *acc) {
     const k3_mla_rows *v = &job->values;
+    const k3_dense_api *dense = k3_mla_dense();
     for (size_t r = 0; r < nrows; r += (v->head == 0 ? nrows : 1)) {
         size_t rows = v->head == 0 ? nrows : 1;
         size_t idx = v->offset + b0 * v->stride + (h0 + r) * v->head;
         if (v->bf16)
-            job->kern->accumulate_bf16(rows, npos, job->dv, P + r * KB, KB, (const uint16_t *)v->data + idx, v->stride,
-                                       acc + r * job->dv, job->dv);
+            dense->gemm_acc_bf16(rows, job->dv, npos, P + r * KB, KB, (const uint16_t *)v->data + idx, v->stride,
+                                 acc + r * job->dv, job->dv);
         else
-            job->kern->accumulate_f32(rows, npos, job->dv, P + r * KB, KB, (const float *)v->data + idx, v->stride,
-                                      acc + r * job->dv, job->dv);
+            dense->gemm_acc_f32(rows, job->dv, npos, P + r * KB, KB, (const float *)v->data + idx, v->stride,
+                                acc + r * job->dv, job->dv);
     }
 }
 

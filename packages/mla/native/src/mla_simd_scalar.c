@@ -36,24 +36,4 @@ static void scores_bf16(size_t nrows, size_t npos, size_t D, const float *Q, siz
         }
 }
 
-static void accumulate_f32(size_t nrows, size_t npos, size_t dv, const float *P, size_t ldp, const float *V, size_t ldv,
-                           float *acc, size_t lda) {
-    for (size_t r = 0; r < nrows; r++)
-        for (size_t c = 0; c < dv; c++) {
-            float a = acc[r * lda + c];
-            for (size_t s = 0; s < npos; s++) a = fmaf(P[r * ldp + s], V[s * ldv + c], a);
-            acc[r * lda + c] = a;
-        }
-}
-
-static void accumulate_bf16(size_t nrows, size_t npos, size_t dv, const float *P, size_t ldp, const uint16_t *V,
-                            size_t ldv, float *acc, size_t lda) {
-    for (size_t r = 0; r < nrows; r++)
-        for (size_t c = 0; c < dv; c++) {
-            float a = acc[r * lda + c];
-            for (size_t s = 0; s < npos; s++) a = fmaf(P[r * ldp + s], widen(V[s * ldv + c]), a);
-            acc[r * lda + c] = a;
-        }
-}
-
-const mla_kernels mla_kernels_scalar = {scores_f32, scores_bf16, accumulate_f32, accumulate_bf16};
+const mla_kernels mla_kernels_scalar = {scores_f32, scores_bf16};
