@@ -1,8 +1,8 @@
 /**
- * The native string scan (where the plain part of a JSON string ends) has a SWAR, an AVX2 and
- * an AVX-512 version, chosen by the process-wide @k3/dense SIMD level. Every level must give
- * exactly the TS parser's result on strings that end, escape, break or run out at every offset
- * around the 8-, 32- and 64-byte steps.
+ * The native byte scans (where the plain part of a JSON string ends; where ASCII ends for the
+ * UTF-8 check) have SWAR, AVX2 and AVX-512 versions, chosen by the process-wide @k3/dense SIMD
+ * level. Every level must give exactly the TS parser's result on strings that end, escape,
+ * break, run out or hold (invalid) UTF-8 at every offset around the 8-, 32- and 64-byte steps.
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { bestSimdLevel, setSimdLevel, simdLevel, type SimdLevel } from "@k3/dense";
@@ -33,12 +33,18 @@ function cases(): Uint8Array[] {
       out.push(fileOf(`{"${name}":${entry}}`, 1));
     }
     out.push(fileOf(`{"${"u".repeat(k)}`)); // the string runs to the end of the header
+    // UTF-8: invalid sequences (0xff, overlong, truncated, surrogate) after k ASCII bytes
+    for (const bad of [[0xff], [0xc0, 0xaf], [0xe4, 0xb8], [0xed, 0xa0, 0x80], [0xf4, 0x90, 0x80, 0x80]]) {
+      const text = Buffer.from(`{"${"a".repeat(k)}`, "latin1");
+      const tail = Buffer.from(`":${entry}}`, "latin1");
+      out.push(fileOf(Buffer.concat([text, Buffer.from(bad), tail]), 1));
+    }
     out.push(fileOf(`{"__metadata__":{"${"k".repeat(k)}":"${"v".repeat(140 - k)}"}}`));
   }
   return out;
 }
 
-describe("string scan on every SIMD level", () => {
+describe("byte scans on every SIMD level", () => {
   const level0 = BACKENDS.includes("native") ? simdLevel() : "scalar";
   afterAll(() => {
     if (BACKENDS.includes("native")) setSimdLevel(level0);
@@ -56,7 +62,7 @@ describe("string scan on every SIMD level", () => {
     }
     // Both accepts and each kind of reject are among the cases.
     const codes = new Set(expected.map((r) => (Array.isArray(r) ? "ok" : (r as { code: string }).code)));
-    expect([...codes].sort()).toEqual(["InvalidJson", "ok"]);
+    expect([...codes].sort()).toEqual(["InvalidJson", "InvalidUtf8", "ok"]);
     expect(expected.filter((r) => Array.isArray(r)).length).toBeGreaterThan(600);
   });
 });

@@ -16,7 +16,10 @@ const uint8_t st_dtype_bits[ST_N_DTYPES] = {8, 4, 6, 6, 8, 8, 8, 8, 8, 8, 8, 16,
 static const uint8_t name_length[ST_N_DTYPES] = {4, 2, 7, 7, 2, 2, 7, 7, 7, 11, 11, 3, 3, 3, 4, 3, 3, 3, 3, 3, 3, 3};
 
 int st_dtype_code(const uint8_t *s, size_t len) {
+    if (len == 0) return -1;
     for (int i = 0; i < ST_N_DTYPES; i++)
-        if (name_length[i] == len && memcmp(s, st_dtype_names[i], len) == 0) return i;
+        if (name_length[i] == len && st_dtype_names[i][0] == s[0] && st_dtype_names[i][len - 1] == s[len - 1] &&
+            memcmp(s, st_dtype_names[i], len) == 0)
+            return i;
     return -1;
 }

@@ -11,7 +11,7 @@
 #include <string.h>
 #include "k3_safetensors.h"
 #include "st_json.h"
-#include "st_strend.h"
+#include "st_bytescan.h"
 
 typedef struct {
     st_json j;        /* the shared lexer (st_json.c): position, strings, messages */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "st_json.h"
-#include "st_strend.h"
+#include "st_bytescan.h"
 
 /* ---------------------------------------------------------------- messages */
 

@@ -1,39 +1,16 @@
 /*
  * st_utf8.c: UTF-8 validation with Rust's str rules (no overlongs, no surrogates, <= U+10FFFF).
- * ASCII runs are skipped 32 (then 8) bytes at a time: headers are almost entirely ASCII.
+ * ASCII runs are skipped by st_ascii_end (SWAR, AVX2 or AVX-512): headers are almost all ASCII.
  */
-#include <string.h>
 #include "k3_safetensors.h"
+#include "st_bytescan.h"
 
 int64_t st_utf8_first_invalid(const uint8_t *s, size_t n) {
     size_t i = 0;
     while (i < n) {
-        /* 32 bytes per step while all ASCII: one test for four words keeps the loop overhead
-           off the ~135 MB a K3 checkpoint's headers and index.json hold. */
-        if (i + 32 <= n) {
-            uint64_t a, b, c, d;
-            memcpy(&a, s + i, 8);
-            memcpy(&b, s + i + 8, 8);
-            memcpy(&c, s + i + 16, 8);
-            memcpy(&d, s + i + 24, 8);
-            if (((a | b | c | d) & 0x8080808080808080ull) == 0) {
-                i += 32;
-                continue;
-            }
-        }
-        if (i + 8 <= n) {
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            if ((w & 0x8080808080808080ull) == 0) {
-                i += 8;
-                continue;
-            }
-        }
+        i = st_ascii_end(s, i, n); /* headers are almost entirely ASCII */
+        if (i >= n) break;
         uint8_t c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
         size_t need;
         uint8_t lo = 0x80, hi = 0xbf;
         if (c >= 0xc2 && c <= 0xdf)

@@ -1,11 +1,10 @@
 #pragma GCC target("avx2")
 /*
- * st_strend_avx2.c: the end of the plain part of a JSON string (first '"', '\\' or byte
- * < 0x20), 32 bytes per step. Same answer as st_plain_string_end (st_swar.h), which finishes
- * the last < 32 bytes.
+ * st_bytescan_avx2.c: the byte-class scans of st_bytescan.h, 32 bytes per step; the scalar
+ * versions finish the last < 32 bytes, so every answer is the scalar one.
  */
 #include <immintrin.h>
-#include "st_strend.h"
+#include "st_bytescan.h"
 #include "st_swar.h"
 
 size_t st_string_end_avx2(const uint8_t *b, size_t p, size_t n) {
@@ -19,4 +18,13 @@ size_t st_string_end_avx2(const uint8_t *b, size_t p, size_t n) {
         p += 32;
     }
     return st_plain_string_end(b, p, n);
+}
+
+size_t st_ascii_end_avx2(const uint8_t *b, size_t p, size_t n) {
+    while (p + 32 <= n) {
+        uint32_t mask = (uint32_t)_mm256_movemask_epi8(_mm256_loadu_si256((const __m256i *)(b + p)));
+        if (mask) return p + (size_t)__builtin_ctz(mask);
+        p += 32;
+    }
+    return st_ascii_end_scalar(b, p, n);
 }
