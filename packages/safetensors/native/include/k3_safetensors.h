@@ -102,7 +102,6 @@ typedef struct {
     uint8_t *meta_bytes;
     size_t meta_length;
     st_hash *names;            /* name -> index, for lookups and duplicate checks */
-    uint64_t *hashes;          /* st_hash_bytes of each name (not exported) */
     /* capacities while scanning */
     uint32_t cap, dims_cap, meta_cap;
     size_t name_cap, meta_bytes_cap;
@@ -159,13 +158,14 @@ typedef struct {
     uint32_t count;              /* weight_map entries */
     const uint8_t *json;         /* the index text (owned when read by st_parse_index_file) */
     uint8_t *owned_json;
-    uint64_t *name_off;          /* plain names: offset into json; escaped names: into name_bytes */
+    uint32_t *name_off;          /* plain names: offset into json; escaped names: into name_bytes
+                                    (32 bits: the index is at most ST_MAX_INDEX_BYTES) */
     uint32_t *name_len;          /* high bit set = escaped (decoded into name_bytes) */
     uint8_t *name_bytes;         /* decoded escaped names only */
     uint32_t *shard_of;          /* per entry */
     uint64_t *hashes;            /* st_hash_bytes of each entry name: filled only when weight_map is
                                     not strictly increasing (the duplicate check hashes then) */
-    uint64_t *key_pos;           /* JSON position of each entry's key (for messages) */
+    uint32_t *key_pos;           /* JSON position of each entry's key (for messages) */
     uint32_t n_shards;
     uint32_t *shard_start;       /* n_shards + 1 */
     uint8_t *shard_bytes;

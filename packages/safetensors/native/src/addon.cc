@@ -100,10 +100,6 @@ static Napi::Object result_error(Napi::Env env, st_error &e) {
 }
 
 static Napi::Object checkpoint_result(Napi::Env env, Owner *o) {
-    for (uint32_t s = 0; s < o->ck.n_shards; s++) {
-        free(o->ck.tables[s].hashes);
-        o->ck.tables[s].hashes = nullptr;
-    }
     Napi::Object r = Napi::Object::New(env);
     Napi::Array tables = Napi::Array::New(env, o->ck.n_shards);
     for (uint32_t s = 0; s < o->ck.n_shards; s++) tables[s] = table_object(env, o, &o->ck.tables[s]);

@@ -218,14 +218,24 @@ static int cross_check_index(st_checkpoint *c, const st_index *x, st_parallel_fn
 static int check_no_duplicates(st_checkpoint *c, const char *const *paths, st_error *e) {
     st_hash *all = st_hash_new((uint32_t)c->bases[c->n_shards], global_name_of, c);
     if (!all) return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory"), -1;
-    enum { AHEAD = 16 }; /* prefetch distance: inserts are bound by cache misses */
+    /* Inserts are bound by cache misses: each name's hash is computed AHEAD names early (kept in
+       a ring) and its slot prefetched. Hashes are not stored per table: only this path needs them. */
+    enum { AHEAD = 16 };
+    uint64_t ring[AHEAD];
     for (uint32_t s = 0; s < c->n_shards; s++) {
         const st_table *t = &c->tables[s];
+        for (uint32_t i = 0; i < t->count && i < AHEAD; i++)
+            ring[i] = st_hash_bytes(t->name_bytes + t->name_start[i], t->name_start[i + 1] - t->name_start[i]);
         for (uint32_t i = 0; i < t->count; i++) {
-            if (i + AHEAD < t->count) st_hash_prefetch(all, t->hashes[i + AHEAD]);
+            uint64_t hash = ring[i % AHEAD];
+            uint32_t ahead = i + AHEAD;
+            if (ahead < t->count) {
+                ring[i % AHEAD] = st_hash_bytes(t->name_bytes + t->name_start[ahead], t->name_start[ahead + 1] - t->name_start[ahead]);
+                st_hash_prefetch(all, ring[i % AHEAD]);
+            }
             const uint8_t *name = t->name_bytes + t->name_start[i];
             size_t len = t->name_start[i + 1] - t->name_start[i];
-            uint32_t prev = st_hash_insert(all, name, len, t->hashes[i], (uint32_t)(c->bases[s] + i));
+            uint32_t prev = st_hash_insert(all, name, len, hash, (uint32_t)(c->bases[s] + i));
             if (prev == UINT32_MAX) continue;
             st_hash_free(all);
             if (prev == UINT32_MAX - 1) return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory"), -1;

@@ -153,7 +153,7 @@ static int scan_weight_map(ix_scanner *s, st_index *x, st_hash *shards) {
         size_t name_at = s->j.p;
         if (x->count + 2 > x->cap) {
             uint32_t c = x->cap ? x->cap * 2 : 1024;
-            uint64_t *no = realloc(x->name_off, c * sizeof(uint64_t));
+            uint32_t *no = realloc(x->name_off, c * sizeof(uint32_t));
             if (no) x->name_off = no;
             uint32_t *nl = realloc(x->name_len, c * sizeof(uint32_t));
             if (nl) x->name_len = nl;
@@ -161,7 +161,7 @@ static int scan_weight_map(ix_scanner *s, st_index *x, st_hash *shards) {
             if (so) x->shard_of = so;
             uint64_t *hs = realloc(x->hashes, c * sizeof(uint64_t));
             if (hs) x->hashes = hs;
-            uint64_t *kp = realloc(x->key_pos, c * sizeof(uint64_t));
+            uint32_t *kp = realloc(x->key_pos, c * sizeof(uint32_t));
             if (kp) x->key_pos = kp;
             if (!no || !nl || !so || !hs || !kp) return oom(s);
             x->cap = c;
@@ -170,19 +170,19 @@ static int scan_weight_map(ix_scanner *s, st_index *x, st_hash *shards) {
         /* Plain names stay in the JSON text; only escaped ones are decoded aside. */
         size_t end = st_string_end(s->j.b, s->j.p + 1, s->j.n);
         if (end < s->j.n && s->j.b[end] == '"') {
-            x->name_off[k] = s->j.p + 1;
+            x->name_off[k] = (uint32_t)(s->j.p + 1);
             x->name_len[k] = (uint32_t)(end - s->j.p - 1);
             s->j.p = end + 1;
         } else {
             size_t before = x->name_length;
             if (st_json_string_onto(&s->j, &x->name_bytes, &x->name_cap, &x->name_length) != 0) return -1;
-            x->name_off[k] = before;
+            x->name_off[k] = (uint32_t)before;
             x->name_len[k] = (uint32_t)(x->name_length - before) | ST_NAME_ESCAPED;
         }
         const uint8_t *name;
         size_t nlen;
         st_index_name(x, k, &name, &nlen);
-        x->key_pos[k] = name_at;
+        x->key_pos[k] = (uint32_t)name_at;
         st_json_skip_ws(&s->j);
         if (st_json_peek(&s->j) != ':') return st_json_expected(&s->j, "':'");
         s->j.p++;
@@ -410,11 +410,11 @@ int st_parse_index(const uint8_t *json, size_t n, st_index *x, st_error *e) {
     x->json = json;
     /* Size the columns once from N (~120 index bytes per entry) to avoid regrowth copies. */
     x->cap = (uint32_t)(n / 100 + 16);
-    x->name_off = st_alloc_big(x->cap * sizeof(uint64_t), 0);
+    x->name_off = st_alloc_big(x->cap * sizeof(uint32_t), 0);
     x->name_len = st_alloc_big(x->cap * sizeof(uint32_t), 0);
     x->shard_of = st_alloc_big(x->cap * sizeof(uint32_t), 0);
     x->hashes = st_alloc_big(x->cap * sizeof(uint64_t), 0);
-    x->key_pos = st_alloc_big(x->cap * sizeof(uint64_t), 0);
+    x->key_pos = st_alloc_big(x->cap * sizeof(uint32_t), 0);
     x->shard_start = malloc(sizeof(uint32_t));
     if (!x->name_off || !x->name_len || !x->shard_of || !x->hashes || !x->key_pos || !x->shard_start)
         return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the index"), -1;

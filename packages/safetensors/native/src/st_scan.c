@@ -22,9 +22,6 @@ typedef struct {
 static int grow_entries(st_table *t) {
     if (t->count + 2 <= t->cap) return 0;
     uint32_t c = t->cap ? t->cap * 2 : 64;
-    uint64_t *hashes = realloc(t->hashes, c * sizeof(uint64_t));
-    if (!hashes) return -1;
-    t->hashes = hashes;
     uint8_t *dtype = realloc(t->dtype, c);
     if (dtype) t->dtype = dtype;
     double *begin = realloc(t->begin, c * sizeof(double));
@@ -494,7 +491,6 @@ static int scan_object(scanner *s) {
             } else {
                 t->name_start[t->count + 1] = (uint32_t)t->name_length;
                 uint64_t hk = st_hash_bytes(k, klen);
-                t->hashes[t->count] = hk;
                 uint32_t prev = st_hash_insert(t->names, k, klen, hk, t->count);
                 if (prev == UINT32_MAX - 1) {
                     oom(s);
@@ -560,7 +556,6 @@ void st_table_free(st_table *t) {
     free(t->kind);
     free(t->meta_start);
     free(t->meta_bytes);
-    free(t->hashes);
     st_hash_free(t->names);
     memset(t, 0, sizeof *t);
 }
@@ -579,13 +574,12 @@ int st_parse_header(const uint8_t *header, size_t n, uint64_t file_size, st_tabl
     t->end = malloc(guess * sizeof(double));
     t->shape_start = malloc((guess + 1) * sizeof(uint32_t));
     t->name_start = malloc((guess + 1) * sizeof(uint32_t));
-    t->hashes = malloc(guess * sizeof(uint64_t));
     /* names take about half of a real header; shapes about 3 dims per tensor */
     t->name_cap = n / 2 + 64;
     t->name_bytes = malloc(t->name_cap);
     t->dims_cap = guess * 3;
     t->dims = malloc(t->dims_cap * sizeof(double));
-    if (!t->hashes || !t->name_bytes || !t->dims)
+    if (!t->name_bytes || !t->dims)
         return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1;
     /* The name hash gets its own, smaller estimate (~128 header bytes per name; K3 has ~150):
        it is zeroed up front, so an oversized table costs page faults on every open, while an
