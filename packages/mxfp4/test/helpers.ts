@@ -39,9 +39,8 @@ export function referenceMatvec(m: Mxfp4Matrix, x: Float32Array): Float32Array {
     const lane = new Array<number>(32).fill(0);
     for (let k = 0; k < m.cols; k++) {
       const w = Math.fround(elementF64(m, r, k)); // exact (or +-inf past FLT_MAX)
-      // lane i reads byte p(i) = 4 (i % 4) + i / 4 of the block; p is its own inverse
-      const byte = (k & 31) >> 1;
-      const i = 4 * (byte % 4) + (byte >> 2);
+      // lane i reads byte i of the block: element 2i (even) or 2i + 1 (odd)
+      const i = (k & 31) >> 1;
       const l = k % 2 === 0 ? i : 16 + i;
       lane[l] = fmaf(w, x[k], lane[l]);
     }

@@ -125,9 +125,9 @@ describe("matmul", () => {
     const m = randomMatrix(10, 96, 13);
     const X = uniform(3 * 96, -1, 1, 14);
     const XS = splitActivations(X, 96, 3);
-    // lane i holds element 2 p(i) (even) / 2 p(i) + 1 (odd), p(i) = 4 (i % 4) + i / 4
-    expect(Array.from(XS.subarray(0, 5))).toEqual([X[0], X[8], X[16], X[24], X[2]]);
-    expect([XS[16], XS[17], XS[31]]).toEqual([X[1], X[9], X[31]]);
+    // lane i holds element 2i (even) / 2i + 1 (odd) of each 32-block
+    expect(Array.from(XS.subarray(0, 5))).toEqual([X[0], X[2], X[4], X[6], X[8]]);
+    expect([XS[16], XS[17], XS[31], XS[32], XS[48]]).toEqual([X[1], X[3], X[31], X[32], X[33]]);
     at(bestSimdLevel(), 2);
     expect(bytesEqual(matmulSplit(m, XS, new Float32Array(30), 3), matmul(m, X, new Float32Array(30), 3))).toBe(true);
   });

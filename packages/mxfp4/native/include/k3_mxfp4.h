@@ -10,10 +10,9 @@
  * fp32 path, one fixed order for every SIMD level, thread count and batch size:
  *   w = E2M1[code] * 2^(s-127)                     exact in f32 (a product with a power of two;
  *                                                  +-inf only if |w| > FLT_MAX, i.e. s >= 253)
- *   32 lanes per (row, batch row), all starting at +0. Lane i < 16 reads byte p(i) of each block,
- *   p(i) = 4 * (i % 4) + i / 4 (k3_mxfp4_lane_byte: the order an AVX-512 register gets from one
- *   16-byte broadcast and a per-128-bit-lane shift, with no byte shuffle). For blocks b = 0, 1, ...;
- *   for i < 16, with k = 32b + 2 p(i):
+ *   32 lanes per (row, batch row), all starting at +0. Lane i < 16 reads byte i of each block (the
+ *   order one zero-extending load of the 16 bytes gives an AVX-512 register). For blocks b = 0, 1, ...;
+ *   for i < 16, with k = 32b + 2i:
  *     lane[i]      = fmaf(w[k],     x[k],     lane[i])        (even element: low nibble)
  *     lane[16 + i] = fmaf(w[k + 1], x[k + 1], lane[16 + i])   (odd element: high nibble)
  *   then lane[i] += lane[i + h] for h = 16, 8, 4, 2, 1 (i < h); y = lane[0].
@@ -29,9 +28,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The byte of a 16-byte block that lane i (0..15) reads: 4 * (i % 4) + i / 4. */
-static inline int k3_mxfp4_lane_byte(int lane) { return 4 * (lane % 4) + lane / 4; }
 
 typedef struct {
     const uint8_t *packed; /* rows * cols / 2 bytes, row-major */
@@ -49,8 +45,8 @@ typedef struct k3_mxfp4_api {
     /* Index of the first 0xFF byte in scales[n], or -1 when all are valid. */
     ptrdiff_t (*find_bad_scale)(const uint8_t *scales, size_t n);
 
-    /* x [batch, cols] -> xs [batch, cols]: per 32-block, xs[i] = x[2 p(i)] and xs[16 + i] = x[2 p(i) + 1]
-       (p = k3_mxfp4_lane_byte), the order the lanes read.
+    /* x [batch, cols] -> xs [batch, cols]: per 32-block, xs[i] = x[2i] and xs[16 + i] = x[2i + 1]
+       (even elements, then odd ones), the order the lanes read.
        Split once and reuse for every matrix that reads the same activations (w1 and w3 of all experts). */
     void (*split_activations)(const float *x, size_t cols, size_t batch, float *xs);
 

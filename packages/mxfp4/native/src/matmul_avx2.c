@@ -35,18 +35,14 @@ static inline decoded8 decode8(__m256i q, __m256 magnitudes) {
 }
 
 static float row_dot(const uint8_t *packed, const uint8_t *scales, const float *xs, size_t cols) {
-    /* lanes 0-7 read bytes 0,4,8,12,1,5,9,13 and lanes 8-15 bytes 2,6,10,14,3,7,11,15 (p(i) in
-       k3_mxfp4.h): the 16 bytes in both halves, each dword shifted so its low byte is the one wanted */
-    const __m256i shift_lanes0_7 = _mm256_setr_epi32(0, 0, 0, 0, 8, 8, 8, 8);
-    const __m256i shift_lanes8_15 = _mm256_setr_epi32(16, 16, 16, 16, 24, 24, 24, 24);
     __m256 e0 = _mm256_setzero_ps(), e1 = e0, o0 = e0, o1 = e0;
     for (size_t blk = 0; blk < cols / 32; blk++) {
         __m256 magnitudes = _mm256_load_ps(k3_scaled_e2m1[scales[blk]]); /* the 8 scaled magnitudes */
         const uint8_t *q = packed + 16 * blk;
         const float *xe = xs + 32 * blk, *xo = xe + 16;
-        __m256i block = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q));
-        decoded8 a = decode8(_mm256_srlv_epi32(block, shift_lanes0_7), magnitudes);
-        decoded8 b = decode8(_mm256_srlv_epi32(block, shift_lanes8_15), magnitudes);
+        /* lanes 0-7 read bytes 0-7, lanes 8-15 bytes 8-15, one byte per dword */
+        decoded8 a = decode8(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)q)), magnitudes);
+        decoded8 b = decode8(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8))), magnitudes);
         e0 = _mm256_fmadd_ps(a.even, _mm256_loadu_ps(xe), e0);
         e1 = _mm256_fmadd_ps(b.even, _mm256_loadu_ps(xe + 8), e1);
         o0 = _mm256_fmadd_ps(a.odd, _mm256_loadu_ps(xo), o0);

@@ -30,13 +30,11 @@ static float reduce32(__m512 even, __m512 odd) {
 
 /* Decodes blocks [blk0, blk0 + n) of one row into out (32 floats per block: 16 even, 16 odd lanes). */
 static void decode_blocks(const uint8_t *packed, const uint8_t *scales, size_t blk0, size_t n, float *out) {
-    const __m512i shift_even = _mm512_setr_epi32(0, 0, 0, 0, 8, 8, 8, 8, 16, 16, 16, 16, 24, 24, 24, 24);
-    const __m512i shift_odd = _mm512_setr_epi32(4, 4, 4, 4, 12, 12, 12, 12, 20, 20, 20, 20, 28, 28, 28, 28);
     for (size_t b = 0; b < n; b++) {
-        __m512i q = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(packed + 16 * (blk0 + b))));
+        __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(packed + 16 * (blk0 + b))));
         __m512 scaled = _mm512_load_ps(k3_scaled_e2m1[scales[blk0 + b]]);
-        _mm512_store_ps(out + 32 * b, _mm512_permutexvar_ps(_mm512_srlv_epi32(q, shift_even), scaled));
-        _mm512_store_ps(out + 32 * b + 16, _mm512_permutexvar_ps(_mm512_srlv_epi32(q, shift_odd), scaled));
+        _mm512_store_ps(out + 32 * b, _mm512_permutexvar_ps(q, scaled));
+        _mm512_store_ps(out + 32 * b + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), scaled));
     }
 }
 

@@ -9,7 +9,7 @@ static float row_dot(const uint8_t *packed, const uint8_t *scales, const float *
         const uint8_t *q = packed + 16 * b;
         const float *xe = xs + 32 * b, *xo = xe + 16;
         for (int i = 0; i < 16; i++) {
-            uint8_t byte = q[k3_mxfp4_lane_byte(i)];
+            uint8_t byte = q[i];
             float w_even = k3_e2m1[byte & 15] * scale;
             float w_odd = k3_e2m1[byte >> 4] * scale;
             lane[i] = fmaf(w_even, xe[i], lane[i]);

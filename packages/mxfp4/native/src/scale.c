@@ -29,8 +29,8 @@ void k3_mxfp4_split_activations(const float *x, size_t cols, size_t batch, float
         float *o = xs + b * cols;
         for (size_t k = 0; k < cols; k += 32)
             for (int i = 0; i < 16; i++) {
-                o[k + i] = xr[k + 2 * k3_mxfp4_lane_byte(i)];
-                o[k + 16 + i] = xr[k + 2 * k3_mxfp4_lane_byte(i) + 1];
+                o[k + i] = xr[k + 2 * i];
+                o[k + 16 + i] = xr[k + 2 * i + 1];
             }
     }
 }
