@@ -1,10 +1,13 @@
 /*
  * fake_dense.c: a stand-in k3_dense_api for sanitizer runs of an addon's C kernels outside Node
  * (packages/kda and packages/mla native/test/asan.sh link it; the pool runs tasks in reverse
- * order on the calling thread; SIMD level chosen by the driver).
+ * order on the calling thread; SIMD level chosen by the driver). gemm_acc is @k3/dense's real
+ * kernel (asan.sh compiles its gemm_acc_{scalar,avx2,avx512}.c too), so it runs under the
+ * sanitizers with the addon's shapes.
  */
 #include <math.h>
 #include "k3_dense.h"
+#include "gemm_acc.h"
 
 static k3_simd_level level = K3_SIMD_SCALAR;
 static k3_simd_level get_level(void) { return level; }
@@ -14,6 +17,17 @@ static void parallel_for(int n, k3_task_fn task, void *ctx) {
 }
 static void silu(const float *x, float *out, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+static void gemm_acc_f32(size_t m, size_t n, size_t k, const float *A, size_t lda, const float *B, size_t ldb, float *C,
+                         size_t ldc) {
+    k3_gemm_acc_f32_fn variant[3] = {k3_gemm_acc_f32_scalar, k3_gemm_acc_f32_avx2, k3_gemm_acc_f32_avx512};
+    variant[level](m, n, k, A, lda, B, ldb, C, ldc);
+}
+static void gemm_acc_bf16(size_t m, size_t n, size_t k, const float *A, size_t lda, const uint16_t *B, size_t ldb,
+                          float *C, size_t ldc) {
+    k3_gemm_acc_bf16_fn variant[3] = {k3_gemm_acc_bf16_scalar, k3_gemm_acc_bf16_avx2, k3_gemm_acc_bf16_avx512};
+    variant[level](m, n, k, A, lda, B, ldb, C, ldc);
 }
 
 k3_dense_api fake_api;
@@ -26,4 +40,6 @@ void fake_dense_init(int simd_level) {
     fake_api.thread_count = threads;
     fake_api.parallel_for = parallel_for;
     fake_api.silu = silu;
+    fake_api.gemm_acc_f32 = gemm_acc_f32;
+    fake_api.gemm_acc_bf16 = gemm_acc_bf16;
 }
