@@ -6,6 +6,7 @@
         "src/addon.cc",
         "src/st_error.c",
         "src/st_alloc.c",
+        "src/st_arena.c",
         "src/st_dtype.c",
         "src/st_utf8.c",
         "src/st_json.c",

@@ -81,6 +81,7 @@ int st_dtype_code(const uint8_t *s, size_t len); /* -1 when unknown */
 /* ---------------------------------------------------------------- the column table */
 
 typedef struct st_hash st_hash;
+typedef struct st_arena st_arena;
 
 typedef struct {
     uint32_t count;
@@ -102,6 +103,7 @@ typedef struct {
     uint8_t *meta_bytes;
     size_t meta_length;
     st_hash *names;            /* name -> index, for lookups and duplicate checks */
+    int in_arena;              /* the columns (not the metadata) live in an st_arena */
     /* capacities while scanning */
     uint32_t cap, dims_cap, meta_cap;
     size_t name_cap, meta_bytes_cap;
@@ -112,8 +114,11 @@ void st_table_free(st_table *t);
 /* Checks the 8-byte prefix (prefix_len = bytes available, <= 8). Returns N or -1 with e set. */
 int64_t st_header_length(const uint8_t *prefix, size_t prefix_len, uint64_t file_size, st_error *e);
 
-/* Parses and validates the N header bytes of a file of file_size bytes. 0 on success. */
-int st_parse_header(const uint8_t *header, size_t n, uint64_t file_size, st_table *out, st_error *e);
+/* Parses and validates the N header bytes of a file of file_size bytes. 0 on success. The
+   columns are parsed into per-thread scratch buffers (kept for the next header; dropped after
+   headers above 16 MB) and then copied at their exact size into `arena`, or into one malloc
+   each when arena is NULL. */
+int st_parse_header(const uint8_t *header, size_t n, uint64_t file_size, st_arena *arena, st_table *out, st_error *e);
 
 /* Index of the first byte of the first invalid UTF-8 sequence, or -1. */
 int64_t st_utf8_first_invalid(const uint8_t *s, size_t n);
@@ -137,6 +142,11 @@ void st_set_simd_level(int simd_level);
    Release with free(). */
 void *st_alloc_big(size_t bytes, int zero);
 
+/* Thread-safe bump allocation in huge-page chunks, 64-byte aligned; freed all at once. */
+st_arena *st_arena_new(void);
+void *st_arena_alloc(st_arena *a, size_t bytes);
+void st_arena_free(st_arena *a);
+
 /* ---------------------------------------------------------------- name hash */
 
 typedef void (*st_name_fn)(const void *ctx, uint32_t value, const uint8_t **name, size_t *len);
@@ -149,6 +159,10 @@ uint64_t st_hash_bytes(const uint8_t *s, size_t n);
 uint32_t st_hash_insert(st_hash *h, const uint8_t *name, size_t len, uint64_t hash, uint32_t value);
 uint32_t st_hash_find(const st_hash *h, const uint8_t *name, size_t len, uint64_t hash);
 void st_hash_set_ctx(st_hash *h, const void *ctx);
+/* Empties the table and sizes it for `expected` names (reusing its slots when the size fits). */
+int st_hash_reset(st_hash *h, uint32_t expected);
+/* A copy of h (same slots) whose slots live in `arena` (or one malloc when NULL). */
+st_hash *st_hash_copy(const st_hash *h, st_arena *arena, const void *ctx);
 /* Starts loading the slot a hash probes first (hides the cache miss of a later insert/find). */
 void st_hash_prefetch(const st_hash *h, uint64_t hash);
 
@@ -196,6 +210,7 @@ typedef struct {
     uint32_t n_shards;
     st_table *tables;
     uint64_t *bases;             /* n_shards + 1 */
+    st_arena *arena;             /* the tables' columns */
 } st_checkpoint;
 
 /* Reads and parses every shard (in parallel through `parallel`, or serially when NULL), then
@@ -218,6 +233,7 @@ typedef struct {
     const char *const *paths;
     st_table *tables;
     st_error *errors;
+    st_arena *arena;             /* the tables' columns (moved to the checkpoint by finish) */
 } st_speculative;
 
 int st_speculative_parse(const char *index_path, const char *const *paths, uint32_t n, st_parallel_fn parallel,

@@ -140,7 +140,7 @@ static Napi::Value ParseBuffer(const Napi::CallbackInfo &info) {
     o->ck.n_shards = 1;
     o->ck.tables = static_cast<st_table *>(calloc(1, sizeof(st_table)));
     o->ck.bases = static_cast<uint64_t *>(calloc(2, sizeof(uint64_t)));
-    if (!o->ck.tables || !o->ck.bases || st_parse_header(b.data + 8, (size_t)n, b.length, &o->ck.tables[0], &e) != 0) {
+    if (!o->ck.tables || !o->ck.bases || st_parse_header(b.data + 8, (size_t)n, b.length, nullptr, &o->ck.tables[0], &e) != 0) {
         if (e.code == ST_OK) st_fail(&e, ST_OUT_OF_MEMORY, -1, "out of memory");
         release(o);
         return result_error(env, e);

@@ -17,6 +17,7 @@ typedef struct {
     const char *const *paths;
     st_table *tables;
     st_error *errors;
+    st_arena *arena;
 } open_job;
 
 static int pread_all(int fd, uint8_t *dst, size_t len, uint64_t pos) {
@@ -72,7 +73,7 @@ static void parse_one(void *ctx, int i) {
         return;
     }
     close(fd);
-    st_parse_header(header, (size_t)n, size, &job->tables[i], e);
+    st_parse_header(header, (size_t)n, size, job->arena, &job->tables[i], e);
     free(header);
 }
 
@@ -256,8 +257,9 @@ int st_open_shards(const char *const *paths, uint32_t n, const st_index *index, 
     memset(c, 0, sizeof *c);
     c->tables = calloc(n ? n : 1, sizeof(st_table));
     c->bases = calloc(n + 1, sizeof(uint64_t));
+    c->arena = st_arena_new();
     st_error *errors = calloc(n ? n : 1, sizeof(st_error));
-    if (!c->tables || !c->bases || !errors) {
+    if (!c->tables || !c->bases || !c->arena || !errors) {
         free(errors);
         return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory"), -1;
     }
@@ -266,7 +268,7 @@ int st_open_shards(const char *const *paths, uint32_t n, const st_index *index, 
         errors[i].position = -1;
         errors[i].shard = -1;
     }
-    open_job job = {paths, c->tables, errors};
+    open_job job = {paths, c->tables, errors, c->arena};
     if (parallel && n > 1)
         parallel((int)n, parse_one, &job);
     else
@@ -297,6 +299,7 @@ void st_checkpoint_free(st_checkpoint *c) {
         for (uint32_t s = 0; s < c->n_shards; s++) st_table_free(&c->tables[s]);
     free(c->tables);
     free(c->bases);
+    st_arena_free(c->arena);
     memset(c, 0, sizeof *c);
 }
 
@@ -335,12 +338,13 @@ int st_speculative_parse(const char *index_path, const char *const *paths, uint3
     sp->paths = paths;
     sp->tables = calloc(n ? n : 1, sizeof(st_table));
     sp->errors = calloc(n ? n : 1, sizeof(st_error));
-    if (!sp->tables || !sp->errors) return st_fail(&sp->index_error, ST_OUT_OF_MEMORY, -1, "out of memory"), -1;
+    sp->arena = st_arena_new();
+    if (!sp->tables || !sp->errors || !sp->arena) return st_fail(&sp->index_error, ST_OUT_OF_MEMORY, -1, "out of memory"), -1;
     for (uint32_t i = 0; i < n; i++) {
         sp->errors[i].position = -1;
         sp->errors[i].shard = -1;
     }
-    spec_job job = {sp, {paths, sp->tables, sp->errors}, index_path};
+    spec_job job = {sp, {paths, sp->tables, sp->errors, sp->arena}, index_path};
     if (parallel)
         parallel((int)n + 1, spec_task, &job);
     else
@@ -366,6 +370,8 @@ int st_speculative_finish(st_speculative *sp, const uint32_t *order, st_parallel
     c->tables = calloc(n ? n : 1, sizeof(st_table));
     c->bases = calloc(n + 1, sizeof(uint64_t));
     if (!c->tables || !c->bases) return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory"), -1;
+    c->arena = sp->arena; /* the checkpoint owns the columns now (unused candidates' stay until it is freed) */
+    sp->arena = NULL;
     c->n_shards = n;
     for (uint32_t k = 0; k < n; k++) {
         c->tables[k] = sp->tables[order[k]];
@@ -386,5 +392,6 @@ void st_speculative_free(st_speculative *sp) {
     free(sp->errors);
     free(sp->index_error.tensor);
     st_index_free(&sp->index);
+    st_arena_free(sp->arena);
     memset(sp, 0, sizeof *sp);
 }

@@ -18,7 +18,14 @@ struct st_hash {
     uint32_t used;
     st_name_fn name_of;
     const void *ctx;
+    int slots_in_arena; /* a copy's slots belong to an st_arena */
 };
+
+static uint32_t capacity_for(uint32_t expected) {
+    uint32_t cap = 16;
+    while (cap < expected * 2u && cap < (1u << 31)) cap <<= 1;
+    return cap;
+}
 
 uint64_t st_hash_bytes(const uint8_t *s, size_t n) {
     uint64_t h = 0x9e3779b97f4a7c15ull ^ (n * 0xff51afd7ed558ccdull);
@@ -41,8 +48,7 @@ uint64_t st_hash_bytes(const uint8_t *s, size_t n) {
 st_hash *st_hash_new(uint32_t expected, st_name_fn name_of, const void *ctx) {
     st_hash *h = calloc(1, sizeof *h);
     if (!h) return NULL;
-    uint32_t cap = 16;
-    while (cap < expected * 2u && cap < (1u << 31)) cap <<= 1;
+    uint32_t cap = capacity_for(expected);
     h->slots = st_alloc_big(cap * sizeof(slot_t), 1);
     if (!h->slots) {
         st_hash_free(h);
@@ -56,8 +62,37 @@ st_hash *st_hash_new(uint32_t expected, st_name_fn name_of, const void *ctx) {
 
 void st_hash_free(st_hash *h) {
     if (!h) return;
-    free(h->slots);
+    if (!h->slots_in_arena) free(h->slots);
     free(h);
+}
+
+int st_hash_reset(st_hash *h, uint32_t expected) {
+    uint32_t cap = capacity_for(expected);
+    if (cap != h->cap) {
+        slot_t *slots = st_alloc_big(cap * sizeof(slot_t), 1);
+        if (!slots) return -1;
+        free(h->slots);
+        h->slots = slots;
+        h->cap = cap;
+    } else
+        memset(h->slots, 0, cap * sizeof(slot_t));
+    h->used = 0;
+    return 0;
+}
+
+st_hash *st_hash_copy(const st_hash *h, st_arena *arena, const void *ctx) {
+    st_hash *c = malloc(sizeof *c);
+    if (!c) return NULL;
+    *c = *h;
+    c->ctx = ctx;
+    c->slots_in_arena = arena != NULL;
+    c->slots = arena ? st_arena_alloc(arena, h->cap * sizeof(slot_t)) : malloc(h->cap * sizeof(slot_t));
+    if (!c->slots) {
+        free(c);
+        return NULL;
+    }
+    memcpy(c->slots, h->slots, h->cap * sizeof(slot_t));
+    return c;
 }
 
 void st_hash_set_ctx(st_hash *h, const void *ctx) { h->ctx = ctx; }
@@ -75,7 +110,8 @@ static int grow(st_hash *h) {
         while (slots[at].value) at = (at + 1) & (cap - 1);
         slots[at] = h->slots[i];
     }
-    free(h->slots);
+    if (!h->slots_in_arena) free(h->slots);
+    h->slots_in_arena = 0;
     h->slots = slots;
     h->cap = cap;
     return 0;

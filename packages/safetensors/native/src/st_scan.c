@@ -544,63 +544,189 @@ int64_t st_header_length(const uint8_t *prefix, size_t prefix_len, uint64_t file
 }
 
 void st_table_free(st_table *t) {
-    free(t->dtype);
-    free(t->begin);
-    free(t->end);
-    free(t->shape_start);
-    free(t->dims);
-    free(t->name_start);
-    free(t->name_bytes);
-    free(t->layer);
-    free(t->expert);
-    free(t->kind);
+    if (!t->in_arena) {
+        free(t->dtype);
+        free(t->begin);
+        free(t->end);
+        free(t->shape_start);
+        free(t->dims);
+        free(t->name_start);
+        free(t->name_bytes);
+        free(t->layer);
+        free(t->expert);
+        free(t->kind);
+    }
     free(t->meta_start);
     free(t->meta_bytes);
     st_hash_free(t->names);
     memset(t, 0, sizeof *t);
 }
 
-int st_parse_header(const uint8_t *header, size_t n, uint64_t file_size, st_table *t, st_error *e) {
+/* ---------------------------------------------------------------- scratch columns */
+
+/*
+ * Each thread parses into the same scratch columns header after header: their pages are
+ * faulted in once per thread, not once per shard and open. A parsed table is then copied at its
+ * exact size into the checkpoint's arena (huge pages, see st_arena.c). Scratch sized for a
+ * header above SCRATCH_KEEP bytes is dropped after that header.
+ */
+#define SCRATCH_KEEP (16u << 20)
+
+typedef struct {
+    uint8_t *dtype;
+    double *begin, *end, *dims;
+    uint32_t *shape_start, *name_start;
+    uint8_t *name_bytes;
+    uint32_t cap, dims_cap;
+    size_t name_cap;
+    st_hash *names;
+    size_t sized_for; /* the header length the buffers were last sized for */
+} scratch_columns;
+
+static _Thread_local scratch_columns scratch;
+
+static void scratch_drop(scratch_columns *x) {
+    free(x->dtype);
+    free(x->begin);
+    free(x->end);
+    free(x->dims);
+    free(x->shape_start);
+    free(x->name_start);
+    free(x->name_bytes);
+    st_hash_free(x->names);
+    memset(x, 0, sizeof *x);
+}
+
+static void table_name_of(const void *ctx, uint32_t i, const uint8_t **name, size_t *len);
+
+/* Sizes the scratch for an n-byte header (~100 header bytes per tensor in real checkpoints,
+   names about half the bytes, ~3 dims per tensor; the name hash ~128 bytes per name, since it
+   is zeroed per header) and lends it to t. */
+static int scratch_lend(scratch_columns *x, size_t n, st_table *t) {
+    uint32_t guess = (uint32_t)(n / 96 + 16);
+    if (x->cap < guess || x->name_cap < n / 2 + 64 || x->dims_cap < guess * 3) {
+        st_hash *names = x->names;
+        x->names = NULL;
+        scratch_drop(x);
+        x->names = names;
+        x->cap = guess;
+        x->dims_cap = guess * 3;
+        x->name_cap = n / 2 + 64;
+        x->dtype = malloc(guess);
+        x->begin = malloc(guess * sizeof(double));
+        x->end = malloc(guess * sizeof(double));
+        x->shape_start = malloc((guess + 1) * sizeof(uint32_t));
+        x->name_start = malloc((guess + 1) * sizeof(uint32_t));
+        x->name_bytes = malloc(x->name_cap);
+        x->dims = malloc(x->dims_cap * sizeof(double));
+    }
+    uint32_t expected = (uint32_t)(n / 128 + 16);
+    if (!x->names) x->names = st_hash_new(expected, table_name_of, t);
+    else if (st_hash_reset(x->names, expected) != 0) {
+        st_hash_free(x->names);
+        x->names = NULL;
+    }
+    if (!x->dtype || !x->begin || !x->end || !x->shape_start || !x->name_start || !x->name_bytes || !x->dims || !x->names) {
+        scratch_drop(x);
+        return -1;
+    }
+    x->sized_for = n;
+    st_hash_set_ctx(x->names, t);
+    t->dtype = x->dtype;
+    t->begin = x->begin;
+    t->end = x->end;
+    t->shape_start = x->shape_start;
+    t->name_start = x->name_start;
+    t->name_bytes = x->name_bytes;
+    t->dims = x->dims;
+    t->cap = x->cap;
+    t->dims_cap = x->dims_cap;
+    t->name_cap = x->name_cap;
+    t->names = x->names;
+    return 0;
+}
+
+/* Takes the (possibly regrown) buffers back from t, whose column pointers are cleared. */
+static void scratch_reclaim(scratch_columns *x, st_table *t) {
+    x->dtype = t->dtype;
+    x->begin = t->begin;
+    x->end = t->end;
+    x->shape_start = t->shape_start;
+    x->name_start = t->name_start;
+    x->name_bytes = t->name_bytes;
+    x->dims = t->dims;
+    x->cap = t->cap;
+    x->dims_cap = t->dims_cap;
+    x->name_cap = t->name_cap;
+    x->names = t->names;
+    t->dtype = NULL;
+    t->begin = t->end = t->dims = NULL;
+    t->shape_start = t->name_start = NULL;
+    t->name_bytes = NULL;
+    t->names = NULL;
+    t->cap = t->dims_cap = 0;
+    t->name_cap = 0;
+}
+
+/* `bytes` of fresh memory from the arena, or from malloc when there is none. */
+static void *place(st_arena *arena, size_t bytes) {
+    return arena ? st_arena_alloc(arena, bytes ? bytes : 1) : malloc(bytes ? bytes : 1);
+}
+
+static void *place_copy(st_arena *arena, const void *from, size_t bytes) {
+    void *p = place(arena, bytes);
+    if (p && bytes) memcpy(p, from, bytes);
+    return p;
+}
+
+/* Copies the scratch columns of a parsed table to their final home at their exact size, and
+   fills the grouping columns (layer, expert, kind) there. */
+static int finalize(st_table *t, const scratch_columns *x, st_arena *arena) {
+    uint32_t count = t->count;
+    t->in_arena = arena != NULL;
+    t->dtype = place_copy(arena, x->dtype, count);
+    t->begin = place_copy(arena, x->begin, count * sizeof(double));
+    t->end = place_copy(arena, x->end, count * sizeof(double));
+    t->shape_start = place_copy(arena, x->shape_start, (count + 1) * sizeof(uint32_t));
+    t->name_start = place_copy(arena, x->name_start, (count + 1) * sizeof(uint32_t));
+    t->name_bytes = place_copy(arena, x->name_bytes, t->name_length);
+    t->dims = place_copy(arena, x->dims, t->n_dims * sizeof(double));
+    t->layer = place(arena, (count + 1) * sizeof(int32_t));
+    t->expert = place(arena, (count + 1) * sizeof(int32_t));
+    t->kind = place(arena, count + 1);
+    t->names = st_hash_copy(x->names, arena, t);
+    t->cap = count;
+    t->dims_cap = t->n_dims;
+    t->name_cap = t->name_length;
+    if (!t->dtype || !t->begin || !t->end || !t->shape_start || !t->name_start || !t->name_bytes || !t->dims || !t->layer ||
+        !t->expert || !t->kind || !t->names)
+        return -1;
+    for (uint32_t i = 0; i < count; i++)
+        st_classify(t->name_bytes + t->name_start[i], t->name_start[i + 1] - t->name_start[i], &t->layer[i], &t->expert[i],
+                    &t->kind[i]);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- entry point */
+
+int st_parse_header(const uint8_t *header, size_t n, uint64_t file_size, st_arena *arena, st_table *t, st_error *e) {
     memset(t, 0, sizeof *t);
     t->header_length = n;
     t->file_size = file_size;
     int64_t bad = st_utf8_first_invalid(header, n);
     if (bad >= 0) return st_fail(e, ST_INVALID_UTF8, bad, "the header is not valid UTF-8"), -1;
-    /* ~100 header bytes per tensor in real checkpoints: size the columns once. */
-    uint32_t guess = (uint32_t)(n / 96 + 16);
-    t->cap = guess;
-    t->dtype = malloc(guess);
-    t->begin = malloc(guess * sizeof(double));
-    t->end = malloc(guess * sizeof(double));
-    t->shape_start = malloc((guess + 1) * sizeof(uint32_t));
-    t->name_start = malloc((guess + 1) * sizeof(uint32_t));
-    /* names take about half of a real header; shapes about 3 dims per tensor */
-    t->name_cap = n / 2 + 64;
-    t->name_bytes = malloc(t->name_cap);
-    t->dims_cap = guess * 3;
-    t->dims = malloc(t->dims_cap * sizeof(double));
-    if (!t->name_bytes || !t->dims)
-        return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1;
-    /* The name hash gets its own, smaller estimate (~128 header bytes per name; K3 has ~150):
-       it is zeroed up front, so an oversized table costs page faults on every open, while an
-       undersized one only grows (rehashes) once. */
-    t->names = st_hash_new((uint32_t)(n / 128 + 16), table_name_of, t);
-    if (!t->dtype || !t->begin || !t->end || !t->shape_start || !t->name_start || !t->names)
-        return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1;
+    scratch_columns *x = &scratch;
+    if (scratch_lend(x, n, t) != 0) return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1;
     t->name_start[0] = 0;
     scanner s = {{header, n, 0, e, "header"}, t, NULL};
     int rc = scan_object(&s);
     st_hash_free(s.meta_keys);
-    if (rc != 0) return -1;
-    t->shape_start[t->count] = t->n_dims;
-    if (st_validate_layout(t, e) != 0) return -1;
-    t->layer = malloc((t->count + 1) * sizeof(int32_t));
-    t->expert = malloc((t->count + 1) * sizeof(int32_t));
-    t->kind = malloc(t->count + 1);
-    if (!t->layer || !t->expert || !t->kind)
-        return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1;
-    for (uint32_t i = 0; i < t->count; i++)
-        st_classify(t->name_bytes + t->name_start[i], t->name_start[i + 1] - t->name_start[i], &t->layer[i],
-                    &t->expert[i], &t->kind[i]);
-    return 0;
+    if (rc == 0) {
+        t->shape_start[t->count] = t->n_dims;
+        rc = st_validate_layout(t, e);
+    }
+    scratch_reclaim(x, t);
+    if (rc == 0 && finalize(t, x, arena) != 0) rc = (st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1);
+    if (x->sized_for > SCRATCH_KEEP) scratch_drop(x);
+    return rc;
 }
