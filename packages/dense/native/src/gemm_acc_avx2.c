@@ -1,9 +1,9 @@
 /*
  * gemm_acc_avx2.c: AVX2 + FMA accumulating small GEMM (order in gemm_acc.h). One ymm holds 8
  * neighbouring columns of one C row (8 independent FMA chains, p in order). Tiles are R rows x
- * 8 V columns: 4 x 16 (8 accumulators) over blocks of 4 rows, and 1 x 32 (4 accumulators, enough
- * chains to hide the FMA latency) for the rows left over; columns that do not fill a vector run
- * the scalar chain (fmaf is the same single-rounding FMA instruction here).
+ * 8 V columns: 4 x 16 (8 accumulators) over blocks of 4 rows, and 1 x 64 (8 accumulators, enough
+ * chains to hide the FMA latency of a single row) for the rows left over; columns that do not fill
+ * a vector run the scalar chain (fmaf is the same single-rounding FMA instruction here).
  */
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
@@ -37,11 +37,16 @@ INLINE float elem_b(const void *B, const int bf16, size_t idx) {
 /* C[R rows][8 V columns] += A[R][k] B[k][8 V]; B is at element offset b0, columns from there. */
 INLINE void tile(const int R, const int V, const int bf16, size_t k, const float *A, size_t lda, const void *B,
                  size_t b0, size_t ldb, float *C, size_t ldc) {
-    __m256 acc[4][4];
+    __m256 acc[4][8];
     for (int r = 0; r < R; r++)
         for (int u = 0; u < V; u++) acc[r][u] = _mm256_loadu_ps(C + r * ldc + 8 * u);
     for (size_t p = 0; p < k; p++) {
-        __m256 b[4];
+        if (R == 1) { /* each B vector is used once: load it into its FMA (8 chains + 2 registers) */
+            __m256 a = _mm256_set1_ps(A[p]);
+            for (int u = 0; u < V; u++) acc[0][u] = _mm256_fmadd_ps(a, load_b(B, bf16, b0 + p * ldb + 8 * u), acc[0][u]);
+            continue;
+        }
+        __m256 b[8];
         for (int u = 0; u < V; u++) b[u] = load_b(B, bf16, b0 + p * ldb + 8 * u);
         for (int r = 0; r < R; r++) {
             __m256 a = _mm256_set1_ps(A[r * lda + p]);
@@ -76,6 +81,7 @@ INLINE void row_blocks(const int bf16, size_t m4, size_t n, size_t k, const floa
 /* One row across all columns. */
 INLINE void single_row(const int bf16, size_t n, size_t k, const float *A, const void *B, size_t ldb, float *C) {
     size_t j = 0;
+    for (; j + 64 <= n; j += 64) tile(1, 8, bf16, k, A, 0, B, j, ldb, C + j, 0);
     for (; j + 32 <= n; j += 32) tile(1, 4, bf16, k, A, 0, B, j, ldb, C + j, 0);
     for (; j + 16 <= n; j += 16) tile(1, 2, bf16, k, A, 0, B, j, ldb, C + j, 0);
     for (; j + 8 <= n; j += 8) tile(1, 1, bf16, k, A, 0, B, j, ldb, C + j, 0);
