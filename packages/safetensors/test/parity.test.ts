@@ -101,3 +101,42 @@ describe.each(BACKENDS)("reads (%s)", (backend) => {
     expect(Array.from(typedView(mem.view("c"), "F32", { copy: true }))).toEqual([7, 8]);
   });
 });
+
+describe.skipIf(!both)("scratch columns and the checkpoint arena", () => {
+  it("give the TS tables for shards of mixed sizes (one header above the 4 MB scratch limit) on 1, 2 and 3 pool threads", async () => {
+    const { setThreadCount, threadCount } = await import("@k3/dense");
+    const { nativePoolReady } = await import("../src/native.js");
+    expect(await nativePoolReady).toBe(true);
+    const dir = tempDir("arena");
+    const w = new ShardedCheckpointWriter(dir);
+    const sizes = [3, 36_000, 1, 2_000, 0, 500]; // 36k entries with long names: a ~4.8 MB header
+    const name = (s: number, i: number) => `model.layers.${s}.mlp.experts.${i}.w${(i % 3) + 1}.weight_${"x".repeat(40 + (i % 17))}`;
+    sizes.forEach((count, s) => {
+      for (let i = 0; i < count; i++) w.add(name(s, i), i % 2 ? "BF16" : "U8", [i % 5, 2], new Uint8Array((i % 5) * 2 * (i % 2 ? 2 : 1)));
+      w.nextShard();
+    });
+    w.finish();
+    const expected = openCheckpointSync(dir, { backend: "ts" });
+    const threads0 = threadCount();
+    try {
+      expect(expected.headerTables[1].headerLength).toBeGreaterThan(4 << 20);
+      for (const threads of [1, 2, 3, 2]) {
+        setThreadCount(threads);
+        {
+          const got = openCheckpointSync(dir, { backend: "native" });
+          expect(got.size).toBe(expected.size);
+          got.headerTables.forEach((y, s) => {
+            const x = expected.headerTables[s];
+            for (const k of ["dtype", "begin", "end", "shapeStart", "dims", "nameStart", "nameBytes", "layer", "expert", "kind"] as const) {
+              const [a, b] = [x[k], y[k]].map((v) => Buffer.from(v.buffer, v.byteOffset, v.byteLength));
+              expect(b.equals(a), `threads ${threads} shard ${s} ${k}`).toBe(true);
+            }
+          });
+          for (const [s, i] of [[1, 35_999], [1, 17], [3, 1_999], [0, 2], [5, 499]]) expect(got.get(name(s, i))).toEqual(expected.get(name(s, i)));
+        }
+      }
+    } finally {
+      setThreadCount(threads0);
+    }
+  });
+});

@@ -5,6 +5,7 @@
  * or null). No recursion: the schema has a fixed depth, so hostile nesting cannot hurt.
  * Names are decoded straight into the table's string table; integers must be <= 2^53-1.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -568,9 +569,10 @@ void st_table_free(st_table *t) {
  * Each thread parses into the same scratch columns header after header: their pages are
  * faulted in once per thread, not once per shard and open. A parsed table is then copied at its
  * exact size into the checkpoint's arena (huge pages, see st_arena.c). Scratch sized for a
- * header above SCRATCH_KEEP bytes is dropped after that header.
+ * header above SCRATCH_KEEP bytes is dropped after that header (K3's are 0.8 MB: ~1.3 MB of
+ * scratch per thread); a thread's scratch is freed when the thread exits.
  */
-#define SCRATCH_KEEP (16u << 20)
+#define SCRATCH_KEEP (4u << 20)
 
 typedef struct {
     uint8_t *dtype;
@@ -583,7 +585,33 @@ typedef struct {
     size_t sized_for; /* the header length the buffers were last sized for */
 } scratch_columns;
 
-static _Thread_local scratch_columns scratch;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_drop(scratch_columns *x);
+
+static void scratch_exit(void *p) {
+    scratch_drop(p);
+    free(p);
+}
+
+static void scratch_key_create(void) { scratch_key_ok = pthread_key_create(&scratch_key, scratch_exit) == 0; }
+
+/* This thread's scratch (created on first use), or NULL without memory. */
+static scratch_columns *thread_scratch(void) {
+    pthread_once(&scratch_once, scratch_key_create);
+    if (!scratch_key_ok) return NULL;
+    scratch_columns *x = pthread_getspecific(scratch_key);
+    if (!x) {
+        x = calloc(1, sizeof *x);
+        if (x && pthread_setspecific(scratch_key, x) != 0) {
+            free(x);
+            x = NULL;
+        }
+    }
+    return x;
+}
 
 static void scratch_drop(scratch_columns *x) {
     free(x->dtype);
@@ -715,8 +743,8 @@ int st_parse_header(const uint8_t *header, size_t n, uint64_t file_size, st_aren
     t->file_size = file_size;
     int64_t bad = st_utf8_first_invalid(header, n);
     if (bad >= 0) return st_fail(e, ST_INVALID_UTF8, bad, "the header is not valid UTF-8"), -1;
-    scratch_columns *x = &scratch;
-    if (scratch_lend(x, n, t) != 0) return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1;
+    scratch_columns *x = thread_scratch();
+    if (!x || scratch_lend(x, n, t) != 0) return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1;
     t->name_start[0] = 0;
     scanner s = {{header, n, 0, e, "header"}, t, NULL};
     int rc = scan_object(&s);
