@@ -5,7 +5,7 @@
  * or null). No recursion: the schema has a fixed depth, so hostile nesting cannot hurt.
  * Names are decoded straight into the table's string table; integers must be <= 2^53-1.
  */
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -566,11 +566,11 @@ void st_table_free(st_table *t) {
 /* ---------------------------------------------------------------- scratch columns */
 
 /*
- * Each thread parses into the same scratch columns header after header: their pages are
- * faulted in once per thread, not once per shard and open. A parsed table is then copied at its
+ * Parses reuse the same scratch columns header after header: their pages are faulted in once
+ * per set, not once per shard and open. A parsed table is then copied at its
  * exact size into the checkpoint's arena (huge pages, see st_arena.c). Scratch sized for a
  * header above SCRATCH_KEEP bytes is dropped after that header (K3's are 0.8 MB: ~1.3 MB of
- * scratch per thread); a thread's scratch is freed when the thread exits.
+ * scratch per set, one set per thread parsing at the same time).
  */
 #define SCRATCH_KEEP (4u << 20)
 
@@ -585,32 +585,32 @@ typedef struct {
     size_t sized_for; /* the header length the buffers were last sized for */
 } scratch_columns;
 
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static int scratch_key_ok;
+/* Scratch sets shared by the process: a parse claims a free one for the duration of one header
+   (the lowest free first, so 2 parse threads keep reusing 2 sets). Not thread-local storage: an
+   addon can be unloaded before a worker thread exits, and a thread-exit destructor would then
+   run unloaded code. With more parses at once than sets, the extra ones use a temporary set. */
+enum { SCRATCH_SETS = 16 };
+static scratch_columns scratch_sets[SCRATCH_SETS];
+static atomic_int scratch_busy[SCRATCH_SETS];
 
 static void scratch_drop(scratch_columns *x);
 
-static void scratch_exit(void *p) {
-    scratch_drop(p);
-    free(p);
+static scratch_columns *scratch_claim(void) {
+    for (int i = 0; i < SCRATCH_SETS; i++) {
+        int idle = 0;
+        if (atomic_compare_exchange_strong(&scratch_busy[i], &idle, 1)) return &scratch_sets[i];
+    }
+    return calloc(1, sizeof(scratch_columns));
 }
 
-static void scratch_key_create(void) { scratch_key_ok = pthread_key_create(&scratch_key, scratch_exit) == 0; }
-
-/* This thread's scratch (created on first use), or NULL without memory. */
-static scratch_columns *thread_scratch(void) {
-    pthread_once(&scratch_once, scratch_key_create);
-    if (!scratch_key_ok) return NULL;
-    scratch_columns *x = pthread_getspecific(scratch_key);
-    if (!x) {
-        x = calloc(1, sizeof *x);
-        if (x && pthread_setspecific(scratch_key, x) != 0) {
-            free(x);
-            x = NULL;
-        }
+static void scratch_release(scratch_columns *x) {
+    if (x >= scratch_sets && x < scratch_sets + SCRATCH_SETS) {
+        if (x->sized_for > SCRATCH_KEEP) scratch_drop(x);
+        atomic_store(&scratch_busy[x - scratch_sets], 0);
+    } else {
+        scratch_drop(x);
+        free(x);
     }
-    return x;
 }
 
 static void scratch_drop(scratch_columns *x) {
@@ -743,8 +743,12 @@ int st_parse_header(const uint8_t *header, size_t n, uint64_t file_size, st_aren
     t->file_size = file_size;
     int64_t bad = st_utf8_first_invalid(header, n);
     if (bad >= 0) return st_fail(e, ST_INVALID_UTF8, bad, "the header is not valid UTF-8"), -1;
-    scratch_columns *x = thread_scratch();
-    if (!x || scratch_lend(x, n, t) != 0) return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1;
+    scratch_columns *x = scratch_claim();
+    if (!x) return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1;
+    if (scratch_lend(x, n, t) != 0) {
+        scratch_release(x);
+        return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1;
+    }
     t->name_start[0] = 0;
     scanner s = {{header, n, 0, e, "header"}, t, NULL};
     int rc = scan_object(&s);
@@ -755,6 +759,6 @@ int st_parse_header(const uint8_t *header, size_t n, uint64_t file_size, st_aren
     }
     scratch_reclaim(x, t);
     if (rc == 0 && finalize(t, x, arena) != 0) rc = (st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory while parsing the header"), -1);
-    if (x->sized_for > SCRATCH_KEEP) scratch_drop(x);
+    scratch_release(x);
     return rc;
 }
