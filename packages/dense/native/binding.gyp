@@ -15,6 +15,7 @@
         "src/gemm_scalar.c",
         "src/gemm_avx2.c",
         "src/gemm_avx512.c",
+        "src/gemm_rows.c",
         "src/gemm_acc.c",
         "src/gemm_acc_scalar.c",
         "src/gemm_acc_avx2.c",

@@ -158,6 +158,46 @@ export function gemmAccBf16(A: Float32Array, B: ArrayBufferView, C: Float32Array
   return C;
 }
 
+// ---------------------------------------------------------------- dot rows
+//
+// C[i][j] = A[i] . B[j]: every row of A against every row of B, in the dot order of gemv/gemm
+// above (A as the activation, B as the weights), so C[i][j] is bit for bit gemvF32(B, A[i])[j].
+// Strides on all three operands and no thread pool: it is the kernel of MLA's attention scores
+// and W_UV projection (@k3/mla) and of KDA's direct dots (@k3/kda), which call it through the C
+// table from inside their own parallel tasks; from JS it runs on the calling thread.
+
+/** Shape of `C[i][j] = A[i] . B[j]`, i < m, j < n, over k values; strides default to the widths. */
+export interface DotRowsShape {
+  m: number;
+  n: number;
+  k: number;
+  /** Row stride of A (>= k; default k). */
+  lda?: number;
+  /** Row stride of B (>= k; default k). */
+  ldb?: number;
+  /** Row stride of C (>= n; default n). Elements between rows are left untouched. */
+  ldc?: number;
+}
+
+/**
+ * C[i][j] = A[i] . B[j] in f32 (A [m x k], B [n x k], C [m x n], row-major). C is overwritten in
+ * place and returned (k = 0 writes +0); its span must not overlap A's or B's. Bit-identical at
+ * every SIMD level (order above).
+ */
+export function dotRowsF32(A: Float32Array, B: Float32Array, C: Float32Array, shape: DotRowsShape): Float32Array {
+  native.dotRowsF32(A, B, C, shape.m, shape.n, shape.k, shape.lda ?? shape.k, shape.ldb ?? shape.k, shape.ldc ?? shape.n);
+  return C;
+}
+
+/**
+ * As dotRowsF32 with B in bf16 (raw bits, widened exactly): `B` may be a Uint16Array or any view
+ * of the bits starting at an even byte offset (a safetensors tensor's Uint8Array, say).
+ */
+export function dotRowsBf16(A: Float32Array, B: ArrayBufferView, C: Float32Array, shape: DotRowsShape): Float32Array {
+  native.dotRowsBf16(A, B, C, shape.m, shape.n, shape.k, shape.lda ?? shape.k, shape.ldb ?? shape.k, shape.ldc ?? shape.n);
+  return C;
+}
+
 // ---------------------------------------------------------------- norms and activations
 //
 // One C implementation each (O(n) per token), identical at every SIMD level; exp/tanh are libm's

@@ -14,6 +14,8 @@ export interface DenseBinding {
   gemmF32(w: Float32Array, X: Float32Array, Y: Float32Array, rows: number, cols: number, batch: number, ld: number): void;
   gemmAccF32(A: Float32Array, B: Float32Array, C: Float32Array, m: number, n: number, k: number, lda: number, ldb: number, ldc: number): void;
   gemmAccBf16(A: Float32Array, B: ArrayBufferView, C: Float32Array, m: number, n: number, k: number, lda: number, ldb: number, ldc: number): void;
+  dotRowsF32(A: Float32Array, B: Float32Array, C: Float32Array, m: number, n: number, k: number, lda: number, ldb: number, ldc: number): void;
+  dotRowsBf16(A: Float32Array, B: ArrayBufferView, C: Float32Array, m: number, n: number, k: number, lda: number, ldb: number, ldc: number): void;
   rmsNorm(x: Float32Array, weight: Float32Array, eps: number, out: Float32Array, dim: number): void;
   l2Normalize(x: Float32Array, out: Float32Array, dim: number, eps: number): void;
   sigmoid(x: Float32Array, out: Float32Array): void;

@@ -85,6 +85,19 @@ typedef struct k3_dense_api {
                          float *C, size_t ldc);
     void (*gemm_acc_bf16)(size_t m, size_t n, size_t k, const float *A, size_t lda, const uint16_t *B, size_t ldb,
                           float *C, size_t ldc);
+
+    /* ---- appended: dot rows (@k3/mla scores and W_UV projection, @k3/kda direct dots) ---- */
+
+    /* C[i][j] = A[i] . B[j] over k values, i < m, j < n; A f32, B f32 or bf16 bits; row strides
+       lda >= k, ldb >= k, ldc >= n (elements); C must not overlap A or B; k = 0 writes +0. The dot
+       order of gemv/gemm above, at every SIMD level (C[i][j] is bit for bit gemv(B, A[i])[j]):
+         lane[p % 16] = fmaf(A[i][p], B[j][p], lane[p % 16])  for p = 0, 1, ..., k-1  (lanes from +0)
+         then lane[t] += lane[t + h] for h = 8, 4, 2, 1;  C[i][j] = lane[0]
+       Runs on the calling thread (call it from inside parallel_for tasks; it never uses the pool). */
+    void (*dot_rows_f32)(size_t m, size_t n, size_t k, const float *A, size_t lda, const float *B, size_t ldb,
+                         float *C, size_t ldc);
+    void (*dot_rows_bf16)(size_t m, size_t n, size_t k, const float *A, size_t lda, const uint16_t *B, size_t ldb,
+                          float *C, size_t ldc);
 } k3_dense_api;
 
 /* Provided by @k3/dense itself. */

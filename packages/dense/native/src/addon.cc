@@ -171,7 +171,7 @@ static Napi::Value GemmF32(const Napi::CallbackInfo &info) {
 
 // ---------------------------------------------------------------- accumulating small GEMM
 
-// One operand of gemmAcc: `rows` rows of `cols` values, `ld` apart, in `bytes` bytes from `data`.
+// One operand of gemmAcc / dotRows: `rows` rows of `cols` values, `ld` apart, in `bytes` bytes from `data`.
 struct Operand {
     const char *name;         // "A", "B", "C"
     const char *rows_name;    // for messages: "m", "k"
@@ -208,45 +208,79 @@ static bool spans_overlap(const Operand &a, const Operand &b) {
     return a.data < b.data + b.span && b.data < a.data + a.span;
 }
 
-// gemmAccF32 / gemmAccBf16 (A, B, C, m, n, k, lda, ldb, ldc): C[m][n] += A[m][k] B[k][n].
-static Napi::Value GemmAcc(const Napi::CallbackInfo &info, const char *fn, bool bf16) {
-    Napi::Env env = info.Env();
+// The arguments of gemmAcc and dotRows: (A, B, C, m, n, k, lda, ldb, ldc); B is f32 or bf16 bits.
+struct ProductArgs {
     float *a, *c;
-    size_t na, nc, m, n, k, lda, ldb, ldc;
+    const uint8_t *b;
+    size_t na, b_bytes, nc, m, n, k, lda, ldb, ldc;
+};
+
+static bool get_product_args(const Napi::CallbackInfo &info, const char *fn, bool bf16, ProductArgs *p) {
     k3::Bytes b;
     float *bf = nullptr;
     size_t nbf = 0;
-    if (!k3::get_f32(info, 0, fn, "A", 0, &a, &na)) return env.Undefined();
-    if (bf16 ? !k3::get_bytes(info, 1, fn, "B", &b) : !k3::get_f32(info, 1, fn, "B", 0, &bf, &nbf)) return env.Undefined();
-    if (!k3::get_f32(info, 2, fn, "C", 0, &c, &nc) || !k3::get_size(info, 3, fn, "m", &m) ||
-        !k3::get_size(info, 4, fn, "n", &n) || !k3::get_size(info, 5, fn, "k", &k) ||
-        !k3::get_size(info, 6, fn, "lda", &lda) || !k3::get_size(info, 7, fn, "ldb", &ldb) ||
-        !k3::get_size(info, 8, fn, "ldc", &ldc))
-        return env.Undefined();
-    if (!bf16) {
-        b.data = reinterpret_cast<uint8_t *>(bf);
-        b.length = nbf * 4;
-    }
-    Operand A = {"A", "m", "k", "lda", reinterpret_cast<const uint8_t *>(a), na * 4, m, k, lda, 4, 0};
-    Operand B = {"B", "k", "n", "ldb", b.data, b.length, k, n, ldb, bf16 ? 2u : 4u, 0};
-    Operand C = {"C", "m", "n", "ldc", reinterpret_cast<const uint8_t *>(c), nc * 4, m, n, ldc, 4, 0};
-    if (!check_operand(env, fn, &A) || !check_operand(env, fn, &B) || !check_operand(env, fn, &C)) return env.Undefined();
-    if (bf16 && reinterpret_cast<uintptr_t>(b.data) % 2 != 0)
-        return k3::fail(env, fn, "B must start at an even byte offset (bf16)", true), env.Undefined();
-    if (spans_overlap(C, A) || spans_overlap(C, B))
-        return k3::fail(env, fn, std::string("C overlaps ") + (spans_overlap(C, A) ? "A" : "B") +
+    if (!k3::get_f32(info, 0, fn, "A", 0, &p->a, &p->na)) return false;
+    if (bf16 ? !k3::get_bytes(info, 1, fn, "B", &b) : !k3::get_f32(info, 1, fn, "B", 0, &bf, &nbf)) return false;
+    if (!k3::get_f32(info, 2, fn, "C", 0, &p->c, &p->nc) || !k3::get_size(info, 3, fn, "m", &p->m) ||
+        !k3::get_size(info, 4, fn, "n", &p->n) || !k3::get_size(info, 5, fn, "k", &p->k) ||
+        !k3::get_size(info, 6, fn, "lda", &p->lda) || !k3::get_size(info, 7, fn, "ldb", &p->ldb) ||
+        !k3::get_size(info, 8, fn, "ldc", &p->ldc))
+        return false;
+    p->b = bf16 ? b.data : reinterpret_cast<const uint8_t *>(bf);
+    p->b_bytes = bf16 ? b.length : nbf * 4;
+    return true;
+}
+
+// Bounds of A, B, C, B's alignment, and C overlapping A or B (C is written while they are read).
+static bool check_product(Napi::Env env, const char *fn, bool bf16, Operand *A, Operand *B, Operand *C) {
+    if (!check_operand(env, fn, A) || !check_operand(env, fn, B) || !check_operand(env, fn, C)) return false;
+    if (bf16 && reinterpret_cast<uintptr_t>(B->data) % 2 != 0)
+        return k3::fail(env, fn, "B must start at an even byte offset (bf16)", true);
+    if (spans_overlap(*C, *A) || spans_overlap(*C, *B))
+        return k3::fail(env, fn, std::string("C overlaps ") + (spans_overlap(*C, *A) ? "A" : "B") +
                                      " (C is written while A and B are read)",
-                        true),
-               env.Undefined();
-    if (m == 0 || n == 0 || k == 0) return env.Undefined();
+                        true);
+    return true;
+}
+
+// gemmAccF32 / gemmAccBf16 (A, B, C, m, n, k, lda, ldb, ldc): C[m][n] += A[m][k] B[k][n].
+static Napi::Value GemmAcc(const Napi::CallbackInfo &info, const char *fn, bool bf16) {
+    Napi::Env env = info.Env();
+    ProductArgs p;
+    if (!get_product_args(info, fn, bf16, &p)) return env.Undefined();
+    Operand A = {"A", "m", "k", "lda", reinterpret_cast<const uint8_t *>(p.a), p.na * 4, p.m, p.k, p.lda, 4, 0};
+    Operand B = {"B", "k", "n", "ldb", p.b, p.b_bytes, p.k, p.n, p.ldb, bf16 ? 2u : 4u, 0};
+    Operand C = {"C", "m", "n", "ldc", reinterpret_cast<const uint8_t *>(p.c), p.nc * 4, p.m, p.n, p.ldc, 4, 0};
+    if (!check_product(env, fn, bf16, &A, &B, &C)) return env.Undefined();
+    if (p.m == 0 || p.n == 0 || p.k == 0) return env.Undefined();
     if (bf16)
-        k3_gemm_acc_bf16(m, n, k, a, lda, reinterpret_cast<const uint16_t *>(b.data), ldb, c, ldc);
+        k3_gemm_acc_bf16(p.m, p.n, p.k, p.a, p.lda, reinterpret_cast<const uint16_t *>(p.b), p.ldb, p.c, p.ldc);
     else
-        k3_gemm_acc_f32(m, n, k, a, lda, bf, ldb, c, ldc);
+        k3_gemm_acc_f32(p.m, p.n, p.k, p.a, p.lda, reinterpret_cast<const float *>(p.b), p.ldb, p.c, p.ldc);
     return env.Undefined();
 }
 static Napi::Value GemmAccF32(const Napi::CallbackInfo &info) { return GemmAcc(info, "gemmAccF32", false); }
 static Napi::Value GemmAccBf16(const Napi::CallbackInfo &info) { return GemmAcc(info, "gemmAccBf16", true); }
+
+// ---------------------------------------------------------------- dot rows
+
+// dotRowsF32 / dotRowsBf16 (A, B, C, m, n, k, lda, ldb, ldc): C[i][j] = A[i] . B[j] (gemm.h order).
+static Napi::Value DotRows(const Napi::CallbackInfo &info, const char *fn, bool bf16) {
+    Napi::Env env = info.Env();
+    ProductArgs p;
+    if (!get_product_args(info, fn, bf16, &p)) return env.Undefined();
+    Operand A = {"A", "m", "k", "lda", reinterpret_cast<const uint8_t *>(p.a), p.na * 4, p.m, p.k, p.lda, 4, 0};
+    Operand B = {"B", "n", "k", "ldb", p.b, p.b_bytes, p.n, p.k, p.ldb, bf16 ? 2u : 4u, 0};
+    Operand C = {"C", "m", "n", "ldc", reinterpret_cast<const uint8_t *>(p.c), p.nc * 4, p.m, p.n, p.ldc, 4, 0};
+    if (!check_product(env, fn, bf16, &A, &B, &C)) return env.Undefined();
+    if (bf16)
+        k3_dot_rows_bf16(p.m, p.n, p.k, p.a, p.lda, reinterpret_cast<const uint16_t *>(p.b), p.ldb, p.c, p.ldc);
+    else
+        k3_dot_rows_f32(p.m, p.n, p.k, p.a, p.lda, reinterpret_cast<const float *>(p.b), p.ldb, p.c, p.ldc);
+    return env.Undefined();
+}
+static Napi::Value DotRowsF32(const Napi::CallbackInfo &info) { return DotRows(info, "dotRowsF32", false); }
+static Napi::Value DotRowsBf16(const Napi::CallbackInfo &info) { return DotRows(info, "dotRowsBf16", true); }
 
 // Checks a row-wise op: x.length is a positive multiple of dim and out is as long as x.
 static bool check_rows(Napi::Env env, const char *fn, size_t nx, size_t nout, size_t dim, size_t *n_rows) {
@@ -423,6 +457,8 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["gemmF32"] = Napi::Function::New(env, GemmF32);
     exports["gemmAccF32"] = Napi::Function::New(env, GemmAccF32);
     exports["gemmAccBf16"] = Napi::Function::New(env, GemmAccBf16);
+    exports["dotRowsF32"] = Napi::Function::New(env, DotRowsF32);
+    exports["dotRowsBf16"] = Napi::Function::New(env, DotRowsBf16);
     exports["rmsNorm"] = Napi::Function::New(env, RmsNorm);
     exports["l2Normalize"] = Napi::Function::New(env, L2Normalize);
     exports["sigmoid"] = Napi::Function::New(env, Sigmoid);

@@ -27,6 +27,8 @@ static const k3_dense_api api = {
     .top_k = k3_top_k,
     .gemm_acc_f32 = k3_gemm_acc_f32,
     .gemm_acc_bf16 = k3_gemm_acc_bf16,
+    .dot_rows_f32 = k3_dot_rows_f32,
+    .dot_rows_bf16 = k3_dot_rows_bf16,
 };
 
 const k3_dense_api *k3_dense_get_api(void) { return &api; }

@@ -1,4 +1,4 @@
-/* gemm.c: splits rows over the pool and picks the variant for the current SIMD level. */
+/* gemm.c: splits rows over the pool and picks the variant for the current SIMD level; dot rows at that level. */
 #include "gemm.h"
 #include "cpu.h"
 #include "pool.h"
@@ -19,15 +19,7 @@ static void gemm_task(void *ctx, int task_index) {
     size_t begin = (size_t)task_index * job->rows_per_task;
     size_t end = begin + job->rows_per_task;
     if (end > job->rows) end = job->rows;
-    job->rows_fn(job->w, job->ld, job->x, job->y, job->rows, job->cols, job->batch, begin, end);
-}
-
-static k3_gemm_rows_fn variant_for(k3_simd_level level, k3_weight_type type) {
-    switch (level) {
-        case K3_SIMD_AVX512: return type == K3_WEIGHT_BF16 ? k3_gemm_bf16_rows_avx512 : k3_gemm_f32_rows_avx512;
-        case K3_SIMD_AVX2: return type == K3_WEIGHT_BF16 ? k3_gemm_bf16_rows_avx2 : k3_gemm_f32_rows_avx2;
-        default: return type == K3_WEIGHT_BF16 ? k3_gemm_bf16_rows_scalar : k3_gemm_f32_rows_scalar;
-    }
+    job->rows_fn(job->w, job->ld, job->x, job->cols, job->y, job->rows, job->cols, job->batch, begin, end);
 }
 
 static void run(k3_weight_type type, const void *w, size_t ld, const float *x, float *y, size_t rows, size_t cols,
@@ -37,7 +29,7 @@ static void run(k3_weight_type type, const void *w, size_t ld, const float *x, f
     size_t per_task = (rows + tasks - 1) / tasks;
     if (per_task < ROWS_PER_TASK_MIN) per_task = ROWS_PER_TASK_MIN;
     per_task = (per_task + 3) / 4 * 4; /* whole 4-row tiles */
-    gemm_job job = {variant_for(k3_cpu_level(), type), w, ld, x, y, rows, cols, batch, per_task};
+    gemm_job job = {k3_gemm_rows_variant(k3_cpu_level(), type), w, ld, x, y, rows, cols, batch, per_task};
     k3_pool_parallel_for((int)((rows + per_task - 1) / per_task), gemm_task, &job);
 }
 
@@ -51,4 +43,14 @@ void k3_gemm_f32(const float *w, size_t ld, const float *x, float *y, size_t row
 
 void k3_gemv_f32(const float *w, size_t ld, const float *x, float *y, size_t rows, size_t cols) {
     run(K3_WEIGHT_F32, w, ld, x, y, rows, cols, 1);
+}
+
+void k3_dot_rows_f32(size_t m, size_t n, size_t k, const float *A, size_t lda, const float *B, size_t ldb, float *C,
+                     size_t ldc) {
+    k3_dot_rows_at(k3_cpu_level(), K3_WEIGHT_F32, m, n, k, A, lda, B, ldb, C, ldc);
+}
+
+void k3_dot_rows_bf16(size_t m, size_t n, size_t k, const float *A, size_t lda, const uint16_t *B, size_t ldb,
+                      float *C, size_t ldc) {
+    k3_dot_rows_at(k3_cpu_level(), K3_WEIGHT_BF16, m, n, k, A, lda, B, ldb, C, ldc);
 }

@@ -20,25 +20,30 @@
 #define K3_GEMM_H
 #include <stddef.h>
 #include <stdint.h>
+#include "k3_dense.h"
 
 typedef enum { K3_WEIGHT_F32 = 0, K3_WEIGHT_BF16 = 1 } k3_weight_type;
 
-/* Computes rows [row_begin, row_end) of Y for the whole batch. */
-typedef void (*k3_gemm_rows_fn)(const void *w, size_t ld, const float *x, float *y, size_t rows,
+/* Computes rows [row_begin, row_end) of Y for the whole batch: Y[b * ldy + r] = W[r] . X[b * ldx]
+   (the threaded entries pass ldx = cols, ldy = rows; dot_rows passes the caller's strides). */
+typedef void (*k3_gemm_rows_fn)(const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
                                 size_t cols, size_t batch, size_t row_begin, size_t row_end);
 
-void k3_gemm_bf16_rows_scalar(const void *w, size_t ld, const float *x, float *y, size_t rows,
+void k3_gemm_bf16_rows_scalar(const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
                               size_t cols, size_t batch, size_t row_begin, size_t row_end);
-void k3_gemm_f32_rows_scalar(const void *w, size_t ld, const float *x, float *y, size_t rows,
+void k3_gemm_f32_rows_scalar(const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
                              size_t cols, size_t batch, size_t row_begin, size_t row_end);
-void k3_gemm_bf16_rows_avx2(const void *w, size_t ld, const float *x, float *y, size_t rows,
+void k3_gemm_bf16_rows_avx2(const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
                             size_t cols, size_t batch, size_t row_begin, size_t row_end);
-void k3_gemm_f32_rows_avx2(const void *w, size_t ld, const float *x, float *y, size_t rows,
+void k3_gemm_f32_rows_avx2(const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
                            size_t cols, size_t batch, size_t row_begin, size_t row_end);
-void k3_gemm_bf16_rows_avx512(const void *w, size_t ld, const float *x, float *y, size_t rows,
+void k3_gemm_bf16_rows_avx512(const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
                               size_t cols, size_t batch, size_t row_begin, size_t row_end);
-void k3_gemm_f32_rows_avx512(const void *w, size_t ld, const float *x, float *y, size_t rows,
+void k3_gemm_f32_rows_avx512(const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
                              size_t cols, size_t batch, size_t row_begin, size_t row_end);
+
+/* The row kernel of a SIMD level (gemm_rows.c; no pool, no process-wide state). */
+k3_gemm_rows_fn k3_gemm_rows_variant(k3_simd_level level, k3_weight_type type);
 
 /* Threaded entry points; dispatch on the current SIMD level. */
 void k3_gemm_bf16(const uint16_t *w, size_t ld, const float *x, float *y, size_t rows, size_t cols,
@@ -46,5 +51,20 @@ void k3_gemm_bf16(const uint16_t *w, size_t ld, const float *x, float *y, size_t
 void k3_gemm_f32(const float *w, size_t ld, const float *x, float *y, size_t rows, size_t cols,
                  size_t batch);
 void k3_gemv_f32(const float *w, size_t ld, const float *x, float *y, size_t rows, size_t cols);
+
+/*
+ * dot rows: the same kernels as one unthreaded call with strides on every operand,
+ *   C[i * ldc + j] = A[i] . B[j]   for i < m, j < n, over k values
+ * (A rows lda apart, f32; B rows ldb apart, f32 or bf16 bits; lda, ldb >= k, ldc >= n), in the
+ * 16-lane order above with A as X and B as W: C[i][j] is bit for bit gemv(B, A[i])[j]. It runs on
+ * the calling thread (for use inside parallel_for tasks: MLA scores, KDA's direct dots).
+ * k3_dot_rows_at runs a given level's kernel (gemm_rows.c; the sanitizer driver calls it).
+ */
+void k3_dot_rows_at(k3_simd_level level, k3_weight_type type, size_t m, size_t n, size_t k, const float *A,
+                    size_t lda, const void *B, size_t ldb, float *C, size_t ldc);
+void k3_dot_rows_f32(size_t m, size_t n, size_t k, const float *A, size_t lda, const float *B, size_t ldb, float *C,
+                     size_t ldc);
+void k3_dot_rows_bf16(size_t m, size_t n, size_t k, const float *A, size_t lda, const uint16_t *B, size_t ldb,
+                      float *C, size_t ldc);
 
 #endif

@@ -1,8 +1,9 @@
 /*
  * gemm_avx2.c: AVX2 + FMA gemm/gemv. Lanes 0-7 of a dot product live in one ymm (`lo`), lanes
- * 8-15 in another (`hi`), so the 16-lane order of gemm.h holds. The main tile is 2 rows x 2 batch
- * rows (8 accumulators); tails load through a zero-padded buffer and blend, so lanes past `cols`
- * keep their value exactly (no 0*x that could turn -0 into +0 or inf into NaN).
+ * 8-15 in another (`hi`), so the 16-lane order of gemm.h holds. Tiles: 2 rows x 2 batch rows, and
+ * 4 rows x 1 batch row for a batch row left alone (gemv, dot rows of one query): 8 accumulators
+ * each. Tails load through a zero-padded buffer and blend, so lanes past `cols` keep their value
+ * exactly (no 0*x that could turn -0 into +0 or inf into NaN).
  */
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
@@ -105,6 +106,36 @@ static inline __attribute__((always_inline)) void tile2x2(const void *w0, const 
     y[ys + 1] = reduce16(l11, h11);
 }
 
+/* 4 rows x 1 batch row (gemv, and the batch remainder): 8 accumulators, enough independent FMA
+   chains to cover the FMA latency when there is one activation row. out[i] goes to y[i]. */
+static inline __attribute__((always_inline)) void tile4x1(const void *const w[4], const float *x, float *y, size_t cols,
+                                                          int bf16) {
+    __m256 lo[4], hi[4];
+    for (int i = 0; i < 4; i++) lo[i] = hi[i] = _mm256_setzero_ps();
+    size_t k = 0;
+    for (; k + 16 <= cols; k += 16) {
+        __m256 xl = _mm256_loadu_ps(x + k), xh = _mm256_loadu_ps(x + k + 8);
+        for (int i = 0; i < 4; i++) {
+            lo[i] = _mm256_fmadd_ps(load_w8(w[i], k, bf16), xl, lo[i]);
+            hi[i] = _mm256_fmadd_ps(load_w8(w[i], k + 8, bf16), xh, hi[i]);
+        }
+    }
+    if (k < cols) {
+        size_t n = cols - k;
+        float wb[16], xb[16];
+        __m256 ml, mh;
+        tail_masks(n, &ml, &mh);
+        tail_x16(x, k, n, xb);
+        __m256 xl = _mm256_loadu_ps(xb), xh = _mm256_loadu_ps(xb + 8);
+        for (int i = 0; i < 4; i++) {
+            tail_w16(w[i], k, n, bf16, wb);
+            lo[i] = fma_masked(_mm256_loadu_ps(wb), xl, lo[i], ml);
+            hi[i] = fma_masked(_mm256_loadu_ps(wb + 8), xh, hi[i], mh);
+        }
+    }
+    for (int i = 0; i < 4; i++) y[i] = reduce16(lo[i], hi[i]);
+}
+
 static inline __attribute__((always_inline)) float tile1x1(const void *w0, const float *x, size_t cols, int bf16) {
     __m256 lo = _mm256_setzero_ps(), hi = lo;
     size_t k = 0;
@@ -127,30 +158,40 @@ static inline __attribute__((always_inline)) float tile1x1(const void *w0, const
 
 /* ---------------------------------------------------------------- row ranges */
 
-static inline __attribute__((always_inline)) void rows_range(const void *w, size_t ld, const float *x, float *y,
-                                                             size_t rows, size_t cols, size_t batch,
+/* Blocks of 4 rows: pairs of batch rows run as two 2x2 tiles, a last single batch row as 4x1. */
+static inline __attribute__((always_inline)) void rows_range(const void *w, size_t ld, const float *x, size_t ldx,
+                                                             float *y, size_t ldy, size_t cols, size_t batch,
                                                              size_t row_begin, size_t row_end, int bf16) {
     size_t r = row_begin;
+    for (; r + 4 <= row_end; r += 4) {
+        const void *w4[4] = {row_ptr(w, r, ld, bf16), row_ptr(w, r + 1, ld, bf16), row_ptr(w, r + 2, ld, bf16),
+                             row_ptr(w, r + 3, ld, bf16)};
+        size_t b = 0;
+        for (; b + 2 <= batch; b += 2) {
+            tile2x2(w4[0], w4[1], x + b * ldx, x + (b + 1) * ldx, y + b * ldy + r, ldy, cols, bf16);
+            tile2x2(w4[2], w4[3], x + b * ldx, x + (b + 1) * ldx, y + b * ldy + r + 2, ldy, cols, bf16);
+        }
+        if (b < batch) tile4x1(w4, x + b * ldx, y + b * ldy + r, cols, bf16);
+    }
     for (; r + 2 <= row_end; r += 2) {
         const void *w0 = row_ptr(w, r, ld, bf16), *w1 = row_ptr(w, r + 1, ld, bf16);
         size_t b = 0;
-        for (; b + 2 <= batch; b += 2)
-            tile2x2(w0, w1, x + b * cols, x + (b + 1) * cols, y + b * rows + r, rows, cols, bf16);
-        for (; b < batch; b++) {
-            y[b * rows + r] = tile1x1(w0, x + b * cols, cols, bf16);
-            y[b * rows + r + 1] = tile1x1(w1, x + b * cols, cols, bf16);
+        for (; b + 2 <= batch; b += 2) tile2x2(w0, w1, x + b * ldx, x + (b + 1) * ldx, y + b * ldy + r, ldy, cols, bf16);
+        if (b < batch) {
+            y[b * ldy + r] = tile1x1(w0, x + b * ldx, cols, bf16);
+            y[b * ldy + r + 1] = tile1x1(w1, x + b * ldx, cols, bf16);
         }
     }
     for (; r < row_end; r++)
-        for (size_t b = 0; b < batch; b++) y[b * rows + r] = tile1x1(row_ptr(w, r, ld, bf16), x + b * cols, cols, bf16);
+        for (size_t b = 0; b < batch; b++) y[b * ldy + r] = tile1x1(row_ptr(w, r, ld, bf16), x + b * ldx, cols, bf16);
 }
 
-void k3_gemm_bf16_rows_avx2(const void *w, size_t ld, const float *x, float *y, size_t rows,
+void k3_gemm_bf16_rows_avx2(const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
                             size_t cols, size_t batch, size_t row_begin, size_t row_end) {
-    rows_range(w, ld, x, y, rows, cols, batch, row_begin, row_end, 1);
+    rows_range(w, ld, x, ldx, y, ldy, cols, batch, row_begin, row_end, 1);
 }
 
-void k3_gemm_f32_rows_avx2(const void *w, size_t ld, const float *x, float *y, size_t rows,
+void k3_gemm_f32_rows_avx2(const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
                            size_t cols, size_t batch, size_t row_begin, size_t row_end) {
-    rows_range(w, ld, x, y, rows, cols, batch, row_begin, row_end, 0);
+    rows_range(w, ld, x, ldx, y, ldy, cols, batch, row_begin, row_end, 0);
 }

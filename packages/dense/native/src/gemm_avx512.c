@@ -133,27 +133,27 @@ static inline __attribute__((always_inline)) float tile1x1(const void *w0, const
 
 /* ---------------------------------------------------------------- row ranges */
 
-static inline __attribute__((always_inline)) void rows_range(const void *w, size_t ld, const float *x, float *y,
-                                                             size_t rows, size_t cols, size_t batch,
+static inline __attribute__((always_inline)) void rows_range(const void *w, size_t ld, const float *x, size_t ldx,
+                                                             float *y, size_t ldy, size_t cols, size_t batch,
                                                              size_t row_begin, size_t row_end, int bf16) {
     size_t r = row_begin;
     for (; r + 4 <= row_end; r += 4) {
         const void *w0 = row_ptr(w, r, ld, bf16), *w1 = row_ptr(w, r + 1, ld, bf16);
         const void *w2 = row_ptr(w, r + 2, ld, bf16), *w3 = row_ptr(w, r + 3, ld, bf16);
         size_t b = 0;
-        for (; b + 4 <= batch; b += 4) tile4x4(w0, w1, w2, w3, x + b * cols, cols, y + b * rows + r, rows, cols, bf16);
-        for (; b < batch; b++) tile4x1(w0, w1, w2, w3, x + b * cols, y + b * rows + r, cols, bf16);
+        for (; b + 4 <= batch; b += 4) tile4x4(w0, w1, w2, w3, x + b * ldx, ldx, y + b * ldy + r, ldy, cols, bf16);
+        for (; b < batch; b++) tile4x1(w0, w1, w2, w3, x + b * ldx, y + b * ldy + r, cols, bf16);
     }
     for (; r < row_end; r++)
-        for (size_t b = 0; b < batch; b++) y[b * rows + r] = tile1x1(row_ptr(w, r, ld, bf16), x + b * cols, cols, bf16);
+        for (size_t b = 0; b < batch; b++) y[b * ldy + r] = tile1x1(row_ptr(w, r, ld, bf16), x + b * ldx, cols, bf16);
 }
 
-void k3_gemm_bf16_rows_avx512(const void *w, size_t ld, const float *x, float *y, size_t rows,
+void k3_gemm_bf16_rows_avx512(const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
                               size_t cols, size_t batch, size_t row_begin, size_t row_end) {
-    rows_range(w, ld, x, y, rows, cols, batch, row_begin, row_end, 1);
+    rows_range(w, ld, x, ldx, y, ldy, cols, batch, row_begin, row_end, 1);
 }
 
-void k3_gemm_f32_rows_avx512(const void *w, size_t ld, const float *x, float *y, size_t rows,
+void k3_gemm_f32_rows_avx512(const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
                              size_t cols, size_t batch, size_t row_begin, size_t row_end) {
-    rows_range(w, ld, x, y, rows, cols, batch, row_begin, row_end, 0);
+    rows_range(w, ld, x, ldx, y, ldy, cols, batch, row_begin, row_end, 0);
 }

@@ -28,16 +28,16 @@ static float row_dot_f32(const float *w, const float *x, size_t cols) {
     return reduce_lanes(lane);
 }
 
-void k3_gemm_bf16_rows_scalar(const void *w, size_t ld, const float *x, float *y, size_t rows,
+void k3_gemm_bf16_rows_scalar(const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
                               size_t cols, size_t batch, size_t row_begin, size_t row_end) {
     const uint16_t *wb = w;
     for (size_t r = row_begin; r < row_end; r++)
-        for (size_t b = 0; b < batch; b++) y[b * rows + r] = row_dot_bf16(wb + r * ld, x + b * cols, cols);
+        for (size_t b = 0; b < batch; b++) y[b * ldy + r] = row_dot_bf16(wb + r * ld, x + b * ldx, cols);
 }
 
-void k3_gemm_f32_rows_scalar(const void *w, size_t ld, const float *x, float *y, size_t rows,
+void k3_gemm_f32_rows_scalar(const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
                              size_t cols, size_t batch, size_t row_begin, size_t row_end) {
     const float *wf = w;
     for (size_t r = row_begin; r < row_end; r++)
-        for (size_t b = 0; b < batch; b++) y[b * rows + r] = row_dot_f32(wf + r * ld, x + b * cols, cols);
+        for (size_t b = 0; b < batch; b++) y[b * ldy + r] = row_dot_f32(wf + r * ld, x + b * ldx, cols);
 }
