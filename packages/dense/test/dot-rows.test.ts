@@ -1,64 +1,25 @@
 import { describe, expect, it } from "vitest";
-import {
-  bf16ToF32,
-  dotRowsBf16,
-  dotRowsF32,
-  f32ToBf16,
-  gemmF32,
-  gemvBf16,
-  gemvF32,
-  setSimdLevel,
-  setThreadCount,
-  type DotRowsShape,
-  type SimdLevel,
-} from "../src/index.js";
+import { bf16ToF32, dotRowsBf16, dotRowsF32, gemmF32, gemvBf16, gemvF32 } from "../src/index.js";
 import * as dense from "../src/index.js";
 // @k3/test-utils depends on @k3/dense (a cycle in turbo's graph), so these dependency-free modules are imported by path.
 import { bytesEqual } from "../../test-utils/src/compare.js";
 import { uniform } from "../../test-utils/src/random.js";
 import { testedSimdLevels } from "../../test-utils/src/settings.js";
-import { fmaf } from "./fmaf.js";
+import { at, fmaf, label, operands as productOperands, productCases, type ProductCase } from "./products.js";
 
 const available = testedSimdLevels(dense);
 
-function at(level: SimdLevel, threads: number) {
-  setSimdLevel(level);
-  setThreadCount(threads);
-}
-
 // ---------------------------------------------------------------- shapes
 
-interface Case extends Required<DotRowsShape> {}
+type Case = ProductCase;
 
-/**
- * Edge shapes (every tile and remainder of the SIMD variants: m and n around multiples of 2 and 4,
- * k around multiples of 8 and 16, MLA's 576 / 192 / 512 widths), then random ones with m, n, k in
- * 1..70 and row strides wider than the rows.
- */
-function cases(): Case[] {
-  const out: Case[] = [];
-  const edge: Array<[number, number, number]> = [
-    [1, 1, 1], [1, 70, 1], [70, 1, 70], [4, 16, 16], [5, 17, 65], [3, 64, 64], [4, 33, 7], [8, 48, 129], [13, 70, 70],
-    [2, 7, 9], [1, 5, 8], [3, 6, 24], [1, 64, 576], [12, 64, 576], [1, 61, 192], [2, 128, 512],
-  ];
-  for (const [m, n, k] of edge) out.push({ m, n, k, lda: k + 3, ldb: k + 5, ldc: n + 1 });
-  out.push({ m: 16, n: 64, k: 64, lda: 64, ldb: 64, ldc: 64 }); // strides equal to the widths
-  const r = uniform(40 * 6, 0, 1, 1977);
-  for (let t = 0; t < 40; t++) {
-    const m = 1 + Math.floor(r[6 * t] * 70), n = 1 + Math.floor(r[6 * t + 1] * 70), k = 1 + Math.floor(r[6 * t + 2] * 70);
-    out.push({ m, n, k, lda: k + 1 + Math.floor(r[6 * t + 3] * 9), ldb: k + 1 + Math.floor(r[6 * t + 4] * 9), ldc: n + 1 + Math.floor(r[6 * t + 5] * 9) });
-  }
-  return out;
-}
-
-function operands(c: Case, seed: number) {
-  const A = uniform((c.m - 1) * c.lda + c.k, -1, 1, seed);
-  const Bf = uniform((c.n - 1) * c.ldb + c.k, -1, 1, seed + 1);
-  const B16 = f32ToBf16(Bf);
-  // C is longer than its last row, and its gaps hold values that must survive
-  const C0 = uniform(c.m * c.ldc + 3, -1, 1, seed + 2);
-  return { A, Bf, B16, C0 };
-}
+/** Every tile and remainder of the SIMD variants (m and n around multiples of 2 and 4, k around multiples of 8 and 16) and MLA's 576 / 192 / 512 widths. */
+const edgeShapes: Array<[number, number, number]> = [
+  [1, 1, 1], [1, 70, 1], [70, 1, 70], [4, 16, 16], [5, 17, 65], [3, 64, 64], [4, 33, 7], [8, 48, 129], [13, 70, 70],
+  [2, 7, 9], [1, 5, 8], [3, 6, 24], [1, 64, 576], [12, 64, 576], [1, 61, 192], [2, 128, 512],
+];
+const cases = () => productCases(edgeShapes, "k", 1977);
+const operands = (c: Case, seed: number) => productOperands(c, "k", seed);
 
 /** The documented order, from an fmaf independent of the native code: 16 lanes, then the tree. */
 function reference(c: Case, A: Float32Array, B: Float32Array, C0: Float32Array): Float32Array {
@@ -72,8 +33,6 @@ function reference(c: Case, A: Float32Array, B: Float32Array, C0: Float32Array):
     }
   return C;
 }
-
-const label = (c: Case) => `m=${c.m} n=${c.n} k=${c.k} lda=${c.lda} ldb=${c.ldb} ldc=${c.ldc}`;
 
 describe("dotRowsF32 / dotRowsBf16", () => {
   const all = cases();

@@ -1,47 +1,23 @@
 import { describe, expect, it } from "vitest";
-import { bf16ToF32, f32ToBf16, gemmAccBf16, gemmAccF32, setSimdLevel, setThreadCount, type GemmAccShape, type SimdLevel } from "../src/index.js";
+import { bf16ToF32, gemmAccBf16, gemmAccF32 } from "../src/index.js";
 import * as dense from "../src/index.js";
 // @k3/test-utils depends on @k3/dense (a cycle in turbo's graph), so these dependency-free modules are imported by path.
 import { bytesEqual } from "../../test-utils/src/compare.js";
 import { uniform } from "../../test-utils/src/random.js";
 import { testedSimdLevels } from "../../test-utils/src/settings.js";
-import { fmaf } from "./fmaf.js";
+import { at, fmaf, label, operands as productOperands, productCases, type ProductCase } from "./products.js";
 
 const available = testedSimdLevels(dense);
 
-function at(level: SimdLevel, threads: number) {
-  setSimdLevel(level);
-  setThreadCount(threads);
-}
-
 // ---------------------------------------------------------------- shapes
 
-interface Case extends Required<GemmAccShape> {}
+type Case = ProductCase;
 
-/** Edge shapes, then random ones with m, n, k in 1..70 and row strides wider than the rows. */
-function cases(): Case[] {
-  const out: Case[] = [];
-  const edge: Array<[number, number, number]> = [
-    [1, 1, 1], [1, 70, 1], [70, 1, 70], [4, 16, 1], [5, 17, 65], [3, 64, 64], [4, 33, 7], [8, 48, 129], [13, 70, 70], [70, 70, 70],
-  ];
-  for (const [m, n, k] of edge) out.push({ m, n, k, lda: k + 3, ldb: n + 5, ldc: n + 1 });
-  out.push({ m: 16, n: 64, k: 64, lda: 64, ldb: 64, ldc: 64 }); // strides equal to the widths
-  const r = uniform(40 * 6, 0, 1, 977);
-  for (let t = 0; t < 40; t++) {
-    const m = 1 + Math.floor(r[6 * t] * 70), n = 1 + Math.floor(r[6 * t + 1] * 70), k = 1 + Math.floor(r[6 * t + 2] * 70);
-    out.push({ m, n, k, lda: k + 1 + Math.floor(r[6 * t + 3] * 9), ldb: n + 1 + Math.floor(r[6 * t + 4] * 9), ldc: n + 1 + Math.floor(r[6 * t + 5] * 9) });
-  }
-  return out;
-}
-
-function operands(c: Case, seed: number) {
-  const A = uniform((c.m - 1) * c.lda + c.k, -1, 1, seed);
-  const Bf = uniform((c.k - 1) * c.ldb + c.n, -1, 1, seed + 1);
-  const B16 = f32ToBf16(Bf);
-  // C is longer than its last row, and its gaps hold values that must survive
-  const C0 = uniform(c.m * c.ldc + 3, -1, 1, seed + 2);
-  return { A, Bf, B16, C0 };
-}
+const edgeShapes: Array<[number, number, number]> = [
+  [1, 1, 1], [1, 70, 1], [70, 1, 70], [4, 16, 1], [5, 17, 65], [3, 64, 64], [4, 33, 7], [8, 48, 129], [13, 70, 70], [70, 70, 70],
+];
+const cases = () => productCases(edgeShapes, "n", 977);
+const operands = (c: Case, seed: number) => productOperands(c, "n", seed);
 
 /** The exact fmaf chain of the documented order, element by element. */
 function reference(c: Case, A: Float32Array, B: Float32Array, C0: Float32Array): Float32Array {
@@ -54,8 +30,6 @@ function reference(c: Case, A: Float32Array, B: Float32Array, C0: Float32Array):
     }
   return C;
 }
-
-const label = (c: Case) => `m=${c.m} n=${c.n} k=${c.k} lda=${c.lda} ldb=${c.ldb} ldc=${c.ldc}`;
 
 describe("fmaf (test helper)", () => {
   it("rounds once where a separate multiply and add would not", () => {

@@ -232,12 +232,17 @@ static bool get_product_args(const Napi::CallbackInfo &info, const char *fn, boo
 }
 
 // Bounds of A, B, C, B's alignment, and C overlapping A or B (C is written while they are read).
-static bool check_product(Napi::Env env, const char *fn, bool bf16, Operand *A, Operand *B, Operand *C) {
-    if (!check_operand(env, fn, A) || !check_operand(env, fn, B) || !check_operand(env, fn, C)) return false;
-    if (bf16 && reinterpret_cast<uintptr_t>(B->data) % 2 != 0)
+// B is k x n for gemmAcc (C += A B) and n x k for dotRows (C = A B^T).
+static bool check_product(Napi::Env env, const char *fn, bool bf16, bool b_is_n_by_k, const ProductArgs &p) {
+    Operand A = {"A", "m", "k", "lda", reinterpret_cast<const uint8_t *>(p.a), p.na * 4, p.m, p.k, p.lda, 4, 0};
+    Operand B = b_is_n_by_k ? Operand{"B", "n", "k", "ldb", p.b, p.b_bytes, p.n, p.k, p.ldb, bf16 ? 2u : 4u, 0}
+                            : Operand{"B", "k", "n", "ldb", p.b, p.b_bytes, p.k, p.n, p.ldb, bf16 ? 2u : 4u, 0};
+    Operand C = {"C", "m", "n", "ldc", reinterpret_cast<const uint8_t *>(p.c), p.nc * 4, p.m, p.n, p.ldc, 4, 0};
+    if (!check_operand(env, fn, &A) || !check_operand(env, fn, &B) || !check_operand(env, fn, &C)) return false;
+    if (bf16 && reinterpret_cast<uintptr_t>(B.data) % 2 != 0)
         return k3::fail(env, fn, "B must start at an even byte offset (bf16)", true);
-    if (spans_overlap(*C, *A) || spans_overlap(*C, *B))
-        return k3::fail(env, fn, std::string("C overlaps ") + (spans_overlap(*C, *A) ? "A" : "B") +
+    if (spans_overlap(C, A) || spans_overlap(C, B))
+        return k3::fail(env, fn, std::string("C overlaps ") + (spans_overlap(C, A) ? "A" : "B") +
                                      " (C is written while A and B are read)",
                         true);
     return true;
@@ -245,19 +250,15 @@ static bool check_product(Napi::Env env, const char *fn, bool bf16, Operand *A, 
 
 // gemmAccF32 / gemmAccBf16 (A, B, C, m, n, k, lda, ldb, ldc): C[m][n] += A[m][k] B[k][n].
 static Napi::Value GemmAcc(const Napi::CallbackInfo &info, const char *fn, bool bf16) {
-    Napi::Env env = info.Env();
     ProductArgs p;
-    if (!get_product_args(info, fn, bf16, &p)) return env.Undefined();
-    Operand A = {"A", "m", "k", "lda", reinterpret_cast<const uint8_t *>(p.a), p.na * 4, p.m, p.k, p.lda, 4, 0};
-    Operand B = {"B", "k", "n", "ldb", p.b, p.b_bytes, p.k, p.n, p.ldb, bf16 ? 2u : 4u, 0};
-    Operand C = {"C", "m", "n", "ldc", reinterpret_cast<const uint8_t *>(p.c), p.nc * 4, p.m, p.n, p.ldc, 4, 0};
-    if (!check_product(env, fn, bf16, &A, &B, &C)) return env.Undefined();
-    if (p.m == 0 || p.n == 0 || p.k == 0) return env.Undefined();
+    if (!get_product_args(info, fn, bf16, &p) || !check_product(info.Env(), fn, bf16, false, p) || p.m == 0 ||
+        p.n == 0 || p.k == 0)
+        return info.Env().Undefined();
     if (bf16)
         k3_gemm_acc_bf16(p.m, p.n, p.k, p.a, p.lda, reinterpret_cast<const uint16_t *>(p.b), p.ldb, p.c, p.ldc);
     else
         k3_gemm_acc_f32(p.m, p.n, p.k, p.a, p.lda, reinterpret_cast<const float *>(p.b), p.ldb, p.c, p.ldc);
-    return env.Undefined();
+    return info.Env().Undefined();
 }
 static Napi::Value GemmAccF32(const Napi::CallbackInfo &info) { return GemmAcc(info, "gemmAccF32", false); }
 static Napi::Value GemmAccBf16(const Napi::CallbackInfo &info) { return GemmAcc(info, "gemmAccBf16", true); }
@@ -266,18 +267,14 @@ static Napi::Value GemmAccBf16(const Napi::CallbackInfo &info) { return GemmAcc(
 
 // dotRowsF32 / dotRowsBf16 (A, B, C, m, n, k, lda, ldb, ldc): C[i][j] = A[i] . B[j] (gemm.h order).
 static Napi::Value DotRows(const Napi::CallbackInfo &info, const char *fn, bool bf16) {
-    Napi::Env env = info.Env();
     ProductArgs p;
-    if (!get_product_args(info, fn, bf16, &p)) return env.Undefined();
-    Operand A = {"A", "m", "k", "lda", reinterpret_cast<const uint8_t *>(p.a), p.na * 4, p.m, p.k, p.lda, 4, 0};
-    Operand B = {"B", "n", "k", "ldb", p.b, p.b_bytes, p.n, p.k, p.ldb, bf16 ? 2u : 4u, 0};
-    Operand C = {"C", "m", "n", "ldc", reinterpret_cast<const uint8_t *>(p.c), p.nc * 4, p.m, p.n, p.ldc, 4, 0};
-    if (!check_product(env, fn, bf16, &A, &B, &C)) return env.Undefined();
+    if (!get_product_args(info, fn, bf16, &p) || !check_product(info.Env(), fn, bf16, true, p))
+        return info.Env().Undefined();
     if (bf16)
         k3_dot_rows_bf16(p.m, p.n, p.k, p.a, p.lda, reinterpret_cast<const uint16_t *>(p.b), p.ldb, p.c, p.ldc);
     else
         k3_dot_rows_f32(p.m, p.n, p.k, p.a, p.lda, reinterpret_cast<const float *>(p.b), p.ldb, p.c, p.ldc);
-    return env.Undefined();
+    return info.Env().Undefined();
 }
 static Napi::Value DotRowsF32(const Napi::CallbackInfo &info) { return DotRows(info, "dotRowsF32", false); }
 static Napi::Value DotRowsBf16(const Napi::CallbackInfo &info) { return DotRows(info, "dotRowsBf16", true); }
