@@ -5,10 +5,6 @@
       "sources": [
         "src/addon.cc",
         "src/api.c",
-        "src/mla_simd.c",
-        "src/mla_simd_scalar.c",
-        "src/mla_simd_avx2.c",
-        "src/mla_simd_avx512.c",
         "src/mla_attend.c",
         "src/mla_absorb.c"
       ],

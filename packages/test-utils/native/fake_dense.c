@@ -1,13 +1,15 @@
 /*
  * fake_dense.c: a stand-in k3_dense_api for sanitizer runs of an addon's C kernels outside Node
  * (packages/kda and packages/mla native/test/asan.sh link it; the pool runs tasks in reverse
- * order on the calling thread; SIMD level chosen by the driver). gemm_acc is @k3/dense's real
- * kernel (asan.sh compiles its gemm_acc_{scalar,avx2,avx512}.c too), so it runs under the
- * sanitizers with the addon's shapes.
+ * order on the calling thread; SIMD level chosen by the driver). gemm_acc and dot_rows are
+ * @k3/dense's real kernels (asan.sh compiles its gemm_acc_{scalar,avx2,avx512}.c and
+ * gemm_rows.c + gemm_{scalar,avx2,avx512}.c too), so they run under the sanitizers with the
+ * addon's shapes.
  */
 #include <math.h>
 #include "k3_dense.h"
 #include "gemm_acc.h"
+#include "gemm.h"
 
 static k3_simd_level level = K3_SIMD_SCALAR;
 static k3_simd_level get_level(void) { return level; }
@@ -30,6 +32,15 @@ static void gemm_acc_bf16(size_t m, size_t n, size_t k, const float *A, size_t l
     variant[level](m, n, k, A, lda, B, ldb, C, ldc);
 }
 
+static void dot_rows_f32(size_t m, size_t n, size_t k, const float *A, size_t lda, const float *B, size_t ldb, float *C,
+                         size_t ldc) {
+    k3_dot_rows_at(level, K3_WEIGHT_F32, m, n, k, A, lda, B, ldb, C, ldc);
+}
+static void dot_rows_bf16(size_t m, size_t n, size_t k, const float *A, size_t lda, const uint16_t *B, size_t ldb,
+                          float *C, size_t ldc) {
+    k3_dot_rows_at(level, K3_WEIGHT_BF16, m, n, k, A, lda, B, ldb, C, ldc);
+}
+
 k3_dense_api fake_api;
 
 void fake_dense_init(int simd_level) {
@@ -42,4 +53,6 @@ void fake_dense_init(int simd_level) {
     fake_api.silu = silu;
     fake_api.gemm_acc_f32 = gemm_acc_f32;
     fake_api.gemm_acc_bf16 = gemm_acc_bf16;
+    fake_api.dot_rows_f32 = dot_rows_f32;
+    fake_api.dot_rows_bf16 = dot_rows_bf16;
 }

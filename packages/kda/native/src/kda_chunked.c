@@ -19,7 +19,7 @@
  * a block whose Gamma spans more than FACTOR_BOUND in some channel takes direct exps for its own
  * pairs instead (decided from the data alone, so every SIMD level and thread count decides alike).
  * M and P rows of a block are then two small products. The order of every operation is fixed
- * (kda_simd.h; the small products are @k3/dense's gemm_acc, k3_dense.h), so all SIMD levels agree
+ * (kda_simd.h; the small products are @k3/dense's gemm_acc and dot_rows, k3_dense.h), so all SIMD levels agree
  * bit for bit.
  */
 #include <stdlib.h>
@@ -101,15 +101,22 @@ typedef struct {
 } chunked_job;
 
 /* Pairs (i, j <= i) of one sub-block [b0, b1) by direct exps: the fallback when its decays are too
-   steep to factor around b0 (see FACTOR_BOUND). */
+   steep to factor around b0 (see FACTOR_BOUND). For row i the columns KE_j = K_j . e^(Gamma_i -
+   Gamma_j), j = b0..i, are built in Fa (free once the block's products have run); P's and M's
+   entries of the row are then one @k3/dense dot_rows call each (the gemv order). */
 static void diag_block_direct(const kda_kernels *kern, chunk_scratch *s, size_t b0, size_t b1, size_t dk, size_t C) {
-    for (size_t i = b0; i < b1; i++)
+    const k3_dense_api *dense = k3_kda_dense();
+    float *KE = s->Fa;
+    for (size_t i = b0; i < b1; i++) {
         for (size_t j = b0; j <= i; j++) {
+            float *ke = KE + (j - b0) * dk;
             kern->exp_diff(s->Gam + i * dk, s->Gam + j * dk, s->E, dk);
-            for (size_t d = 0; d < dk; d++) s->KE[d] = s->K[j * dk + d] * s->E[d];
-            s->P[i * C + j] = kern->dot(s->Q + i * dk, s->KE, dk);
-            s->M[i * C + j] = j < i ? kern->dot(s->K + i * dk, s->KE, dk) : 0.0f;
+            for (size_t d = 0; d < dk; d++) ke[d] = s->K[j * dk + d] * s->E[d];
         }
+        dense->dot_rows_f32(1, i - b0 + 1, dk, s->Q + i * dk, dk, KE, dk, s->P + i * C + b0, C);
+        if (i > b0) dense->dot_rows_f32(1, i - b0, dk, s->K + i * dk, dk, KE, dk, s->M + i * C + b0, C);
+        s->M[i * C + i] = 0.0f;
+    }
 }
 
 /* True when every Gamma_i - Gamma_b0 of the sub-block lies in [-FACTOR_BOUND, FACTOR_BOUND] (and
@@ -221,12 +228,12 @@ static void chunk_step(const kda_kernels *kern, chunk_scratch *s, float *S, size
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < dv; j++) s->R[i * dv + j] = s->beta[i] * (s->V[i * dv + j] - s->R[i * dv + j]);
     /* row i accumulates -M_ij V_new_j for j = 0, 1, ..., i-1 in that order: the earlier sub-blocks as one
-       small product (its p loop runs j ascending), then the rows of its own sub-block one by one */
+       small product (its p loop runs j ascending), then its own sub-block's earlier rows, one small
+       product per row (they are final by then: row i reads rows b0..i-1 and writes row i only) */
     for (size_t b0 = 0; b0 < n; b0 += SUB) {
         size_t b1 = b0 + SUB < n ? b0 + SUB : n;
         if (b0 > 0) gemm_acc(b1 - b0, dv, b0, s->M + b0 * C, C, s->R, dv, s->R + b0 * dv, dv);
-        for (size_t i = b0 + 1; i < b1; i++)
-            for (size_t j = b0; j < i; j++) kern->axpy(s->M[i * C + j], s->R + j * dv, s->R + i * dv, dv);
+        for (size_t i = b0 + 1; i < b1; i++) gemm_acc(1, dv, i - b0, s->M + i * C + b0, C, s->R + b0 * dv, dv, s->R + i * dv, dv);
     }
     /* O = Qg S0 (already in Ob) + P V_new */
     /* P is lower triangular: rows of sub-block [b0, b1) stop at column b1 - 1 */

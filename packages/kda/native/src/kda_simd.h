@@ -1,17 +1,16 @@
 /*
  * kda_simd.h: the inner loops of the KDA kernels, one table per SIMD level.
  *
- * Every variant reproduces the scalar reference (kda_simd_scalar.c) bit for bit. The small GEMMs of
- * the chunked form are not here: they are @k3/dense's gemm_acc_f32 (k3_dense.h). The orders:
+ * Every variant reproduces the scalar reference (kda_simd_scalar.c) bit for bit. The dense products
+ * of the chunked form are not here: they are @k3/dense's gemm_acc_f32 and dot_rows_f32 (k3_dense.h).
+ * The orders:
  *   step_head  per column j, sums over rows d in ascending order with fmaf:
  *                S[d][j] = S[d][j] * alpha[d];  acc[j] = fmaf(k[d], S[d][j], acc[j])   (from 0)
  *                e[j]   = v[j] - acc[j]
  *                s      = fmaf(beta * k[d], e[j], S[d][j]);  S[d][j] = s
  *                o[j]   = fmaf(q[d], s, o[j])                            (from 0)
- *   dot        lane[p % 16] = fmaf(a[p], b[p], lane[p % 16]), then lane[i] += lane[i + h], h = 8,4,2,1
  *   exp_diff   out[i] = kexp(a[i] - b[i]) (b NULL: kexp(a[i])), kexp = Cody-Waite + degree-5
  *              polynomial with fmaf (kda_exp.h); 0 for x <= -87, inf for x > 88, NaN kept
- *   axpy       y[i] = fmaf(a, x[i], y[i])
  *   step_head_bf16  step_head on a bf16-stored state: widen (exact), the same step in f32 (decayed
  *              rows kept in `work` [dk][dv]), o from the f32 values, then S rounded to nearest even
  *              (a NaN stays a quiet NaN with its sign)
@@ -24,9 +23,7 @@
 typedef struct {
     void (*step_head)(float *S, size_t dk, size_t dv, const float *alpha, const float *k, const float *q,
                       const float *v, float beta, float *o, float *e_scratch);
-    float (*dot)(const float *a, const float *b, size_t n);
     void (*exp_diff)(const float *a, const float *b, float *out, size_t n);
-    void (*axpy)(float a, const float *x, float *y, size_t n);
     void (*step_head_bf16)(uint16_t *S, float *work, size_t dk, size_t dv, const float *alpha, const float *k,
                            const float *q, const float *v, float beta, float *o, float *e_scratch);
 } kda_kernels;

@@ -108,42 +108,6 @@ static void step_head(float *S, size_t dk, size_t dv, const float *alpha, const 
     if (j < dv) step_tail(S, dk, dv, j, alpha, k, q, v, beta, o);
 }
 
-/* ---------------------------------------------------------------- small products */
-
-/* lane[i] += lane[i+h] for h = 8, 4, 2, 1; lanes 0-7 in lo, 8-15 in hi. */
-static float reduce16(__m256 lo, __m256 hi) {
-    __m256 s8 = _mm256_add_ps(lo, hi);
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
-}
-
-static float dot(const float *a, const float *b, size_t n) {
-    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-    size_t p = 0;
-    for (; p + 16 <= n; p += 16) {
-        lo = _mm256_fmadd_ps(_mm256_loadu_ps(a + p), _mm256_loadu_ps(b + p), lo);
-        hi = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 8), _mm256_loadu_ps(b + p + 8), hi);
-    }
-    if (p < n) { /* lanes p%16 for the tail, one by one, exactly as the scalar reference */
-        float lane[16];
-        _mm256_storeu_ps(lane, lo);
-        _mm256_storeu_ps(lane + 8, hi);
-        for (size_t t = p; t < n; t++) lane[t - p] = fmaf(a[t], b[t], lane[t - p]);
-        lo = _mm256_loadu_ps(lane);
-        hi = _mm256_loadu_ps(lane + 8);
-    }
-    return reduce16(lo, hi);
-}
-
-static void axpy(float a, const float *x, float *y, size_t n) {
-    __m256 av = _mm256_set1_ps(a);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
-}
-
 /* ---------------------------------------------------------------- bf16-stored state */
 
 static __m256 widen8(const uint16_t *p) {
@@ -226,4 +190,4 @@ static void step_head_bf16(uint16_t *S, float *work, size_t dk, size_t dv, const
     }
 }
 
-const kda_kernels kda_kernels_avx2 = {step_head, dot, exp_diff, axpy, step_head_bf16};
+const kda_kernels kda_kernels_avx2 = {step_head, exp_diff, step_head_bf16};

@@ -86,34 +86,6 @@ static void step_head(float *S, size_t dk, size_t dv, const float *alpha, const 
     for (; j < dv; j += 16) step_block(1, S, dk, dv, j, mask_for(dv - j), alpha, k, q, v, beta, o);
 }
 
-/* ---------------------------------------------------------------- small products */
-
-static float reduce16(__m512 v) {
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
-}
-
-static float dot(const float *a, const float *b, size_t n) {
-    __m512 acc = _mm512_setzero_ps();
-    for (size_t p = 0; p < n; p += 16) {
-        __mmask16 m = mask_for(n - p);
-        acc = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, a + p), _mm512_maskz_loadu_ps(m, b + p), acc, m);
-    }
-    return reduce16(acc);
-}
-
-static void axpy(float a, const float *x, float *y, size_t n) {
-    __m512 av = _mm512_set1_ps(a);
-    for (size_t i = 0; i < n; i += 16) {
-        __mmask16 m = mask_for(n - i);
-        __m512 r = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i));
-        _mm512_mask_storeu_ps(y + i, m, r);
-    }
-}
-
 /* ---------------------------------------------------------------- bf16-stored state */
 
 static __m512 widen16(const uint16_t *p, __mmask16 m) {
@@ -167,4 +139,4 @@ static void step_head_bf16(uint16_t *S, float *work, size_t dk, size_t dv, const
     for (; j < dv; j += 16) step_block_bf16(1, S, work, dk, dv, j, mask_for(dv - j), alpha, k, q, v, beta, o);
 }
 
-const kda_kernels kda_kernels_avx512 = {step_head, dot, exp_diff, axpy, step_head_bf16};
+const kda_kernels kda_kernels_avx512 = {step_head, exp_diff, step_head_bf16};

@@ -58,20 +58,6 @@ static void step_head(float *S, size_t dk, size_t dv, const float *alpha, const 
     }
 }
 
-/* ---------------------------------------------------------------- small products */
-
-static float dot(const float *a, const float *b, size_t n) {
-    float lane[16] = {0};
-    for (size_t p = 0; p < n; p++) lane[p % 16] = fmaf(a[p], b[p], lane[p % 16]);
-    for (int h = 8; h >= 1; h /= 2)
-        for (int i = 0; i < h; i++) lane[i] += lane[i + h];
-    return lane[0];
-}
-
-static void axpy(float a, const float *x, float *y, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
-}
-
 /* ---------------------------------------------------------------- bf16-stored state */
 
 static float widen(uint16_t b) {
@@ -111,4 +97,4 @@ static void step_head_bf16(uint16_t *S, float *work, size_t dk, size_t dv, const
     }
 }
 
-const kda_kernels kda_kernels_scalar = {step_head, dot, exp_diff, axpy, step_head_bf16};
+const kda_kernels kda_kernels_scalar = {step_head, exp_diff, step_head_bf16};

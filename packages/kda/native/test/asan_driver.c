@@ -1,4 +1,5 @@
 /* asan_driver.c: every KDA kernel at every SIMD level over odd shapes, for ASan/UBSan (see asan.sh). */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "k3_kda.h"
@@ -6,6 +7,12 @@ extern k3_dense_api fake_api;
 void fake_dense_init(int simd_level);
 static float *rnd(size_t n, float lo, float hi) { float *p = malloc(n * sizeof(float)); for (size_t i = 0; i < n; i++) p[i] = lo + (hi - lo) * (rand() / (float)RAND_MAX); return p; }
 int main(void) {
+  /* a @k3/dense table that ends before the fields this addon calls (an older provider) is refused */
+  fake_dense_init(0);
+  k3_dense_api older = fake_api; older.struct_size = offsetof(k3_dense_api, dot_rows_f32);
+  if (k3_kda_init(&older) == 0) { puts("kda accepted a table without dot_rows"); return 1; }
+  older.struct_size = offsetof(k3_dense_api, gemm_acc_f32);
+  if (k3_kda_init(&older) == 0) { puts("kda accepted a table without gemm_acc"); return 1; }
   size_t shapes[][5] = {{1,1,1,1,1},{5,2,3,7,2},{70,3,16,16,16},{33,2,40,24,7},{130,1,128,128,64},{9,2,17,33,100}};
   for (int lv = 0; lv < 3; lv++) { fake_dense_init(lv); k3_kda_init(&fake_api);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {

@@ -4,19 +4,17 @@
  * Per (query t, head h): keys are visited in blocks of MLA_KEY_BLOCK positions aligned to absolute
  * positions 0, 64, 128, ...; online softmax keeps a running max m, sum l and unnormalised output
  * acc:  m' = max(m, scores), acc = acc * e^(m - m') + sum_s e^(score_s - m') v_s,  out = acc / l.
- * Scores are scale * dot(q, key) (mla_simd.h order); exp is libm's expf (one implementation for all
+ * Scores are scale * dot(q, key) (@k3/dense dot_rows: the gemv order); exp is libm's expf (one implementation for all
  * SIMD levels). Nothing larger than one key block of scores is ever materialised. Tasks split
  * (token, head group) pairs; each task owns its outputs, so results do not depend on threads.
  */
 #include <math.h>
 #include <stdlib.h>
 #include "k3_mla.h"
-#include "mla_simd.h"
 
 #define KB MLA_KEY_BLOCK
 
 typedef struct {
-    const mla_kernels *kern;
     const float *q;
     size_t T, H, dq, dv;
     k3_mla_rows keys, values;
@@ -28,17 +26,19 @@ typedef struct {
     size_t per_task, n_tasks;
 } attend_job;
 
+/* sc[r][s] = Q[r] . key[s] over the block's positions: @k3/dense's dot_rows (gemv order). */
 static void block_scores(const attend_job *job, const float *Q, size_t nrows, size_t h0, size_t b0, size_t npos, float *sc) {
     const k3_mla_rows *k = &job->keys;
+    const k3_dense_api *dense = k3_mla_dense();
     for (size_t r = 0; r < nrows; r += (k->head == 0 ? nrows : 1)) {
         size_t rows = k->head == 0 ? nrows : 1;
         size_t idx = k->offset + b0 * k->stride + (h0 + r) * k->head;
         if (k->bf16)
-            job->kern->scores_bf16(rows, npos, job->dq, Q + r * job->dq, job->dq, (const uint16_t *)k->data + idx, k->stride,
-                                   sc + r * KB, KB);
+            dense->dot_rows_bf16(rows, npos, job->dq, Q + r * job->dq, job->dq, (const uint16_t *)k->data + idx, k->stride,
+                                 sc + r * KB, KB);
         else
-            job->kern->scores_f32(rows, npos, job->dq, Q + r * job->dq, job->dq, (const float *)k->data + idx, k->stride,
-                                  sc + r * KB, KB);
+            dense->dot_rows_f32(rows, npos, job->dq, Q + r * job->dq, job->dq, (const float *)k->data + idx, k->stride,
+                                sc + r * KB, KB);
     }
 }
 
@@ -124,7 +124,7 @@ int k3_mla_attend(const float *q, size_t T, size_t H, size_t dq, size_t dv, cons
     size_t n_tasks = want < T * groups ? want : T * groups;
     float *scratch = malloc(n_tasks * per_task * sizeof(float));
     if (!scratch) return -1;
-    attend_job job = {mla_kernels_current(), q, T, H, dq, dv, *keys, *values, q_pos0, scale, out, per, groups, scratch, per_task, n_tasks};
+    attend_job job = {q, T, H, dq, dv, *keys, *values, q_pos0, scale, out, per, groups, scratch, per_task, n_tasks};
     k3_mla_dense()->parallel_for((int)n_tasks, attend_task, &job);
     free(scratch);
     return 0;
