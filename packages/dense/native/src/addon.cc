@@ -169,7 +169,7 @@ static Napi::Value GemmF32(const Napi::CallbackInfo &info) {
     return env.Undefined();
 }
 
-// ---------------------------------------------------------------- accumulating small GEMM
+// ---------------------------------------------------------------- small products: gemmAcc, dotRows
 
 // One operand of gemmAcc / dotRows: `rows` rows of `cols` values, `ld` apart, in `bytes` bytes from `data`.
 struct Operand {
@@ -248,36 +248,32 @@ static bool check_product(Napi::Env env, const char *fn, bool bf16, bool b_is_n_
     return true;
 }
 
-// gemmAccF32 / gemmAccBf16 (A, B, C, m, n, k, lda, ldb, ldc): C[m][n] += A[m][k] B[k][n].
-static Napi::Value GemmAcc(const Napi::CallbackInfo &info, const char *fn, bool bf16) {
+// What tells gemmAcc and dotRows apart: B's shape, whether k = 0 leaves C alone, and the kernels.
+struct ProductKind {
+    bool b_is_n_by_k;  // dotRows: B is n x k (C = A B^T); gemmAcc: k x n (C += A B)
+    bool writes_at_k0; // dotRows writes +0 when k = 0; gemmAcc adds nothing
+    void (*f32)(size_t, size_t, size_t, const float *, size_t, const float *, size_t, float *, size_t);
+    void (*bf16)(size_t, size_t, size_t, const float *, size_t, const uint16_t *, size_t, float *, size_t);
+};
+static const ProductKind kGemmAcc = {false, false, k3_gemm_acc_f32, k3_gemm_acc_bf16};
+static const ProductKind kDotRows = {true, true, k3_dot_rows_f32, k3_dot_rows_bf16};
+
+// (A, B, C, m, n, k, lda, ldb, ldc): gemmAcc C[m][n] += A[m][k] B[k][n]; dotRows C[i][j] = A[i] . B[j].
+static Napi::Value Product(const Napi::CallbackInfo &info, const char *fn, bool bf16, const ProductKind &kind) {
     ProductArgs p;
-    if (!get_product_args(info, fn, bf16, &p) || !check_product(info.Env(), fn, bf16, false, p) || p.m == 0 ||
-        p.n == 0 || p.k == 0)
+    if (!get_product_args(info, fn, bf16, &p) || !check_product(info.Env(), fn, bf16, kind.b_is_n_by_k, p) ||
+        p.m == 0 || p.n == 0 || (p.k == 0 && !kind.writes_at_k0))
         return info.Env().Undefined();
     if (bf16)
-        k3_gemm_acc_bf16(p.m, p.n, p.k, p.a, p.lda, reinterpret_cast<const uint16_t *>(p.b), p.ldb, p.c, p.ldc);
+        kind.bf16(p.m, p.n, p.k, p.a, p.lda, reinterpret_cast<const uint16_t *>(p.b), p.ldb, p.c, p.ldc);
     else
-        k3_gemm_acc_f32(p.m, p.n, p.k, p.a, p.lda, reinterpret_cast<const float *>(p.b), p.ldb, p.c, p.ldc);
+        kind.f32(p.m, p.n, p.k, p.a, p.lda, reinterpret_cast<const float *>(p.b), p.ldb, p.c, p.ldc);
     return info.Env().Undefined();
 }
-static Napi::Value GemmAccF32(const Napi::CallbackInfo &info) { return GemmAcc(info, "gemmAccF32", false); }
-static Napi::Value GemmAccBf16(const Napi::CallbackInfo &info) { return GemmAcc(info, "gemmAccBf16", true); }
-
-// ---------------------------------------------------------------- dot rows
-
-// dotRowsF32 / dotRowsBf16 (A, B, C, m, n, k, lda, ldb, ldc): C[i][j] = A[i] . B[j] (gemm.h order).
-static Napi::Value DotRows(const Napi::CallbackInfo &info, const char *fn, bool bf16) {
-    ProductArgs p;
-    if (!get_product_args(info, fn, bf16, &p) || !check_product(info.Env(), fn, bf16, true, p))
-        return info.Env().Undefined();
-    if (bf16)
-        k3_dot_rows_bf16(p.m, p.n, p.k, p.a, p.lda, reinterpret_cast<const uint16_t *>(p.b), p.ldb, p.c, p.ldc);
-    else
-        k3_dot_rows_f32(p.m, p.n, p.k, p.a, p.lda, reinterpret_cast<const float *>(p.b), p.ldb, p.c, p.ldc);
-    return info.Env().Undefined();
-}
-static Napi::Value DotRowsF32(const Napi::CallbackInfo &info) { return DotRows(info, "dotRowsF32", false); }
-static Napi::Value DotRowsBf16(const Napi::CallbackInfo &info) { return DotRows(info, "dotRowsBf16", true); }
+static Napi::Value GemmAccF32(const Napi::CallbackInfo &info) { return Product(info, "gemmAccF32", false, kGemmAcc); }
+static Napi::Value GemmAccBf16(const Napi::CallbackInfo &info) { return Product(info, "gemmAccBf16", true, kGemmAcc); }
+static Napi::Value DotRowsF32(const Napi::CallbackInfo &info) { return Product(info, "dotRowsF32", false, kDotRows); }
+static Napi::Value DotRowsBf16(const Napi::CallbackInfo &info) { return Product(info, "dotRowsBf16", true, kDotRows); }
 
 // Checks a row-wise op: x.length is a positive multiple of dim and out is as long as x.
 static bool check_rows(Napi::Env env, const char *fn, size_t nx, size_t nout, size_t dim, size_t *n_rows) {
