@@ -152,5 +152,9 @@ const poolThreads = threadCount();
 }
 
 notes.push(`load average (1/5/15 min) at the start: ${load0.map((x) => x.toFixed(1)).join(" / ")}, at the end: ${loadavg().map((x) => x.toFixed(1)).join(" / ")} (2 cores).`);
-notes.push(`SIMD level ${simdLevel()}, ${threadCount()} threads. Medians unless marked best. Taken while other engineers shared the 2 cores (busy machine): treat ratios as +-30%.`);
+const busy = Math.max(load0[0], loadavg()[0]) > 1.5; // the bench itself keeps ~1 core busy on average
+notes.push(
+  `SIMD level ${simdLevel()}, ${threadCount()} threads. Medians unless marked best.` +
+    (busy ? " Other work shared the cores (1-min load above 1.5): treat ratios as +-30%." : ""),
+);
 writeReport("kda", { title: "@k3/kda: KDA decode and prefill vs the memory floor and ggml", command: "flock /tmp/k3-bench.lock pnpm --filter @k3/kda bench", rows, notes });
