@@ -127,18 +127,23 @@ export function gemmF32(w: Float32Array, X: Float32Array, Y: Float32Array, shape
 // The small products of the chunked KDA prefill (@k3/kda) and MLA's P.V (@k3/mla) run on this one
 // kernel through the C table; from JS it runs on the calling thread.
 
-/** Shape of `C[m][n] += A[m][k] B[k][n]`; row strides in elements default to the row widths. */
-export interface GemmAccShape {
+/**
+ * Shape of a small strided product (gemmAcc*, dotRows*): C is [m x n], the reduction runs over k.
+ * Row strides are in elements and default to the row widths: A's rows are k wide, C's n wide, and
+ * B's rows are n wide for gemmAcc (B is [k x n]) and k wide for dotRows (B is [n x k]). Elements
+ * between C's rows are left untouched.
+ */
+export interface ProductShape {
   m: number;
   n: number;
   k: number;
-  /** Row stride of A (>= k; default k). */
   lda?: number;
-  /** Row stride of B (>= n; default n). */
   ldb?: number;
-  /** Row stride of C (>= n; default n). Elements between rows are left untouched. */
   ldc?: number;
 }
+
+/** Shape of `C[m][n] += A[m][k] B[k][n]` (see ProductShape). */
+export type GemmAccShape = ProductShape;
 
 /**
  * C[m][n] += A[m][k] B[k][n] in f32 (all row-major). C is updated in place and returned; its
@@ -166,18 +171,8 @@ export function gemmAccBf16(A: Float32Array, B: ArrayBufferView, C: Float32Array
 // and W_UV projection (@k3/mla) and of KDA's direct dots (@k3/kda), which call it through the C
 // table from inside their own parallel tasks; from JS it runs on the calling thread.
 
-/** Shape of `C[i][j] = A[i] . B[j]`, i < m, j < n, over k values; strides default to the widths. */
-export interface DotRowsShape {
-  m: number;
-  n: number;
-  k: number;
-  /** Row stride of A (>= k; default k). */
-  lda?: number;
-  /** Row stride of B (>= k; default k). */
-  ldb?: number;
-  /** Row stride of C (>= n; default n). Elements between rows are left untouched. */
-  ldc?: number;
-}
+/** Shape of `C[i][j] = A[i] . B[j]`, i < m, j < n, over k values (see ProductShape). */
+export type DotRowsShape = ProductShape;
 
 /**
  * C[i][j] = A[i] . B[j] in f32 (A [m x k], B [n x k], C [m x n], row-major). C is overwritten in
