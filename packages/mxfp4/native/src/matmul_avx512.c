@@ -9,9 +9,10 @@
  * ports with vpermps and the FMAs; vpsrld does not.) The decoded even/odd vectors then feed one FMA
  * each per activation row. Each (row, batch row) keeps two accumulators: lanes 0-15 (even) and 16-31 (odd).
  *
- * Tiles: R rows x NB activation rows, R and NB compile-time constants (the tile function is inlined
- * at every call site): 4 x 1 for decode (8 independent FMA chains hide the FMA latency), 2 x 4 for
- * batches (each decoded block is used 4 times, 16 accumulators).
+ * Tiles: decode runs 8 rows at a time (tile_rows8_decode: 16 independent FMA chains, 8 prefetched row
+ * streams), then 4 x 1 tiles for what is left. Batches use R rows x NB activation rows, R and NB
+ * compile-time constants (the tile function is inlined at every call site): 2 x 4 (each decoded block is
+ * used 4 times, 16 accumulators), or the L1-buffered kernel of matmul_prefill_avx512.c.
  */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #include <immintrin.h>
@@ -71,6 +72,31 @@ static inline __attribute__((always_inline)) void tile(const k3_mxfp4_matrix *m,
         for (int j = 0; j < NB; j++) y[(b0 + j) * m->rows + r0 + i] = reduce32(acc_even[i][j], acc_odd[i][j]);
 }
 
+/* Decode (batch 1), 8 rows at a time: each block is decoded and used at once, so 16 accumulators and
+   few other live registers. Eight row streams per core, each prefetched on its own 8 rows ahead, keep
+   more DRAM requests in flight than the 4-row tile does (package code, 3072x3584 from DRAM, wall time:
+   39-40 vs 34-35 GB/s on 2 threads, 23 vs 21 GB/s on 1). Each row keeps the documented order. */
+static void tile_rows8_decode(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t r0) {
+    const size_t cols = m->cols, row_bytes = cols / 2, n_blocks = cols / 32;
+    const uint8_t *packed = m->packed + r0 * row_bytes, *scales = m->scales + r0 * n_blocks;
+    const uint8_t *packed_ahead = packed + 8 * row_bytes, *scales_ahead = scales + 8 * n_blocks;
+    __m512 acc_even[8], acc_odd[8];
+    for (int i = 0; i < 8; i++) acc_even[i] = acc_odd[i] = _mm512_setzero_ps();
+    for (size_t s = 0; s < 8 * n_blocks; s += 64) _mm_prefetch((const char *)(scales_ahead + s), _MM_HINT_T0);
+    for (size_t blk = 0; blk < n_blocks; blk++) {
+        if ((blk & 3) == 0) /* one 64-byte line per row every 4 blocks */
+            for (int i = 0; i < 8; i++) _mm_prefetch((const char *)(packed_ahead + i * row_bytes + 16 * blk), _MM_HINT_T0);
+        __m512 x_even = _mm512_loadu_ps(xs + 32 * blk), x_odd = _mm512_loadu_ps(xs + 32 * blk + 16);
+        for (int i = 0; i < 8; i++) {
+            __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(packed + i * row_bytes + 16 * blk)));
+            __m512 scaled = _mm512_load_ps(k3_scaled_e2m1[scales[i * n_blocks + blk]]);
+            acc_even[i] = _mm512_fmadd_ps(_mm512_permutexvar_ps(q, scaled), x_even, acc_even[i]);
+            acc_odd[i] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), scaled), x_odd, acc_odd[i]);
+        }
+    }
+    for (int i = 0; i < 8; i++) y[r0 + i] = reduce32(acc_even[i], acc_odd[i]);
+}
+
 /* One explicit call per (R, NB) so every tile is compiled with constant bounds. */
 static void tile_rows4_batch1(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t r, size_t b) { tile(m, xs, y, r, b, 4, 1); }
 static void tile_rows2_batch4(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t r, size_t b) { tile(m, xs, y, r, b, 2, 4); }
@@ -100,6 +126,7 @@ void k3_mxfp4_rows_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, s
                           size_t row_begin, size_t row_end) {
     size_t r = row_begin;
     if (batch == 1) {
+        for (; r + 8 <= row_end; r += 8) tile_rows8_decode(m, xs, y, r);
         for (; r + 4 <= row_end; r += 4) tile_rows4_batch1(m, xs, y, r, 0);
         for (; r < row_end; r++) tile_rows1_batch1(m, xs, y, r, 0);
         return;
