@@ -145,12 +145,17 @@ export interface ProductShape {
 /** Shape of `C[m][n] += A[m][k] B[k][n]` (see ProductShape). */
 export type GemmAccShape = ProductShape;
 
+/** The native argument list m, n, k, lda, ldb, ldc with the defaults filled in. */
+function productArgs(shape: ProductShape, bRowWidth: number): [number, number, number, number, number, number] {
+  return [shape.m, shape.n, shape.k, shape.lda ?? shape.k, shape.ldb ?? bRowWidth, shape.ldc ?? shape.n];
+}
+
 /**
  * C[m][n] += A[m][k] B[k][n] in f32 (all row-major). C is updated in place and returned; its
  * span must not overlap A's or B's. Bit-identical at every SIMD level (order above).
  */
 export function gemmAccF32(A: Float32Array, B: Float32Array, C: Float32Array, shape: GemmAccShape): Float32Array {
-  native.gemmAccF32(A, B, C, shape.m, shape.n, shape.k, shape.lda ?? shape.k, shape.ldb ?? shape.n, shape.ldc ?? shape.n);
+  native.gemmAccF32(A, B, C, ...productArgs(shape, shape.n));
   return C;
 }
 
@@ -159,7 +164,7 @@ export function gemmAccF32(A: Float32Array, B: Float32Array, C: Float32Array, sh
  * of the bits starting at an even byte offset (a safetensors tensor's Uint8Array, say).
  */
 export function gemmAccBf16(A: Float32Array, B: ArrayBufferView, C: Float32Array, shape: GemmAccShape): Float32Array {
-  native.gemmAccBf16(A, B, C, shape.m, shape.n, shape.k, shape.lda ?? shape.k, shape.ldb ?? shape.n, shape.ldc ?? shape.n);
+  native.gemmAccBf16(A, B, C, ...productArgs(shape, shape.n));
   return C;
 }
 
@@ -180,7 +185,7 @@ export type DotRowsShape = ProductShape;
  * every SIMD level (order above).
  */
 export function dotRowsF32(A: Float32Array, B: Float32Array, C: Float32Array, shape: DotRowsShape): Float32Array {
-  native.dotRowsF32(A, B, C, shape.m, shape.n, shape.k, shape.lda ?? shape.k, shape.ldb ?? shape.k, shape.ldc ?? shape.n);
+  native.dotRowsF32(A, B, C, ...productArgs(shape, shape.k));
   return C;
 }
 
@@ -189,7 +194,7 @@ export function dotRowsF32(A: Float32Array, B: Float32Array, C: Float32Array, sh
  * of the bits starting at an even byte offset (a safetensors tensor's Uint8Array, say).
  */
 export function dotRowsBf16(A: Float32Array, B: ArrayBufferView, C: Float32Array, shape: DotRowsShape): Float32Array {
-  native.dotRowsBf16(A, B, C, shape.m, shape.n, shape.k, shape.lda ?? shape.k, shape.ldb ?? shape.k, shape.ldc ?? shape.n);
+  native.dotRowsBf16(A, B, C, ...productArgs(shape, shape.k));
   return C;
 }
 
