@@ -10,6 +10,7 @@
  */
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
+#include "k3_lane_sums.h"
 #include <string.h>
 #include "gemm.h"
 
@@ -57,14 +58,6 @@ static inline __m256 fma_masked(__m256 w, __m256 x, __m256 acc, __m256 mask) {
     return _mm256_blendv_ps(acc, _mm256_fmadd_ps(w, x, acc), mask);
 }
 
-/* lane[i] += lane[i+h] for h = 8, 4, 2, 1, exactly as the scalar reference. */
-static float reduce16(__m256 lo, __m256 hi) {
-    __m256 s8 = _mm256_add_ps(lo, hi);
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
-}
 
 /* ---------------------------------------------------------------- tiles */
 
@@ -94,7 +87,7 @@ static inline __attribute__((always_inline)) void tile_rows(const int R, const v
             hi[i] = fma_masked(_mm256_loadu_ps(wb + 8), xh, hi[i], mh);
         }
     }
-    for (int i = 0; i < R; i++) y[i] = reduce16(lo[i], hi[i]);
+    for (int i = 0; i < R; i++) y[i] = k3_lanes16_sum_avx2(lo[i], hi[i]);
 }
 
 /* ---------------------------------------------------------------- row ranges */

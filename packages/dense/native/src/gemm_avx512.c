@@ -5,6 +5,7 @@
  */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #include <immintrin.h>
+#include "k3_lane_sums.h"
 #include "gemm.h"
 
 #define PREFETCH_TILES 2
@@ -23,14 +24,6 @@ static inline const void *row_ptr(const void *w, size_t r, size_t ld, int bf16) 
     return bf16 ? (const void *)((const uint16_t *)w + r * ld) : (const void *)((const float *)w + r * ld);
 }
 
-static float reduce16(__m512 v) {
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v),
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
-}
 
 /* ---------------------------------------------------------------- tiles */
 
@@ -77,13 +70,13 @@ static inline __attribute__((always_inline)) void tile4x4(const void *w0, const 
         a03 = _mm512_mask3_fmadd_ps(v0, xv, a03, m); a13 = _mm512_mask3_fmadd_ps(v1, xv, a13, m);
         a23 = _mm512_mask3_fmadd_ps(v2, xv, a23, m); a33 = _mm512_mask3_fmadd_ps(v3, xv, a33, m);
     }
-    y[0] = reduce16(a00); y[1] = reduce16(a10); y[2] = reduce16(a20); y[3] = reduce16(a30);
+    y[0] = k3_lanes16_sum_avx512(a00); y[1] = k3_lanes16_sum_avx512(a10); y[2] = k3_lanes16_sum_avx512(a20); y[3] = k3_lanes16_sum_avx512(a30);
     y += ys;
-    y[0] = reduce16(a01); y[1] = reduce16(a11); y[2] = reduce16(a21); y[3] = reduce16(a31);
+    y[0] = k3_lanes16_sum_avx512(a01); y[1] = k3_lanes16_sum_avx512(a11); y[2] = k3_lanes16_sum_avx512(a21); y[3] = k3_lanes16_sum_avx512(a31);
     y += ys;
-    y[0] = reduce16(a02); y[1] = reduce16(a12); y[2] = reduce16(a22); y[3] = reduce16(a32);
+    y[0] = k3_lanes16_sum_avx512(a02); y[1] = k3_lanes16_sum_avx512(a12); y[2] = k3_lanes16_sum_avx512(a22); y[3] = k3_lanes16_sum_avx512(a32);
     y += ys;
-    y[0] = reduce16(a03); y[1] = reduce16(a13); y[2] = reduce16(a23); y[3] = reduce16(a33);
+    y[0] = k3_lanes16_sum_avx512(a03); y[1] = k3_lanes16_sum_avx512(a13); y[2] = k3_lanes16_sum_avx512(a23); y[3] = k3_lanes16_sum_avx512(a33);
 }
 
 /* 4 rows x 1 batch row (gemv, and the batch remainder). */
@@ -114,10 +107,10 @@ static inline __attribute__((always_inline)) void tile4x1(const void *w0, const 
         a2 = _mm512_mask3_fmadd_ps(load_w(w2, k, m, bf16), xv, a2, m);
         a3 = _mm512_mask3_fmadd_ps(load_w(w3, k, m, bf16), xv, a3, m);
     }
-    y[0] = reduce16(a0);
-    y[1] = reduce16(a1);
-    y[2] = reduce16(a2);
-    y[3] = reduce16(a3);
+    y[0] = k3_lanes16_sum_avx512(a0);
+    y[1] = k3_lanes16_sum_avx512(a1);
+    y[2] = k3_lanes16_sum_avx512(a2);
+    y[3] = k3_lanes16_sum_avx512(a3);
 }
 
 static inline __attribute__((always_inline)) float tile1x1(const void *w0, const float *x, size_t cols, int bf16) {
@@ -128,7 +121,7 @@ static inline __attribute__((always_inline)) float tile1x1(const void *w0, const
         __mmask16 m = (__mmask16)((1u << (cols - k)) - 1);
         acc = _mm512_mask3_fmadd_ps(load_w(w0, k, m, bf16), _mm512_maskz_loadu_ps(m, x + k), acc, m);
     }
-    return reduce16(acc);
+    return k3_lanes16_sum_avx512(acc);
 }
 
 /* ---------------------------------------------------------------- row ranges */

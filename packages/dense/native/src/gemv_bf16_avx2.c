@@ -1,6 +1,7 @@
 /* gemv_bf16_avx2.c: AVX2 + FMA. Lanes 0-7 live in `lo`, lanes 8-15 in `hi` (see gemv_bf16.h). */
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
+#include "k3_lane_sums.h"
 #include "gemv_bf16.h"
 
 static __m256 load_bf16x8(const uint16_t *p) {
@@ -25,14 +26,6 @@ static __m256 tail_mask(size_t n) {
     return _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(ones + 8 - n)));
 }
 
-/* lane[i] += lane[i+h] for h = 8, 4, 2, 1, exactly as the scalar reference. */
-static float reduce16(__m256 lo, __m256 hi) {
-    __m256 s8 = _mm256_add_ps(lo, hi);
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
-}
 
 /* Accumulates 8 lanes starting at k, with only `n` valid (1..8); other lanes stay untouched. */
 static __m256 fma_partial(const uint16_t *w, const float *x, size_t n, __m256 acc) {
@@ -54,7 +47,7 @@ static float row_dot(const uint16_t *w, const float *x, size_t cols) {
     } else if (rest > 0) {
         lo = fma_partial(w + k, x + k, rest, lo);
     }
-    return reduce16(lo, hi);
+    return k3_lanes16_sum_avx2(lo, hi);
 }
 
 void k3_gemv_bf16_rows_avx2(const uint16_t *w, size_t ld, const float *x, float *y,

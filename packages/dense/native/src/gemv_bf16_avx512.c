@@ -6,6 +6,7 @@
  */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #include <immintrin.h>
+#include "k3_lane_sums.h"
 #include "gemv_bf16.h"
 
 static __m512 load_bf16x16(const uint16_t *p, __mmask16 m) {
@@ -13,14 +14,6 @@ static __m512 load_bf16x16(const uint16_t *p, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
 }
 
-static float reduce16(__m512 v) {
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v),
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
-}
 
 /* Distance of the software prefetch, in rows: the hardware prefetcher alone leaves DRAM latency
    exposed on interleaved row streams (measured ~0.6 of the read ceiling without it). */
@@ -42,7 +35,7 @@ static void rows8(const uint16_t *w, size_t ld, const float *x, float *y, size_t
         __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
         for (int i = 0; i < 8; i++) a[i] = _mm512_mask3_fmadd_ps(load_bf16x16(w + i * ld + k, m), xv, a[i], m);
     }
-    for (int i = 0; i < 8; i++) y[i] = reduce16(a[i]);
+    for (int i = 0; i < 8; i++) y[i] = k3_lanes16_sum_avx512(a[i]);
 }
 
 static void rows4(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) {
@@ -70,10 +63,10 @@ static void rows4(const uint16_t *w, size_t ld, const float *x, float *y, size_t
         a2 = _mm512_mask3_fmadd_ps(load_bf16x16(w + 2 * ld + k, m), xv, a2, m);
         a3 = _mm512_mask3_fmadd_ps(load_bf16x16(w + 3 * ld + k, m), xv, a3, m);
     }
-    y[0] = reduce16(a0);
-    y[1] = reduce16(a1);
-    y[2] = reduce16(a2);
-    y[3] = reduce16(a3);
+    y[0] = k3_lanes16_sum_avx512(a0);
+    y[1] = k3_lanes16_sum_avx512(a1);
+    y[2] = k3_lanes16_sum_avx512(a2);
+    y[3] = k3_lanes16_sum_avx512(a3);
 }
 
 static float row1(const uint16_t *w, const float *x, size_t cols) {
@@ -85,7 +78,7 @@ static float row1(const uint16_t *w, const float *x, size_t cols) {
         __mmask16 m = (__mmask16)((1u << (cols - k)) - 1);
         acc = _mm512_mask3_fmadd_ps(load_bf16x16(w + k, m), _mm512_maskz_loadu_ps(m, x + k), acc, m);
     }
-    return reduce16(acc);
+    return k3_lanes16_sum_avx512(acc);
 }
 
 void k3_gemv_bf16_rows_avx512(const uint16_t *w, size_t ld, const float *x, float *y,

@@ -8,15 +8,11 @@
  */
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
+#include "k3_lane_sums.h"
 #include "mxfp4.h"
 
 static float reduce32(__m256 e0, __m256 e1, __m256 o0, __m256 o1) {
-    __m256 lo = _mm256_add_ps(e0, o0), hi = _mm256_add_ps(e1, o1); /* h = 16 */
-    __m256 s8 = _mm256_add_ps(lo, hi);                              /* h = 8 */
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
+    return k3_lanes16_sum_avx2(_mm256_add_ps(e0, o0), _mm256_add_ps(e1, o1)); /* h = 16, then the 16-lane tree */
 }
 
 typedef struct {

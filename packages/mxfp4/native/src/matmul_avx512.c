@@ -16,21 +16,15 @@
  */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #include <immintrin.h>
+#include "k3_lane_sums.h"
 #include "mxfp4.h"
 #include "matmul_prefill.h"
 
 /* How many tiles ahead the packed bytes are prefetched (see tile()). */
 #define PREFETCH_TILES 2
 
-static float reduce32(__m512 even, __m512 odd) {
-    __m512 v = _mm512_add_ps(even, odd); /* h = 16 */
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v),
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
-}
+/* lanes 0-31: h = 16 folds the odd lanes onto the even ones, then the 16-lane tree */
+static float reduce32(__m512 even, __m512 odd) { return k3_lanes16_sum_avx512(_mm512_add_ps(even, odd)); }
 
 /* Rows r0 .. r0+R-1 against activation rows b0 .. b0+NB-1. */
 static inline __attribute__((always_inline)) void tile(const k3_mxfp4_matrix *m, const float *xs, float *y,

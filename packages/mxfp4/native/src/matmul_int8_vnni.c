@@ -6,6 +6,7 @@
  */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")
 #include <immintrin.h>
+#include "k3_lane_sums.h"
 #include <string.h>
 #include "matmul_int8.h"
 
@@ -14,14 +15,6 @@ int k3_mxfp4_cpu_has_vnni(void) {
     return __builtin_cpu_supports("avx512vnni");
 }
 
-static float reduce16(__m512 v) {
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v),
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
-}
 
 /* The 4 scale bytes of group g (fewer at the end of a row: missing ones read as 0, never past it). */
 static uint32_t scale_bytes(const uint8_t *scales, size_t g, size_t left) {
@@ -74,5 +67,5 @@ void k3_mxfp4_rows4_int8_vnni(const k3_mxfp4_matrix *m, size_t r0, const k3_int8
             acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), factor, acc[i]);
         }
     }
-    for (int i = 0; i < 4; i++) out[i] = reduce16(acc[i]);
+    for (int i = 0; i < 4; i++) out[i] = k3_lanes16_sum_avx512(acc[i]);
 }

@@ -12,21 +12,15 @@
  */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #include <immintrin.h>
+#include "k3_lane_sums.h"
 #include "mxfp4.h"
 #include "matmul_prefill.h"
 
 #define CHUNK_BLOCKS 32  /* 1024 columns: 4 rows x 4 KiB of decoded weights */
 #define BATCH_CHUNK 32   /* activations whose accumulators stay in scratch (16 KiB) */
 
-static float reduce32(__m512 even, __m512 odd) {
-    __m512 v = _mm512_add_ps(even, odd);
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v),
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
-}
+/* lanes 0-31: h = 16 folds the odd lanes onto the even ones, then the 16-lane tree */
+static float reduce32(__m512 even, __m512 odd) { return k3_lanes16_sum_avx512(_mm512_add_ps(even, odd)); }
 
 /* Decodes blocks [blk0, blk0 + n) of one row into out (32 floats per block: 16 even, 16 odd lanes).
    The same span `ahead` bytes (scales: `ahead_scales`) further on is prefetched: the row 4 rows down,
