@@ -10,6 +10,7 @@
 #include <string.h>
 #include "kda_exp.h"
 #include "kda_simd.h"
+#include "state_bf16.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -126,19 +127,6 @@ static void round_store8(uint16_t *p, __m256 x) {
     _mm_storeu_si128((__m128i *)p, packed);
 }
 
-static float widen1(uint16_t b) {
-    uint32_t w = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &w, sizeof f);
-    return f;
-}
-
-static uint16_t round1(float x) {
-    uint32_t b;
-    memcpy(&b, &x, sizeof b);
-    if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((b >> 16) | 0x0040u);
-    return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
-}
 
 INLINE void step_block_bf16(const int V, uint16_t *S, float *work, size_t dk, size_t dv, size_t j0, const float *alpha,
                             const float *k, const float *q, const float *v, float beta, float *o) {
@@ -176,14 +164,14 @@ static void step_head_bf16(uint16_t *S, float *work, size_t dk, size_t dv, const
     for (; j < dv; j++) { /* leftover columns: the scalar formula */
         float e = 0.0f, acc = 0.0f;
         for (size_t d = 0; d < dk; d++) {
-            float x = widen1(S[d * dv + j]) * alpha[d];
+            float x = kda_bf16_to_f32(S[d * dv + j]) * alpha[d];
             work[d * dv + j] = x;
             e = fmaf(k[d], x, e);
         }
         e = v[j] - e;
         for (size_t d = 0; d < dk; d++) {
             float s = fmaf(beta * k[d], e, work[d * dv + j]);
-            S[d * dv + j] = round1(s);
+            S[d * dv + j] = kda_f32_to_bf16(s);
             acc = fmaf(q[d], s, acc);
         }
         o[j] = acc;

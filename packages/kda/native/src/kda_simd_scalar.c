@@ -4,6 +4,7 @@
 #include <string.h>
 #include "kda_exp.h"
 #include "kda_simd.h"
+#include "state_bf16.h"
 
 /* ---------------------------------------------------------------- exp */
 
@@ -60,26 +61,13 @@ static void step_head(float *S, size_t dk, size_t dv, const float *alpha, const 
 
 /* ---------------------------------------------------------------- bf16-stored state */
 
-static float widen(uint16_t b) {
-    uint32_t w = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &w, sizeof f);
-    return f;
-}
-
-static uint16_t round_bf16(float x) {
-    uint32_t b;
-    memcpy(&b, &x, sizeof b);
-    if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((b >> 16) | 0x0040u);
-    return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
-}
 
 static void step_head_bf16(uint16_t *S, float *work, size_t dk, size_t dv, const float *alpha, const float *k,
                            const float *q, const float *v, float beta, float *o, float *e) {
     for (size_t j = 0; j < dv; j++) e[j] = 0.0f;
     for (size_t d = 0; d < dk; d++)
         for (size_t j = 0; j < dv; j++) {
-            float x = widen(S[d * dv + j]) * alpha[d];
+            float x = kda_bf16_to_f32(S[d * dv + j]) * alpha[d];
             work[d * dv + j] = x;
             e[j] = fmaf(k[d], x, e[j]);
         }
@@ -91,7 +79,7 @@ static void step_head_bf16(uint16_t *S, float *work, size_t dk, size_t dv, const
         float bk = beta * k[d];
         for (size_t j = 0; j < dv; j++) {
             float s = fmaf(bk, e[j], work[d * dv + j]);
-            S[d * dv + j] = round_bf16(s);
+            S[d * dv + j] = kda_f32_to_bf16(s);
             o[j] = fmaf(q[d], s, o[j]);
         }
     }
