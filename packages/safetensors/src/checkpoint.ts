@@ -575,15 +575,7 @@ interface Plan {
 }
 
 function planSync(dir: string, backend: Backend): Plan {
-  const abs = resolve(dir);
-  let st;
-  try {
-    st = statSync(abs);
-  } catch (err) {
-    throw ioError(abs, "opening the checkpoint", err);
-  }
-  if (!st.isDirectory()) throw new SafetensorsError("InvalidArgument", "openCheckpoint needs a directory; use openSafetensors for one file", { file: abs });
-  const indexFile = findIndexFile(abs);
+  const { abs, indexFile } = locate(dir);
   if (!indexFile) return { dir: abs, indexFile: null, index: null, shards: listShardFiles(abs) };
   const index = backend.parseIndex(indexFile);
   const realDir = realpathSync(abs);
