@@ -57,7 +57,9 @@ const MODEL_OPTIONS = `model and memory:
                        (without it the whole trunk is loaded resident)
   --piece-mb N         read each expert in in-order N MiB pieces (default 4; 0 = one read per expert)
   --no-prefetch        no lookahead: do not read the next MoE layer's predicted experts ahead
-                       (default on; both change I/O only, never the output)`;
+                       (default on; both change I/O only, never the output)
+  --on-expert-error M  drop (default): an expert that cannot be read or is corrupt is left out of its
+                       layer's mix, listed in the report, and the run exits 4 | fail: stop at once (exit 1)`;
 
 const SAMPLING_OPTIONS = `sampling:
   --max-tokens N       tokens to generate (default 64)
@@ -140,6 +142,7 @@ const COMMON: ParseArgsConfig["options"] = {
   trunk: { type: "string" },
   "piece-mb": { type: "string" },
   "no-prefetch": { type: "boolean" },
+  "on-expert-error": { type: "string" },
 };
 const SAMPLING: ParseArgsConfig["options"] = {
   "max-tokens": { type: "string" },
@@ -200,6 +203,10 @@ function engineOptions(values: Values, tokens: { kind: string; name?: string }[]
   if (values.trunk !== undefined) opts.trunkDir = resolve(String(values.trunk));
   if (values["piece-mb"] !== undefined) opts.pieceMb = num(values, "piece-mb", 4, (x) => Number.isInteger(x) && x >= 0 && x <= 1024, "an integer number of MiB in 0..1024 (0 = one read per expert)");
   if (values["no-prefetch"]) opts.prefetch = false;
+  if (values["on-expert-error"] !== undefined) {
+    if (!["drop", "fail"].includes(values["on-expert-error"] as string)) throw new UsageError(`--on-expert-error ${values["on-expert-error"]}: expected drop or fail`);
+    opts.onExpertError = values["on-expert-error"] as "drop" | "fail";
+  }
   return opts;
 }
 

@@ -43,6 +43,12 @@ export interface EngineOptions {
   pieceMb?: number;
   /** Lookahead prefetch of the next MoE layer's predicted experts (default true). I/O only: output is unchanged. */
   prefetch?: boolean;
+  /**
+   * A routed expert that cannot be read (I/O error, short read) or whose bytes are refused (MXFP4
+   * 0xFF scale): "drop" (default, as the reference engine) leaves it out of the layer's mix, lists it
+   * in the report (expert_drops, expert_drop_details) and `k3` exits 4; "fail" stops at the first.
+   */
+  onExpertError?: "drop" | "fail";
 }
 
 export interface GenerateOptions extends SamplingOptions {
@@ -173,6 +179,7 @@ export class Engine {
       cacheSlotsPerLayer: plan.cacheSlotsPerLayer,
       pieceBytes: pieceBytesOf(options.pieceMb),
       prefetch: options.prefetch ?? true,
+      onExpertError: options.onExpertError ?? "drop",
       // Read pieces: 64 MiB, or the largest layer rounded up to 1 MiB when smaller (no oversized slots).
       trunk: streaming
         ? { dir: options.trunkDir!, pinnedLayers: plan.pinnedLayers, ringSlots: plan.ringSlots, chunkBytes: Math.min(64 << 20, Math.ceil(Math.max(...census.layerTrunkBytes) / (1 << 20)) * (1 << 20)) }

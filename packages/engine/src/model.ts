@@ -81,6 +81,12 @@ export interface LoadOptions {
   /** Streaming slots reserved for prefetched experts (default ceil(topK / 2)); added to the topK + 2 demand slots. */
   prefetchSlots?: number;
   /**
+   * A routed expert whose read fails or whose bytes are refused (MXFP4 0xFF scale): "drop" (default,
+   * the reference engine's behaviour) leaves it out of that layer's mix, counts it in the report and
+   * the CLI exits 4; "fail" stops the run with the read's error.
+   */
+  onExpertError?: "drop" | "fail";
+  /**
    * Stream the trunk from a packed trunk directory (`k3 pack`): `pinnedLayers` stay resident (read
    * from the checkpoint at load), every other layer is read into one of `ringSlots` slots when its
    * turn comes (2 slots: reading L+1 overlaps computing L). Needs Model.open (async).
@@ -109,6 +115,7 @@ export class Model {
   private readonly streamer: TrunkStreamer | null;
   private readonly kdaCore: KdaCore;
   private readonly headChunkRows: number;
+  private readonly onExpertError: "drop" | "fail";
   /** Streams routed experts from the shards into the per-layer cache. */
   readonly experts: ExpertStore | null;
   /** Lookahead prefetch on (and an expert store to prefetch into). */
@@ -122,6 +129,7 @@ export class Model {
     this.experts = store;
     this.prefetch = store !== null && (options.prefetch ?? true);
     this.pieceBytes = store?.pieceBytes ?? 0;
+    this.onExpertError = options.onExpertError ?? "drop";
     this.streamer = streamer;
     this.kdaCore = options.kdaCore ?? "auto";
     this.dir = dir;
@@ -168,7 +176,7 @@ export class Model {
       inNorm: loadVector(src, p + "input_layernorm.weight", D),
       postNorm: loadVector(src, p + "post_attention_layernorm.weight", D),
       mixer: kind === "kda" ? new KdaMixer(cfg, src, p + "self_attn.", this.kdaCore) : new MlaMixer(cfg, src, p + "self_attn."),
-      ffn: isMoeLayer(cfg, l) ? new MoeFfn(cfg, src, p + "block_sparse_moe.", l, this.experts!) : new GluMlp(cfg, src, p + "mlp.", D, cfg.denseIntermediate),
+      ffn: isMoeLayer(cfg, l) ? new MoeFfn(cfg, src, p + "block_sparse_moe.", l, this.experts!, this.onExpertError) : new GluMlp(cfg, src, p + "mlp.", D, cfg.denseIntermediate),
     };
     if (cfg.attnResBlockSize !== null) {
       layer.attnRes = fuseResWeights(loadVector(src, p + "self_attention_res_norm.weight", D), loadVector(src, p + "self_attention_res_proj.weight", D));

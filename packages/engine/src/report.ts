@@ -24,8 +24,22 @@ export interface RunCounters {
   /** Seconds spent waiting for or doing I/O, and how much of it overlapped compute. */
   ioSeconds: number;
   ioOverlappedSeconds: number;
+  /** Routed experts left out of a layer's mix because their bytes could not be had (exit 4). */
   expertDrops: number;
+  /** The first MAX_DROP_DETAILS of them: which layer and expert, and why. */
+  expertDropDetails: ExpertDrop[];
 }
+
+export interface ExpertDrop {
+  layer: number;
+  expert: number;
+  /** How many of the forward's tokens had selected it. */
+  tokens: number;
+  reason: string;
+}
+
+/** Drops listed one by one in the report (the count is always exact). */
+export const MAX_DROP_DETAILS = 32;
 
 export function emptyCounters(): RunCounters {
   return {
@@ -43,6 +57,7 @@ export function emptyCounters(): RunCounters {
     ioSeconds: 0,
     ioOverlappedSeconds: 0,
     expertDrops: 0,
+    expertDropDetails: [],
   };
 }
 
@@ -82,6 +97,7 @@ export interface RunReport {
   io_share: number;
   io_overlap: number | null;
   expert_drops: number;
+  expert_drop_details: ExpertDrop[];
 }
 
 /** Peak resident set size of this process in bytes (getrusage ru_maxrss). */
@@ -138,6 +154,7 @@ export function buildReport(args: {
     io_share: args.wallSeconds > 0 ? c.ioSeconds / args.wallSeconds : 0,
     io_overlap: c.ioSeconds > 0 ? c.ioOverlappedSeconds / c.ioSeconds : null,
     expert_drops: c.expertDrops,
+    expert_drop_details: c.expertDropDetails.map((d) => ({ ...d })),
   };
 }
 
@@ -166,5 +183,7 @@ export function formatReport(r: RunReport): string {
       : `  lookahead prefetch: off; pieces ${pieces(r.piece_bytes)}`,
     `  I/O share of wall clock: ${pct(r.io_share)}; overlapped with compute: ${pct(r.io_overlap)}`,
   ];
+  for (const d of r.expert_drop_details.slice(0, 3)) lines.push(`  DROPPED layer ${d.layer} expert ${d.expert} (${d.tokens} token(s)): ${d.reason}`);
+  if (r.expert_drops > 3) lines.push(`  ... ${r.expert_drops - 3} more drop(s)${r.expert_drops > r.expert_drop_details.length ? ` (the JSON report lists the first ${r.expert_drop_details.length})` : " in the JSON report"}`);
   return lines.join("\n");
 }

@@ -35,6 +35,7 @@ export {
   type ExpertProvider,
   type SharedExperts,
   type LatentProjection,
+  type DroppedExpert,
 } from "./moe-layer.js";
 export { ProgressMeter, progressPrinter, type Progress } from "./progress.js";
 export {

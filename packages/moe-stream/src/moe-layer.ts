@@ -14,12 +14,13 @@
  */
 import { rmsNorm } from "@k3/dense";
 import { type DenseMatrix, matmul } from "./dense-weight.js";
-import { MoeStreamError } from "./errors.js";
+import { ChecksumError, ExpertReadError, MoeStreamError } from "./errors.js";
 import type { ExpertCompute, GluActivation } from "./expert-compute.js";
 import type { ExpertHandle, ExpertRequest } from "./expert-store.js";
 import type { Router, Routing } from "./router.js";
 import { siluGlu, situGlu } from "@k3/dense";
 import { procIo } from "./io-stats.js";
+import { Mxfp4Error } from "@k3/mxfp4";
 
 /** Where experts come from: an ExpertStore, or anything with the same request(). */
 export interface ExpertProvider {
@@ -55,6 +56,25 @@ export interface MoeLayerOptions {
   shared?: SharedExperts;
   /** Shared-expert activation (K3 situ, 48B silu). */
   activation: GluActivation;
+  /**
+   * What a routed expert whose bytes cannot be had does to forward(): "fail" (default) rejects
+   * with the read's error and produces no output; "drop" leaves that expert out of the mix (its
+   * weighted term is zero, the other weights are NOT renormalised), lists it in
+   * lastStats.dropped and goes on: the reference engine's behaviour, whose run then exits 4.
+   * Only a failed read (I/O error, short read: ExpertReadError), a checksum mismatch
+   * (ChecksumError) or bytes the kernel refuses (an MXFP4 0xFF scale: Mxfp4Error) drop an expert;
+   * any other error still rejects.
+   */
+  onExpertError?: "fail" | "drop";
+}
+
+/** A routed expert left out of one forward() under onExpertError: "drop". */
+export interface DroppedExpert {
+  layer: number;
+  expert: number;
+  /** Token positions (within the forward's T) that had selected it. */
+  tokens: number;
+  reason: string;
 }
 
 /** What one forward() did. Times in ns. */
@@ -81,6 +101,8 @@ export interface MoeForwardStats {
   /** (t_io + t_cpu - t_wall) / min(t_io, t_cpu); null when either is 0. */
   overlap: number | null;
   routing: Routing;
+  /** Experts dropped under onExpertError: "drop" (always empty under "fail"). */
+  dropped: DroppedExpert[];
 }
 
 const now = () => process.hrtime.bigint();
@@ -147,28 +169,43 @@ export class MoeLayer {
     const req = this.opts.experts.request(this.opts.layer, ids);
     if (opts.prefetch && this.opts.experts.prefetch) this.opts.experts.prefetch(opts.prefetch.layer, opts.prefetch.ids);
     const done = new Set<ExpertHandle>();
+    const dropped: DroppedExpert[] = [];
+    const drop = this.opts.onExpertError === "drop";
     let maxBatch = 0;
     for (const l of users.values()) maxBatch = Math.max(maxBatch, l.length);
     const X = new Float32Array(maxBatch * inDim);
     const Y = new Float32Array(maxBatch * compute.outDim);
     try {
-      const it = req.completed();
+      const it = drop ? settledInCompletionOrder(req, ids) : successesOf(req);
       for (;;) {
         const w0 = now();
         const next = await it.next();
         wait += now() - w0;
         if (next.done) break;
-        const h = next.value;
+        const { id, handle: h, error } = next.value;
+        const list = users.get(id)!;
+        if (!h) {
+          if (!droppable(error)) throw error;
+          dropped.push({ layer: this.opts.layer, expert: id, tokens: list.length, reason: (error as Error).message });
+          continue;
+        }
         done.add(h);
         if (h.source === "resident") residentHits++;
         else if (h.source === "prefetched") prefetchHits++;
         c0 = now();
-        const list = users.get(h.id)!;
         for (let b = 0; b < list.length; b++) {
           const t = Math.floor(list[b] / k);
           X.set(u.subarray(t * inDim, (t + 1) * inDim), b * inDim);
         }
-        compute.run(h.bytes, h.location, X, list.length, Y, h.readId);
+        try {
+          compute.run(h.bytes, h.location, X, list.length, Y, h.readId);
+        } catch (err) {
+          if (!drop || !droppable(err)) throw err;
+          h.release();
+          dropped.push({ layer: this.opts.layer, expert: id, tokens: list.length, reason: (err as Error).message });
+          cpu += now() - c0;
+          continue;
+        }
         for (let b = 0; b < list.length; b++) perSlot.set(Y.subarray(b * compute.outDim, (b + 1) * compute.outDim), list[b] * compute.outDim);
         h.release();
         cpu += now() - c0;
@@ -224,6 +261,7 @@ export class MoeLayer {
       ioWaitShare: wallNs > 0 ? Number(wait) / wallNs : 0,
       overlap: overlapOf(ioNs, cpuNs, wallNs),
       routing,
+      dropped,
     };
     return out;
   }
@@ -237,6 +275,39 @@ export class MoeLayer {
     else siluGlu(g, u, g);
     return matmul(s.down, g, T, new Float32Array(T * this.opts.hidden));
   }
+}
+
+/** One expert of a request as it settles: its handle, or the error its read ended with. */
+interface Settled {
+  id: number;
+  handle?: ExpertHandle;
+  error?: unknown;
+}
+
+/** The request's handles in completion order; the first failure rejects (onExpertError "fail"). */
+async function* successesOf(req: ExpertRequest): AsyncGenerator<Settled> {
+  for await (const handle of req.completed()) yield { id: handle.id, handle };
+}
+
+/** Every expert of the request in completion order, failures included (onExpertError "drop"). */
+async function* settledInCompletionOrder(req: ExpertRequest, ids: number[]): AsyncGenerator<Settled> {
+  const settled: Settled[] = [];
+  let wake: (() => void) | null = null;
+  req.handles.forEach((p, i) =>
+    p.then(
+      (handle) => (settled.push({ id: ids[i], handle }), wake?.()),
+      (error) => (settled.push({ id: ids[i], error }), wake?.()),
+    ),
+  );
+  for (let given = 0; given < ids.length; given++) {
+    while (settled.length <= given) await new Promise<void>((r) => (wake = r));
+    yield settled[given];
+  }
+}
+
+/** Errors that mean "this expert's bytes cannot be had", as opposed to a bug or a bad setup. */
+function droppable(err: unknown): boolean {
+  return err instanceof ExpertReadError || err instanceof ChecksumError || err instanceof Mxfp4Error;
 }
 
 /** Compute/I-O overlap: 1 = the shorter of the two was fully hidden behind the other, 0 = serial. */

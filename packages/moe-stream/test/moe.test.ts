@@ -126,6 +126,83 @@ describe("MoeLayer, Kimi-Linear-48B plain MoE (bf16 experts, SiLU-GLU, x routed_
   });
 });
 
+describe("MoeLayer onExpertError: \"drop\" (the reference engine's drop-and-exit-4 behaviour)", () => {
+  it("a failed read drops exactly that expert: output = the mix without its term, others unchanged and not renormalised", async () => {
+    const { store, moe, x, T, D } = layer48b({ ioSlots: 8 });
+    const dropper = new MoeLayer({ ...moe.opts, onExpertError: "drop" });
+    try {
+      // Token 0 alone; fail its first-submitted read (the store submits misses in disk order).
+      const x0 = x.slice(0, D);
+      const full = await dropper.forward(x0, 1);
+      const routed = Array.from(dropper.lastStats!.routing.ids);
+      expect(dropper.lastStats!.dropped).toEqual([]);
+      store.injectFault(0, "eio");
+      const y = await dropper.forward(x0, 1);
+      const dropped = dropper.lastStats!.dropped;
+      expect(dropped.length).toBe(1);
+      expect(dropped[0].layer).toBe(LAYER);
+      expect(routed).toContain(dropped[0].expert);
+      expect(dropped[0].tokens).toBe(1);
+      expect(dropped[0].reason).toMatch(new RegExp(`layer ${LAYER} expert ${dropped[0].expert}`));
+      expect(Buffer.from(y.buffer).equals(Buffer.from(full.buffer))).toBe(false);
+      // The store stays usable and the next forward (no fault) gives the full output again, bit for bit.
+      await new Promise((r) => setTimeout(r, 20));
+      const again = await dropper.forward(x0, 1);
+      expect(dropper.lastStats!.dropped).toEqual([]);
+      expect(Buffer.from(again.buffer).equals(Buffer.from(full.buffer))).toBe(true);
+      void T;
+    } finally {
+      store.close();
+    }
+  });
+
+  it("the dropped output equals the output computed with that expert's weight set to zero", async () => {
+    const { store, moe, x, D } = layer48b({ ioSlots: 8 });
+    const dropper = new MoeLayer({ ...moe.opts, onExpertError: "drop" });
+    try {
+      const x0 = x.slice(0, D);
+      store.injectFault(0, "short");
+      const y = await dropper.forward(x0, 1);
+      const [d] = dropper.lastStats!.dropped;
+      expect(d.reason).toMatch(/short|bytes/i);
+      // Same routing, the dropped expert's weight forced to 0: a router wrapper that zeroes it.
+      const router = moe.opts.router;
+      const zeroing = Object.create(router) as typeof router;
+      zeroing.route = (xx: Float32Array, TT: number) => {
+        const r = router.route(xx, TT);
+        const w = new Float32Array(r.weights);
+        for (let i = 0; i < r.ids.length; i++) if (r.ids[i] === d.expert) w[i] = 0;
+        return { ...r, weights: w };
+      };
+      await new Promise((r) => setTimeout(r, 20));
+      const want = await new MoeLayer({ ...moe.opts, router: zeroing }).forward(x0, 1);
+      expect(Buffer.from(y.buffer).equals(Buffer.from(want.buffer))).toBe(true);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("\"fail\" (the default) still rejects, and errors that are not about the expert's bytes reject under \"drop\" too", async () => {
+    const { store, moe, x, T } = layer48b({ ioSlots: 8 });
+    try {
+      store.injectFault(0, "eio");
+      await expect(moe.forward(x, T)).rejects.toBeInstanceOf(ExpertReadError);
+      await new Promise((r) => setTimeout(r, 20));
+      const broken = new MoeLayer({
+        ...moe.opts,
+        onExpertError: "drop",
+        compute: { ...moe.opts.compute, run: () => { throw new TypeError("a bug, not a bad expert"); } },
+      });
+      await expect(broken.forward(x, T)).rejects.toThrow(/a bug, not a bad expert/);
+      // ... and the store is still usable after both.
+      await new Promise((r) => setTimeout(r, 20));
+      await expect(moe.forward(x, T)).resolves.toBeInstanceOf(Float32Array);
+    } finally {
+      store.close();
+    }
+  });
+});
+
 function layerK3(opts: { slotsPerLayer?: number } = {}) {
   const fx = loadFixture("moe_k3_latent.safetensors");
   const ckpt = openCheckpointIndex(expertCheckpoint(fx));
@@ -192,6 +269,12 @@ describe("MoeLayer, K3 latent MoE (MXFP4 experts from disk, SiTU-GLU, latent RMS
       bias[3] = 100;
       const router = new Router(moe.opts.router.cfg, moe.opts.router.weight, bias);
       await expect(new MoeLayer({ ...moe2.opts, router }).forward(fx.f32("x"), 4)).rejects.toThrow(/layer 1 expert 3 w2\.weight_scale/);
+      // Under "drop" the same expert is left out (every token had picked it) and the rest still runs.
+      const dropper = new MoeLayer({ ...moe2.opts, router, onExpertError: "drop" });
+      const y = await dropper.forward(fx.f32("x"), 4);
+      expect(dropper.lastStats!.dropped.map((d) => [d.expert, d.tokens])).toEqual([[3, 4]]);
+      expect(dropper.lastStats!.dropped[0].reason).toMatch(/w2\.weight_scale: scale 0xFF/);
+      expect(y.every(Number.isFinite)).toBe(true);
     } finally {
       store.close();
       store2.close();

@@ -7,7 +7,7 @@
  */
 import { denseMatrix, denseExpertCompute, ExpertStore, MoeLayer, mxfp4ExpertCompute, Router, type DenseMatrix } from "@k3/moe-stream";
 import type { ModelConfig } from "../config.js";
-import type { RunCounters } from "../report.js";
+import { MAX_DROP_DETAILS, type RunCounters } from "../report.js";
 import { loadVector, WeightError, type WeightSource } from "../weights.js";
 
 function matrix(src: WeightSource, name: string, rows: number, cols: number): DenseMatrix {
@@ -21,7 +21,7 @@ function matrix(src: WeightSource, name: string, rows: number, cols: number): De
 export class MoeFfn {
   readonly layer: MoeLayer;
 
-  constructor(cfg: ModelConfig, src: WeightSource, prefix: string, layer: number, store: ExpertStore) {
+  constructor(cfg: ModelConfig, src: WeightSource, prefix: string, layer: number, store: ExpertStore, onExpertError: "drop" | "fail" = "drop") {
     const D = cfg.hiddenSize;
     const m = cfg.moe;
     const router = new Router(
@@ -58,6 +58,7 @@ export class MoeFfn {
               }
             : undefined,
         activation,
+        onExpertError,
       });
     } catch (err) {
       throw new WeightError(`${prefix}: ${(err as Error).message}`);
@@ -79,6 +80,8 @@ export class MoeFfn {
       counters.bytesRead.experts += s.deviceBytes;
       counters.ioSeconds += s.ioNs / 1e9;
       counters.ioOverlappedSeconds += Math.max(0, (s.ioNs + s.cpuNs - s.wallNs) / 1e9);
+      counters.expertDrops += s.dropped.length;
+      for (const d of s.dropped) if (counters.expertDropDetails.length < MAX_DROP_DETAILS) counters.expertDropDetails.push(d);
     }
   }
 }
