@@ -9,6 +9,7 @@ import type { CompletionBackend, CompletionJob, CompletionResult, TextChannel } 
 
 export interface WorkerInit {
   dir: string;
+  /** Engine options; `promptCache` defaults to {slots: 1} here ({slots: 0} turns it off). */
   options: Omit<EngineOptions, "log">;
 }
 
@@ -17,12 +18,15 @@ type FromWorker =
   | { type: "text"; id: number; text: string; channel?: TextChannel }
   | { type: "done"; id: number; result: CompletionResult }
   | { type: "error"; id: number; message: string }
+  | { type: "log"; line: string }
   | { type: "fatal"; message: string; exitCode: number };
 
 export class WorkerBackend implements CompletionBackend {
   modelId = "";
   contextLength = 0;
   plan = "";
+  /** Receives the engine's log lines after loading (per-request prompt cache reuse); default: dropped. */
+  onLog: (line: string) => void = () => {};
   private nextId = 1;
   private readonly pending = new Map<number, { onText: (t: string, channel?: TextChannel) => void; resolve: (r: CompletionResult) => void; reject: (e: Error) => void }>();
   private readonly cancel = new Int32Array(new SharedArrayBuffer(4));
@@ -30,6 +34,7 @@ export class WorkerBackend implements CompletionBackend {
   private constructor(private readonly worker: Worker) {
     worker.on("message", (m: FromWorker) => {
       if (m.type === "text") this.pending.get(m.id)?.onText(m.text, m.channel);
+      else if (m.type === "log") this.onLog(m.line);
       else if (m.type === "done") {
         this.pending.get(m.id)?.resolve(m.result);
         this.pending.delete(m.id);

@@ -16,6 +16,7 @@ import { checkTokenizerMatch, configFingerprint, fnv1a64, readConfig, type Model
 import { AbortError, UsageError } from "./errors.js";
 import type { KdaCore } from "./layers/kda.js";
 import { Model, type ModelState } from "./model.js";
+import { PromptCache, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
 import { budgetsFor, checkContextFits, checkPlanFits, fmtBytes, formatPlan, planMemory, readMemInfo, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
 import { buildReport, emptyCounters, type RunCounters, type RunReport } from "./report.js";
 import { Sampler, type SamplingOptions } from "./sampler.js";
@@ -44,6 +45,11 @@ export interface EngineOptions {
   /** Lookahead prefetch of the next MoE layer's predicted experts (default true). I/O only: output is unchanged. */
   prefetch?: boolean;
   /**
+   * A prompt cache owned by the engine (`engine.promptCache`), used by every generate() without
+   * its own `promptCache` or `state`: {slots, maxBytes} (slots 0 = none). Default: none.
+   */
+  promptCache?: PromptCacheOptions;
+  /**
    * A routed expert that cannot be read (I/O error, short read) or whose bytes are refused (MXFP4
    * 0xFF scale): "drop" (default, as the reference engine) leaves it out of the layer's mix, lists it
    * in the report (expert_drops, expert_drop_details) and `k3` exits 4; "fail" stops at the first.
@@ -63,6 +69,12 @@ export interface GenerateOptions extends SamplingOptions {
   state?: ModelState;
   /** Random stream id (chat turns use their turn number). */
   stream?: number;
+  /**
+   * Reuse and store chunk-aligned prompt-prefill snapshots (see PromptCache): the output is
+   * bit-identical to a cold run. Default: the engine's own cache (EngineOptions.promptCache);
+   * null = none. Ignored when `state` is given (that state is already the conversation).
+   */
+  promptCache?: PromptCache | null;
 }
 
 export interface TokenEvent {
@@ -84,6 +96,8 @@ export interface GenerationResult {
   stopId: number | null;
   /** Ids sampled but not yet fed to the state (the last token, or the stop id): a chat feeds them next turn. */
   unfed: number[];
+  /** Prompt tokens restored from the prompt cache instead of prefilled (0 without a hit). */
+  cachedTokens: number;
   report: RunReport;
 }
 
@@ -128,20 +142,32 @@ export class Engine {
   readonly fingerprint: string;
   readonly modelId: string;
   private readonly chunkSize: number;
+  /** The prompt cache generate() uses by default (EngineOptions.promptCache), or null. */
+  readonly promptCache: PromptCache | null;
+  /**
+   * What a prompt-cache snapshot's bits depend on besides the ids: the checkpoint, the prefill
+   * chunk size and the KDA form (threads, SIMD level and memory plan never change bits).
+   */
+  readonly promptCacheKey: string;
+  private readonly log: (line: string) => void;
   lastResult: GenerationResult | null = null;
 
-  private constructor(dir: string, cfg: ModelConfig, tok: Tokenizer, plan: MemoryPlan, census: Census, model: Model, chunkSize: number) {
+  private constructor(dir: string, cfg: ModelConfig, tok: Tokenizer, plan: MemoryPlan, census: Census, model: Model, options: EngineOptions) {
     this.dir = dir;
     this.config = cfg;
     this.tokenizer = tok;
     this.plan = plan;
     this.census = census;
     this.model = model;
-    this.chunkSize = chunkSize;
+    this.chunkSize = Math.max(1, options.chunkSize ?? 64);
+    this.log = options.log ?? (() => {});
     this.chatFormat = cfg.family === "k3" ? "k3" : "kimi-linear";
     this.stopIds = stopIdsFor(cfg, tok);
     this.fingerprint = checkpointFingerprint(dir, cfg);
     this.modelId = basename(dir.replace(/\/+$/, ""));
+    this.promptCacheKey = `${this.fingerprint}/chunk${this.chunkSize}/${options.kdaCore ?? "auto"}`;
+    const pc = options.promptCache;
+    this.promptCache = pc && (pc.slots ?? 1) > 0 ? new PromptCache(pc) : null;
   }
 
   /** Reads config + tokenizer, plans memory (printing the plan), refuses if it cannot fit, loads. */
@@ -151,6 +177,8 @@ export class Engine {
       setThreadCount(options.threads);
     }
     if (options.simd) setSimdLevel(options.simd);
+    // Checked before anything loads: a bad prompt cache setting is a usage error, not a late crash.
+    if (options.promptCache) new PromptCache(options.promptCache);
     const cfg = readConfig(dir);
     const census = censusOf(cfg);
     const mem = options.mem ?? readMemInfo();
@@ -185,7 +213,7 @@ export class Engine {
         ? { dir: options.trunkDir!, pinnedLayers: plan.pinnedLayers, ringSlots: plan.ringSlots, chunkBytes: Math.min(64 << 20, Math.ceil(Math.max(...census.layerTrunkBytes) / (1 << 20)) * (1 << 20)) }
         : undefined,
     });
-    return new Engine(dir, cfg, tok, plan, census, model, options.chunkSize ?? 64);
+    return new Engine(dir, cfg, tok, plan, census, model, options);
   }
 
   /** Encodes plain text (specials are NOT interpreted: literal "<|open|>" stays text). */
@@ -219,7 +247,12 @@ export class Engine {
     const sampler = new Sampler(options, options.stream ?? 0);
     const promptIds = typeof input === "string" ? this.encodeText(input) : input;
     if (promptIds.length === 0) throw new UsageError("the prompt is empty");
-    const state = options.state ?? this.newState();
+    // The prompt cache serves fresh prompts only: a given state is already a conversation.
+    const cache = options.state ? null : options.promptCache === undefined ? this.promptCache : options.promptCache;
+    const useCache = cache !== null && cache.enabled;
+    const hit = useCache ? cache.lookup(this.promptCacheKey, promptIds) : null;
+    const cachedTokens = hit ? hit.ids.length : 0;
+    const state = options.state ?? (hit ? cache!.restore(hit, promptIds.length - cachedTokens + maxTokens) : this.newState());
     checkContextFits(this.plan, state.pos + promptIds.length + maxTokens, this.census.kvBytesPerToken);
     const stopIds = new Set([...this.stopIds, ...(options.stopIds ?? [])]);
     const stops = (options.stop ?? []).filter((s) => s.length > 0);
@@ -240,7 +273,7 @@ export class Engine {
     let logits: Float32Array;
     try {
       const tp = performance.now();
-      logits = await this.model.forward(promptIds, state, fwd);
+      logits = useCache ? await this.prefillCached(promptIds, state, cache!, fwd) : await this.model.forward(promptIds, state, fwd);
       counters.prefillSeconds = (performance.now() - tp) / 1000;
       const td = performance.now();
       for (let i = 0; i < maxTokens; i++) {
@@ -298,9 +331,39 @@ export class Engine {
       yield { token: -1, text: rest, stats: { index: generated.length, promptTokens: promptIds.length, elapsedSeconds: elapsed, tokensPerSecond: generated.length / elapsed } };
     }
     const report = this.report(promptIds, generated, text, stopReason, counters, (performance.now() - t0) / 1000);
-    const result: GenerationResult = { ids: generated, text, stopReason, stopId, unfed, report };
+    const result: GenerationResult = { ids: generated, text, stopReason, stopId, unfed, cachedTokens, report };
     this.lastResult = result;
     return result;
+  }
+
+  /**
+   * Prefills the rest of a prompt (state is fresh or a restored snapshot, so state.pos is a
+   * multiple of the chunk size) in two calls split at the snapshot point, storing the state in
+   * between. Both calls start at multiples of the chunk size, so every chunk boundary is where one
+   * forward(prompt) from position 0 puts it: the logits are the same bits as a cold prefill.
+   * (The first call also computes one lm_head row the split throws away: forward always does.)
+   */
+  private async prefillCached(promptIds: number[], state: ModelState, cache: PromptCache, fwd: { chunkSize: number; signal?: AbortSignal }): Promise<Float32Array> {
+    const start = state.pos;
+    if (start % this.chunkSize !== 0) throw new Error(`prompt cache: a restored state at position ${start} is not a multiple of the chunk size ${this.chunkSize}`);
+    const split = snapshotPoint(promptIds.length, this.chunkSize);
+    let note = "";
+    if (split > start) {
+      const drops = this.model.counters.expertDrops;
+      await this.model.forward(promptIds.slice(start, split), state, fwd);
+      if (this.model.counters.expertDrops !== drops) {
+        // An expert left out of the mix (I/O error) makes this state differ from a clean prefill: never reuse it.
+        note = `; no snapshot (${this.model.counters.expertDrops - drops} expert drop(s) in this prefill)`;
+      } else {
+        const snap = cache.store(this.promptCacheKey, state);
+        note = snap
+          ? `; snapshot at ${split} tokens (${fmtBytes(snap.bytes)}; cache ${cache.size}/${cache.slots} slots, ${fmtBytes(cache.bytes)})`
+          : `; the ${split}-token snapshot exceeds the cache's ${fmtBytes(cache.maxBytes)}: not stored`;
+      }
+    }
+    const logits = await this.model.forward(promptIds.slice(Math.max(start, split)), state, fwd);
+    this.log(`prompt cache: ${start} of ${promptIds.length} prompt tokens reused, ${promptIds.length - start} prefilled${note}`);
+    return logits;
   }
 
   /** Runs a generation to the end and returns its result (convenience for scripts and tests). */

@@ -11,6 +11,7 @@ export * from "./report.js";
 export * from "./weights.js";
 export { Model, type ModelState, type LayerState, type ForwardOptions, type LoadOptions } from "./model.js";
 export { Engine, stopIdsFor, type EngineOptions, type GenerateOptions, type GenerationResult, type TokenEvent, type ChatFormat } from "./engine.js";
+export { PromptCache, DEFAULT_PROMPT_CACHE_BYTES, stateBytes, snapshotPoint, type PromptCacheOptions, type PromptSnapshot, type PromptCacheStats } from "./prompt-cache.js";
 export { ChatSession, type ChatOptions } from "./chat.js";
 export { startServer, validateRequest, HttpError, type CompletionBackend, type CompletionJob, type CompletionResult, type TextChannel, type ServeOptions, type RunningServer } from "./server.js";
 export { WorkerBackend, type WorkerInit } from "./backend.js";

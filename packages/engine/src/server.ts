@@ -33,6 +33,8 @@ export interface CompletionResult {
   finishReason: "stop" | "length";
   promptTokens: number;
   completionTokens: number;
+  /** Prompt tokens restored from the prompt cache (usage.prompt_tokens_details.cached_tokens). */
+  cachedTokens?: number;
 }
 
 /** Which part of a K3 chat reply a piece of text belongs to (the think channel is `reasoning`). */
@@ -306,7 +308,8 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
   }
 
   function usage(r: CompletionResult) {
-    return { prompt_tokens: r.promptTokens, completion_tokens: r.completionTokens, total_tokens: r.promptTokens + r.completionTokens };
+    const u = { prompt_tokens: r.promptTokens, completion_tokens: r.completionTokens, total_tokens: r.promptTokens + r.completionTokens };
+    return r.cachedTokens === undefined ? u : { ...u, prompt_tokens_details: { cached_tokens: r.cachedTokens } };
   }
 
   await new Promise<void>((resolve, reject) => {

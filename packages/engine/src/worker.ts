@@ -1,7 +1,8 @@
 /**
  * Worker-thread side of the server backend: loads the Engine once, then runs jobs one at a time,
  * posting text as it streams. A cancel flag in shared memory becomes an AbortSignal, which the
- * model checks between layers.
+ * model checks between layers. The engine keeps a prompt cache (default 1 slot): a chat client
+ * resending the conversation prefills only what is new since the last chunk-aligned snapshot.
  */
 import { parentPort, workerData } from "node:worker_threads";
 import type { WorkerInit } from "./backend.js";
@@ -17,14 +18,19 @@ async function main(): Promise<void> {
   const init = workerData as WorkerInit;
   let engine: Engine;
   let plan = "";
+  // Load-time lines make up the plan the backend prints; later lines (per-request prompt cache
+  // reuse) go to the backend's log as they come.
+  let ready = false;
+  const log = (l: string) => (ready ? port.postMessage({ type: "log", line: l }) : (plan += l + "\n"));
   try {
-    engine = await Engine.load(init.dir, { ...init.options, log: (l) => (plan += l + "\n") });
+    engine = await Engine.load(init.dir, { ...init.options, promptCache: init.options.promptCache ?? { slots: 1 }, log });
   } catch (err) {
     port.postMessage({ type: "fatal", message: (err as Error).message, exitCode: exitCodeOf(err) });
     return;
   }
   const contextLength = Math.min(engine.plan.kvCapacityTokens, engine.config.maxPositionEmbeddings ?? Number.MAX_SAFE_INTEGER);
   port.postMessage({ type: "ready", modelId: engine.modelId, contextLength, plan });
+  ready = true;
 
   let queue = Promise.resolve();
   port.on("message", (m: { type: string; id: number; job: CompletionJob; buffer: SharedArrayBuffer }) => {
@@ -86,7 +92,7 @@ async function run(engine: Engine, id: number, job: CompletionJob): Promise<void
     port.postMessage({
       type: "done",
       id,
-      result: { finishReason: res.stopReason === "stop" ? "stop" : "length", promptTokens: prompt.length, completionTokens: res.ids.length },
+      result: { finishReason: res.stopReason === "stop" ? "stop" : "length", promptTokens: prompt.length, completionTokens: res.ids.length, cachedTokens: res.cachedTokens },
     });
   } catch (err) {
     port.postMessage({ type: "error", id, message: (err as Error).message });
