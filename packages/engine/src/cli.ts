@@ -18,6 +18,7 @@ import { embeddedModelDir } from "./embedded.js";
 import { GB, PRESET_NAMES, PRESETS, type PresetName } from "./presets.js";
 import { formatReport } from "./report.js";
 import { startServer } from "./server.js";
+import { formatTeacherForcing, loadReference, teacherForced } from "./teacher-forcing.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -84,6 +85,14 @@ prompt (exactly one; the embedded demo model has a default):
   --system TEXT        a system message
   --json FILE          write the run report as JSON ("-" = stdout)
   --quiet              no plan/report on stderr
+
+checking against a reference (instead of generating):
+  --tf-check REF       teacher-forced agreement: REF is a JSON run report (k3 run --json, or the
+                       reference engine's; its generated_ids, and its prompt_ids when no prompt
+                       flag is given) or comma-separated ids following the prompt. One prefill pass
+                       over prompt + REF; at each REF position the model's argmax must equal REF's
+                       token. Prints N/M and every position where they part; --json FILE writes it
+  --tf-min X           agreement needed for exit 0 (default 1 = every position); below it exit 1
 
 ${MODEL_OPTIONS}
 
@@ -256,13 +265,17 @@ async function cmdRun(argv: string[]): Promise<number> {
     system: { type: "string" },
     json: { type: "string" },
     quiet: { type: "boolean" },
+    "tf-check": { type: "string" },
+    "tf-min": { type: "string" },
   });
   if (values.help) return print(HELP.run);
   const err = (l: string) => values.quiet || process.stderr.write(l + "\n");
   const given = ["prompt", "prompt-file", "ids"].filter((k) => values[k] !== undefined);
   if (given.length > 1) throw new UsageError(`k3 run: give exactly one of --prompt, --prompt-file, --ids (got ${given.map((g) => "--" + g).join(", ")})`);
   const { dir, embedded } = modelDir(values);
-  if (given.length === 0 && !embedded) throw new UsageError("k3 run: give exactly one of --prompt, --prompt-file, --ids");
+  const reference = values["tf-check"] !== undefined ? loadReference(String(values["tf-check"])) : null;
+  const tfMin = num(values, "tf-min", 1, (x) => x >= 0 && x <= 1, "a fraction in 0..1");
+  if (given.length === 0 && !embedded && !reference?.prompt) throw new UsageError("k3 run: give exactly one of --prompt, --prompt-file, --ids");
   const effort = values.effort as string | undefined;
   if (effort !== undefined && !["low", "high", "max"].includes(effort)) throw new UsageError(`--effort ${effort}: expected low, high or max ("medium" does not exist for K3)`);
   const sampling = samplingOptions(values);
@@ -297,7 +310,9 @@ async function cmdRun(argv: string[]): Promise<number> {
       prompt = engine.encodeChat(messages, { thinking: !values["no-think"], effort: (effort as "low" | "high" | "max" | undefined) ?? (embedded ? null : undefined) });
     }
   }
+  if (reference && given.length === 0 && reference.prompt) prompt = reference.prompt;
   if (prompt.length > 32768) throw new UsageError(`the prompt has ${prompt.length} tokens; at most 32768`);
+  if (reference) return tfCheck(engine, prompt, reference.continuation, { chunkSize: eo.chunkSize, json: values.json as string | undefined, min: tfMin, err });
   err(`prompt: ${prompt.length} tokens; generating up to ${sampling.maxTokens} (${sampling.temperature === 0 ? "greedy" : `temperature ${sampling.temperature}, top-k ${sampling.topK}, top-p ${sampling.topP}, seed ${sampling.seed}`})`);
   const ac = new AbortController();
   const onSigint = () => ac.abort();
@@ -322,6 +337,20 @@ async function cmdRun(argv: string[]): Promise<number> {
     return EXIT_DROPPED_EXPERT;
   }
   return r.value.stopReason === "abort" ? EXIT_RUNTIME : EXIT_OK;
+}
+
+/** `k3 run --tf-check`: teacher-forced agreement with a reference; exit 0 when it reaches `min`. */
+async function tfCheck(engine: Engine, prompt: number[], continuation: number[], o: { chunkSize?: number; json?: string; min: number; err: (l: string) => void }): Promise<number> {
+  o.err(`teacher forcing: ${prompt.length} prompt tokens + ${continuation.length} reference tokens, one prefill pass`);
+  const r = await teacherForced(engine.model, prompt, continuation, { chunkSize: o.chunkSize });
+  process.stdout.write(formatTeacherForcing(r) + "\n");
+  if (o.json !== undefined) {
+    const text = JSON.stringify({ prompt_ids: prompt, reference_ids: continuation, ...r }, null, 2) + "\n";
+    if (o.json === "-") process.stdout.write(text);
+    else writeFileSync(o.json, text);
+  }
+  engine.close();
+  return r.agreement >= o.min ? EXIT_OK : EXIT_RUNTIME;
 }
 
 // ---------------------------------------------------------------- chat

@@ -16,4 +16,5 @@ export { ChatSession, type ChatOptions } from "./chat.js";
 export { startServer, validateRequest, HttpError, type CompletionBackend, type CompletionJob, type CompletionResult, type TextChannel, type ServeOptions, type RunningServer } from "./server.js";
 export { WorkerBackend, type WorkerInit } from "./backend.js";
 export { embeddedModelDir } from "./embedded.js";
+export { teacherForced, loadReference, formatTeacherForcing, type TeacherForcingResult, type TeacherForcingMismatch, type TeacherForcingOptions } from "./teacher-forcing.js";
 export { runDoctor, type DoctorOptions } from "./doctor.js";
