@@ -252,8 +252,10 @@ export class Engine {
     const useCache = cache !== null && cache.enabled;
     const hit = useCache ? cache.lookup(this.promptCacheKey, promptIds) : null;
     const cachedTokens = hit ? hit.ids.length : 0;
-    const state = options.state ?? (hit ? cache!.restore(hit, promptIds.length - cachedTokens + maxTokens) : this.newState());
-    checkContextFits(this.plan, state.pos + promptIds.length + maxTokens, this.census.kvBytesPerToken);
+    // MLA room for the rest of the prompt; decode grows it by doubling, as from a fresh state.
+    const state = options.state ?? (hit ? cache!.restore(hit, promptIds.length - cachedTokens) : this.newState());
+    // A restored state already holds the first cachedTokens of this prompt: count them once.
+    checkContextFits(this.plan, state.pos - cachedTokens + promptIds.length + maxTokens, this.census.kvBytesPerToken);
     const stopIds = new Set([...this.stopIds, ...(options.stopIds ?? [])]);
     const stops = (options.stop ?? []).filter((s) => s.length > 0);
     const counters = this.model.counters;

@@ -162,6 +162,23 @@ describe("prompt cache: bit identity", () => {
     }
   });
 
+  it("a hit is checked against the KV plan like a cold run (restored tokens are counted once)", async () => {
+    const probe = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop" });
+    const perToken = probe.census.kvBytesPerToken;
+    probe.close();
+    const e = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop", chunkSize: CHUNK, budgets: { kvBytes: 30 * perToken }, promptCache: { slots: 1 } });
+    try {
+      expect(e.plan.kvCapacityTokens).toBe(30);
+      const prompt = base.slice(0, 20);
+      await e.complete(prompt, { maxTokens: 10, temperature: 0 });
+      const hot = await e.complete(prompt, { maxTokens: 10, temperature: 0 });
+      expect(hot.cachedTokens).toBe(16);
+      await expect(e.complete(prompt, { maxTokens: 11, temperature: 0 })).rejects.toThrow(/context of 31 tokens/);
+    } finally {
+      e.close();
+    }
+  });
+
   it("tiny Kimi-Linear (another KDA/MLA layout): hit = cold", async () => {
     const e = await Engine.load(TINY_48B, { mem: bigBox, preset: "laptop", chunkSize: 8 });
     try {
