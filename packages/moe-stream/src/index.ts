@@ -57,3 +57,13 @@ export { planMemory, censusFromConfig, type PlanOptions, type MemoryPlan, type M
 export { procIo, peakRssBytes, dropPageCache, measureReadCeiling } from "./io-stats.js";
 export { packExperts, openPackedExperts, verifyPackedExperts, EXPERTS_FILE, EXPERTS_INDEX, type PackedExpertsIndex } from "./expert-pack.js";
 export { TrunkChunkStreamer, planTrunkChunks, type TrunkChunk, type TrunkChunkStreamerOptions } from "./trunk-chunks.js";
+export {
+  simulateCache,
+  simulateCacheSizes,
+  parseCacheTrace,
+  encodeCacheTrace,
+  CACHE_POLICIES,
+  type CachePolicy,
+  type CacheTraceRequest,
+  type CacheSimResult,
+} from "./cache-sim.js";
