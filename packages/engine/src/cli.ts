@@ -19,6 +19,8 @@ import { GB, PRESET_NAMES, PRESETS, type PresetName } from "./presets.js";
 import { formatReport } from "./report.js";
 import { startServer } from "./server.js";
 import { formatTeacherForcing, loadReference, teacherForced } from "./teacher-forcing.js";
+import { cacheSimReport, ExpertTraceRecorder, formatCacheSim } from "./cache-trace.js";
+import { CACHE_POLICIES, type CachePolicy } from "@k3/moe-stream";
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -37,6 +39,7 @@ commands:
   pack     pack the trunk (non-expert weights) into one aligned file for streaming
   doctor   check this machine and a checkpoint: toolchain, SIMD, RAM → preset, disk, shards
   bench    prefill and decode speed on a model
+  cache-sim replay a --dump-cache-trace through other expert-cache sizes and policies (no model)
 
 global: --help, --version, --list-presets
 exit codes: 0 ok; 1 runtime failure or memory plan exceeds 95% of MemAvailable;
@@ -94,6 +97,10 @@ checking against a reference (instead of generating):
                        token. Prints N/M and every position where they part; --json FILE writes it
   --tf-min X           agreement needed for exit 0 (default 1 = every position); below it exit 1
 
+diagnostics:
+  --dump-cache-trace DIR  write every MoE layer's expert request (DIR/expert_trace.bin) and the
+                       per-expert counts (DIR/expert_hist.json) for \`k3 cache-sim --trace DIR\`
+
 ${MODEL_OPTIONS}
 
 ${SAMPLING_OPTIONS}
@@ -136,6 +143,14 @@ Checks Node, the native addons and SIMD level, threads, RAM (MemAvailable → su
 disk read probe with the engine's access pattern (expert-sized positioned reads at scattered
 offsets of the checkpoint's shards), and the checkpoint itself (config, tokenizer, every shard's
 size against its header). Exits 1 only for blocking problems.
+`,
+  "cache-sim": `usage: k3 cache-sim --trace DIR [--slots 0,4,16,...] [--policy lru,s3fifo,belady,pinned] [--json FILE]
+
+Replays the expert requests a run recorded (k3 run --dump-cache-trace DIR) through per-layer caches
+of other sizes: the hit rate of the store's LRU, S3-FIFO, Belady's offline bound and a fixed set of
+each layer's hottest experts, the cache size in GB and the expert bytes read per token under LRU,
+so --cache-gb can be chosen without re-running the model. Default sizes: 0, 1, 2, 4, ... experts
+per layer and the run's own.
 `,
   bench: `usage: k3 bench [--prompt-tokens N] [--gen N] [options]
 
@@ -267,6 +282,7 @@ async function cmdRun(argv: string[]): Promise<number> {
     quiet: { type: "boolean" },
     "tf-check": { type: "string" },
     "tf-min": { type: "string" },
+    "dump-cache-trace": { type: "string" },
   });
   if (values.help) return print(HELP.run);
   const err = (l: string) => values.quiet || process.stderr.write(l + "\n");
@@ -317,6 +333,7 @@ async function cmdRun(argv: string[]): Promise<number> {
   const ac = new AbortController();
   const onSigint = () => ac.abort();
   process.once("SIGINT", onSigint);
+  const trace = values["dump-cache-trace"] !== undefined ? (engine.model.expertTrace = new ExpertTraceRecorder()) : null;
   const gen = engine.generate(prompt, { ...sampling, signal: ac.signal });
   let r = await gen.next();
   while (!r.done) {
@@ -327,6 +344,20 @@ async function cmdRun(argv: string[]): Promise<number> {
   process.stdout.write("\n");
   const report = r.value.report;
   err(formatReport(report));
+  if (trace) {
+    const traceDir = resolve(String(values["dump-cache-trace"]));
+    trace.write(traceDir, {
+      model: dir,
+      fingerprint: engine.fingerprint,
+      expert_bytes: engine.census.expertBytes,
+      num_experts: engine.config.moe.numExperts,
+      top_k: engine.config.moe.topK,
+      slots_per_layer: engine.plan.cacheSlotsPerLayer,
+      resident_hit_rate: report.resident_hit_rate,
+      tokens: report.prompt_tokens + report.generated_tokens,
+    });
+    err(`expert trace: ${trace.requests.length} requests -> ${traceDir} (replay: k3 cache-sim --trace ${traceDir})`);
+  }
   if (values.json !== undefined) {
     const text = JSON.stringify(report, null, 2) + "\n";
     if (values.json === "-") process.stdout.write(text);
@@ -351,6 +382,30 @@ async function tfCheck(engine: Engine, prompt: number[], continuation: number[],
   }
   engine.close();
   return r.agreement >= o.min ? EXIT_OK : EXIT_RUNTIME;
+}
+
+// ---------------------------------------------------------------- cache-sim
+
+async function cmdCacheSim(argv: string[]): Promise<number> {
+  const { values } = parse("cache-sim", argv, { trace: { type: "string" }, slots: { type: "string" }, policy: { type: "string" }, json: { type: "string" } });
+  if (values.help) return print(HELP["cache-sim"]);
+  if (typeof values.trace !== "string") throw new UsageError("k3 cache-sim: --trace DIR is required (a directory written by k3 run --dump-cache-trace DIR)");
+  const slots =
+    values.slots === undefined
+      ? null
+      : String(values.slots)
+          .split(",")
+          .map((s) => num({ s: s.trim() }, "s", 0, (x) => Number.isInteger(x) && x >= 0, "slot counts: integers >= 0"));
+  const policies = values.policy === undefined ? CACHE_POLICIES : String(values.policy).split(",").map((p) => p.trim());
+  for (const p of policies) if (!(CACHE_POLICIES as readonly string[]).includes(p)) throw new UsageError(`--policy ${p}: expected some of ${CACHE_POLICIES.join(", ")}`);
+  const report = cacheSimReport(resolve(values.trace), slots, policies as CachePolicy[]);
+  process.stdout.write(formatCacheSim(report, policies as CachePolicy[]) + "\n");
+  if (values.json !== undefined) {
+    const text = JSON.stringify(report, null, 2) + "\n";
+    if (values.json === "-") process.stdout.write(text);
+    else writeFileSync(String(values.json), text);
+  }
+  return EXIT_OK;
 }
 
 // ---------------------------------------------------------------- chat
@@ -528,6 +583,8 @@ export async function main(argv: string[]): Promise<number> {
         return await cmdDoctor(rest);
       case "bench":
         return await cmdBench(rest);
+      case "cache-sim":
+        return await cmdCacheSim(rest);
       default:
         throw new UsageError(`k3: unknown command ${JSON.stringify(command)}\n\n${GLOBAL_HELP}`);
     }

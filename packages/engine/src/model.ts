@@ -14,6 +14,7 @@ import { KdaMixer, KdaState, kdaConfigOf, type KdaCore } from "./layers/kda.js";
 import { loadMlaCache, MlaCache, MlaMixer, newMlaCache } from "./layers/mla.js";
 import { GluMlp } from "./layers/mlp.js";
 import { MoeFfn } from "./layers/moe.js";
+import type { ExpertTraceRecorder } from "./cache-trace.js";
 import { ExpertStore, MoeLayer, openCheckpointIndex, TrunkStreamer, type TrunkLayer } from "@k3/moe-stream";
 import { prefetchSlotsFor } from "./presets.js";
 import { emptyCounters, type RunCounters } from "./report.js";
@@ -122,6 +123,8 @@ export class Model {
   readonly prefetch: boolean;
   /** Expert read piece size in bytes (0 = one read per expert). */
   readonly pieceBytes: number;
+  /** When set, every MoE layer forward's expert request is appended to it (`--dump-cache-trace`). */
+  expertTrace: ExpertTraceRecorder | null = null;
   /** The prediction made for a later MoE layer, checked when that layer runs (accuracy counters). */
   private predicted: { layer: number; ids: Set<number> } | null = null;
 
@@ -422,12 +425,13 @@ export class Model {
     const prefetch = this.prefetch ? this.predictNext(l, x, T) : undefined;
     const issued0 = prefetch ? this.experts!.stats().prefetchIssued : 0;
     await L.ffn.forward(x, T, out, this.counters, prefetch);
+    const routing = L.ffn.layer.lastStats?.routing;
+    if (this.expertTrace && routing) this.expertTrace.record(l, routing.ids);
     const c = this.counters;
     if (prefetch) c.prefetchIssued += this.experts!.stats().prefetchIssued - issued0;
     // Score the prediction made for this layer against the experts its router actually chose.
     const guess = this.predicted;
     this.predicted = prefetch ? { layer: prefetch.layer, ids: new Set(prefetch.ids) } : null;
-    const routing = L.ffn.layer.lastStats?.routing;
     if (guess && guess.layer === l && routing) {
       const used = new Set(routing.ids);
       c.prefetchPredicted += guess.ids.size;
