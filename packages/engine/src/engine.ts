@@ -177,8 +177,10 @@ export class Engine {
       setThreadCount(options.threads);
     }
     if (options.simd) setSimdLevel(options.simd);
-    // Checked before anything loads: a bad prompt cache setting is a usage error, not a late crash.
+    // Checked before anything loads: a bad prompt cache setting is a usage error, not a late crash
+    // (and the cache's snapshot points need a whole chunk size).
     if (options.promptCache) new PromptCache(options.promptCache);
+    if (options.chunkSize !== undefined && (!Number.isInteger(options.chunkSize) || options.chunkSize < 1)) throw new UsageError(`chunk size ${options.chunkSize}: expected an integer >= 1`);
     const cfg = readConfig(dir);
     const census = censusOf(cfg);
     const mem = options.mem ?? readMemInfo();

@@ -138,6 +138,7 @@ describe("prompt cache: bit identity", () => {
       expect(withState.ids).toEqual(r.ids);
       expect(() => new PromptCache({ slots: -1 })).toThrow(/prompt cache slots -1/);
       await expect(Engine.load(TINY_K3, { mem: bigBox, promptCache: { slots: 1, maxBytes: -5 } })).rejects.toThrow(/maxBytes -5/);
+      await expect(Engine.load(TINY_K3, { mem: bigBox, chunkSize: 2.5 })).rejects.toThrow(/chunk size 2.5: expected an integer >= 1/);
     } finally {
       e.close();
     }
@@ -322,8 +323,15 @@ describe("prompt cache through the server (worker thread)", () => {
           expect(cached).toBeLessThan(a.usage.prompt_tokens);
         }
         history.push({ role: "assistant", content: a.choices[0].message.content });
+        if (turn === 2) {
+          // The same request streamed: the final chunk's usage carries cached_tokens, the text is the same.
+          const sse = await fetch(servers[0].url + "/v1/chat/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ messages: history.slice(0, -1), max_tokens: 24, temperature: 0, stream: true }) }).then((r) => r.text());
+          const chunks = sse.split("\n\n").filter((e) => e && e !== "data: [DONE]").map((e) => JSON.parse(e.replace(/^data: /, "")));
+          expect(chunks.map((c) => c.choices[0].delta.content ?? "").join("")).toBe(a.choices[0].message.content);
+          expect(chunks.at(-1).usage.prompt_tokens_details.cached_tokens).toBeGreaterThanOrEqual(cached);
+        }
       }
-      expect(logs.filter((l) => /^prompt cache: \d+ of \d+ prompt tokens reused/.test(l))).toHaveLength(3);
+      expect(logs.filter((l) => /^prompt cache: \d+ of \d+ prompt tokens reused/.test(l))).toHaveLength(4);
     } finally {
       await Promise.all(servers.map((s) => s.close()));
       await Promise.all([withCache.close(), without.close()]);
