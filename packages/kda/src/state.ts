@@ -60,13 +60,22 @@ export class KdaState {
 
   /** An independent copy. */
   clone(): KdaState {
-    const c = new KdaState(this.config, this.dtype);
-    c.convQ.set(this.convQ);
-    c.convK.set(this.convK);
-    c.convV.set(this.convV);
-    c.S.set(this.S as never);
-    c.tokens = this.tokens;
-    return c;
+    return new KdaState(this.config, this.dtype).copyFrom(this);
+  }
+
+  /**
+   * Overwrites this state with `other`'s (same shape and dtype), reusing this state's memory: a
+   * checkpoint taken before speculative tokens and restored when they are rejected.
+   */
+  copyFrom(other: KdaState): this {
+    if (other.dtype !== this.dtype || other.S.length !== this.S.length || other.convQ.length !== this.convQ.length)
+      throw new KdaError("state", `copyFrom: a ${other.dtype} state of ${other.S.length} + ${other.convQ.length} values does not fit this ${this.dtype} one of ${this.S.length} + ${this.convQ.length}`);
+    this.convQ.set(other.convQ);
+    this.convK.set(other.convK);
+    this.convV.set(other.convV);
+    this.S.set(other.S as never);
+    this.tokens = other.tokens;
+    return this;
   }
 
   /** Header (magic, version, config fingerprint, dtype, tokens, payload checksum) + raw bytes. */

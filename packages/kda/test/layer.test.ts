@@ -166,6 +166,25 @@ describe("state save / restore", () => {
     }
   });
 
+  it("copyFrom restores a checkpoint in place (speculative rollback) and refuses another shape or dtype", () => {
+    const cfg: KdaConfig = { ...K3_KDA, hidden: 32, numHeads: 2, headDim: 8 };
+    const s = new KdaState(cfg);
+    s.S[3] = 1.5;
+    s.convK[1] = -2;
+    s.tokens = 7;
+    const checkpoint = new KdaState(cfg).copyFrom(s);
+    const before = s.save();
+    s.S[3] = 9;
+    s.convK[1] = 0;
+    s.tokens = 11;
+    const S = s.S;
+    expect(s.copyFrom(checkpoint)).toBe(s);
+    expect(s.S).toBe(S); // the same memory, overwritten
+    expect(bytesEqual(s.save(), before)).toBe(true);
+    expect(() => s.copyFrom(new KdaState(cfg, "bf16"))).toThrow(/copyFrom: a bf16 state/);
+    expect(() => s.copyFrom(new KdaState({ ...cfg, numHeads: 3 }))).toThrow(/does not fit/);
+  });
+
   it("refuses a wrong config, truncation, corruption and garbage with a KdaError naming the problem", () => {
     const cfg: KdaConfig = { ...K3_KDA, hidden: 32, numHeads: 2, headDim: 8 };
     const s = new KdaState(cfg);
