@@ -7,7 +7,9 @@
         "src/arena.c",
         "src/ceiling.c",
         "src/direct_file.c",
-        "src/read_pool.c"
+        "src/read_pool.c",
+        "src/uring.c",
+        "src/uring_reader.c"
       ],
       "include_dirs": [
         "include",

@@ -2,9 +2,9 @@
  * The expert store: every routed expert in ONE read, straight from the checkpoint shards (or a
  * packed expert file), into a fixed arena, with a per-layer cache under a byte budget.
  *
- * - Reads run on the store's own pread threads (queue depth = `readers`), O_DIRECT with an
- *   aligned-superset read when the shard offset is unaligned, buffered + POSIX_FADV_DONTNEED where
- *   the filesystem refuses O_DIRECT.
+ * - Reads run on the store's own engine (queue depth = `readers`): io_uring, or pread threads
+ *   where io_uring is blocked (see io-engine.ts); O_DIRECT with an aligned-superset read when the
+ *   shard offset is unaligned, buffered + POSIX_FADV_DONTNEED where the filesystem refuses O_DIRECT.
  * - `request(layer, ids)` looks every id up first (scan resistance: nothing of this request is
  *   evicted to make room for the rest of it), then submits all misses at once in disk order and
  *   hands back one promise per expert, plus `completed()`, an async iterator in completion order,
@@ -19,6 +19,7 @@
 import { StoreStateError, ExpertReadError, BudgetError, CheckpointError, MoeStreamError, formatBytes } from "./errors.js";
 import type { ExpertLocation } from "./checkpoint.js";
 import { native, type NativeExpertStore, type NativeReadDone } from "./native.js";
+import { openNativeStore, type IoEngine, type IoEngineInUse } from "./io-engine.js";
 
 export interface ExpertStoreOptions {
   /** Every expert the store may serve (all layers). */
@@ -27,8 +28,14 @@ export interface ExpertStoreOptions {
   slotsPerLayer?: number;
   /** Streaming slots shared by all layers (>= 1; default 18: one K3 token's 16 experts + 2). */
   ioSlots?: number;
-  /** Reader threads = reads in flight (default 16). */
+  /** Reads in flight (default 16): io_uring queue depth, or pread threads. */
   readers?: number;
+  /**
+   * "auto" (default): io_uring when the kernel allows it, else pread threads (the reason is in
+   * stats().engineNote); "io_uring" fails the open when it is unavailable; "pread" never tries it.
+   * K3_NOURING=1 makes "auto" mean "pread"; K3_SQPOLL=1 asks io_uring for SQPOLL.
+   */
+  ioEngine?: IoEngine;
   /** Try O_DIRECT (default true); falls back to buffered reads per file when refused. */
   direct?: boolean;
   /** Fault every arena page in at open so RSS reflects the budget from the start (default true). */
@@ -92,6 +99,10 @@ export interface ExpertStoreStats {
   readNs: number;
   /** deviceBytes / ioBusyNs, in GB/s (1e9 B): the read rate while reads were in flight. */
   readGBps: number;
+  /** The engine serving reads. */
+  engine: IoEngineInUse;
+  /** Why io_uring (or SQPOLL) is not in use although it was allowed; "" otherwise. */
+  engineNote: string;
 }
 
 type SlotState = "free" | "reading" | "ready";
@@ -173,11 +184,11 @@ export class ExpertStore {
     }
     this.files = [...this.fileIndex.keys()];
     const readers = opts.readers ?? 16;
-    this.nativeStore = new native.NativeExpertStore(
-      this.files, slotBytes, slots, readers, opts.direct ?? true,
-      opts.maxPrefetchInflight ?? Math.max(1, readers >> 2), opts.prefault ?? true,
-      (d) => this.onDone(d),
-    );
+    this.nativeStore = openNativeStore({
+      files: this.files, slotBytes, slots, readers, direct: opts.direct ?? true,
+      maxPrefetchInflight: opts.maxPrefetchInflight ?? Math.max(1, readers >> 2), prefault: opts.prefault ?? true,
+      ioEngine: opts.ioEngine, onDone: (d) => this.onDone(d),
+    });
     this.slotBytes = slotBytes;
     this.slotCount = slots;
     this.slotsPerLayer = slotsPerLayer;
@@ -332,20 +343,25 @@ export class ExpertStore {
       directReads: n?.directReads ?? this.lastNative.directReads,
       bufferedReads: n?.bufferedReads ?? this.lastNative.bufferedReads,
       ioBusyNs: n?.busyNs ?? this.lastNative.busyNs,
+      engine: n?.engine ?? this.lastNative.engine,
+      engineNote: n?.engineNote ?? this.lastNative.engineNote,
     };
   }
 
-  /** Test hook: make the n-th next read fail with EIO, or return half its bytes (shortRead). */
-  injectFault(afterReads: number, kind: "eio" | "short"): void {
+  /**
+   * Test hook: the n-th next read fails with EIO, returns half its bytes ("short"), or has its
+   * O_DIRECT read refused with EINVAL ("direct-einval": the file falls back to buffered reads).
+   */
+  injectFault(afterReads: number, kind: "eio" | "short" | "direct-einval"): void {
     this.assertOpen();
-    this.nativeStore.injectFault(afterReads, kind === "short");
+    this.nativeStore.injectFault(afterReads, kind);
   }
 
   /** Waits for reads in flight, stops the readers, closes the files. Pending requests reject. */
   close(): void {
     if (this.closed) return;
     const n = this.nativeStore.stats();
-    this.lastNative = { deviceBytes: n.deviceBytes, reads: n.reads, directReads: n.directReads, bufferedReads: n.bufferedReads, busyNs: n.busyNs };
+    this.lastNative = { deviceBytes: n.deviceBytes, reads: n.reads, directReads: n.directReads, bufferedReads: n.bufferedReads, busyNs: n.busyNs, engine: n.engine, engineNote: n.engineNote };
     this.closed = true;
     this.nativeStore.close(); // reads in flight finish; queued ones come back cancelled
     const err = () => new StoreStateError("ExpertStore: closed while the read was waiting for a slot");
@@ -355,7 +371,7 @@ export class ExpertStore {
     }
   }
 
-  private lastNative = { deviceBytes: 0, reads: 0, directReads: 0, bufferedReads: 0, busyNs: 0 };
+  private lastNative = { deviceBytes: 0, reads: 0, directReads: 0, bufferedReads: 0, busyNs: 0, engine: "pread" as IoEngineInUse, engineNote: "" };
 
   // ---------------------------------------------------------------- internals
 

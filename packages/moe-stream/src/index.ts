@@ -2,7 +2,7 @@
  * @k3/moe-stream: Kimi K3's mixture of experts, streamed from NVMe under a memory budget.
  *
  * - `Router` / `selectExperts`: the sigmoid router with selection-only bias (fp32).
- * - `ExpertStore`: one read per expert from the original shards, O_DIRECT, a pread thread pool,
+ * - `ExpertStore`: one read per expert from the original shards, O_DIRECT, io_uring (pread threads as fallback),
  *   a per-layer cache, cancellable low-priority prefetch, honest stats.
  * - `openCheckpointIndex`: where every tensor and expert lives (header-only).
  */
@@ -54,6 +54,7 @@ export {
 } from "./trunk-pack.js";
 export { TrunkStreamer, type TrunkStreamerOptions, type TrunkLayer, type TrunkStreamerStats } from "./trunk-stream.js";
 export { planMemory, censusFromConfig, type PlanOptions, type MemoryPlan, type ModelCensus } from "./plan.js";
+export { resolveIoEngine, type IoEngine, type IoEngineInUse } from "./io-engine.js";
 export { procIo, peakRssBytes, dropPageCache, measureReadCeiling } from "./io-stats.js";
 export { packExperts, openPackedExperts, verifyPackedExperts, EXPERTS_FILE, EXPERTS_INDEX, type PackedExpertsIndex } from "./expert-pack.js";
 export { TrunkChunkStreamer, planTrunkChunks, type TrunkChunk, type TrunkChunkStreamerOptions } from "./trunk-chunks.js";

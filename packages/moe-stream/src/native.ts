@@ -26,6 +26,10 @@ export interface NativePoolStats {
   inflight: number;
   queuedDemand: number;
   queuedPrefetch: number;
+  /** The engine serving reads. */
+  engine: "io_uring" | "io_uring+sqpoll" | "pread";
+  /** Why io_uring (or SQPOLL) is not in use when it was asked for; "" otherwise. */
+  engineNote: string;
   nowNs: number;
 }
 
@@ -33,7 +37,7 @@ export interface NativeExpertStore {
   read(id: number, file: number, offset: number, length: number, slot: number, prefetch: boolean, base?: number): void;
   cancelPrefetch(): number;
   stats(): NativePoolStats;
-  injectFault(afterReads: number, shortRead: boolean): void;
+  injectFault(afterReads: number, kind: "eio" | "short" | "direct-einval"): void;
   fileInfo(file: number): { size: number; direct: boolean; memAlign: number; offsetAlign: number };
   ref(): void;
   unref(): void;
@@ -51,7 +55,11 @@ export interface MoeStreamBinding {
     maxPrefetchInflight: number,
     prefault: boolean,
     onDone: (done: NativeReadDone) => void,
+    engine?: "auto" | "io_uring" | "pread",
+    sqpoll?: boolean,
   ) => NativeExpertStore;
+  /** Test hook: every later io_uring setup fails with this errno (0 = off), as under seccomp. */
+  simulateUringUnavailable(errno: number): void;
   supersetBytes(length: number, align: number): number;
   readCeiling(paths: string[], file: Uint32Array, offset: Float64Array, length: Float64Array, qd: number, direct: boolean): { bytes: number; seconds: number };
   dropFileCache(path: string): number;

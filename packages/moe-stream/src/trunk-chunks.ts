@@ -15,7 +15,8 @@
 import { join } from "node:path";
 import { crc32 } from "node:zlib";
 import { BudgetError, ChecksumError, MoeStreamError, StoreStateError, formatBytes } from "./errors.js";
-import { native, type NativeExpertStore, type NativeReadDone } from "./native.js";
+import { type NativeExpertStore, type NativeReadDone } from "./native.js";
+import { openNativeStore, type IoEngine, type IoEngineInUse } from "./io-engine.js";
 import { readTrunkManifest, TRUNK_FILE, type TrunkManifest, type TrunkTensor } from "./trunk-pack.js";
 
 export interface TrunkChunk {
@@ -39,6 +40,8 @@ export interface TrunkChunkStreamerOptions {
   schedule?: number[];
   readers?: number;
   direct?: boolean;
+  /** "auto" (default; io_uring else pread threads), "io_uring" (fails when unavailable) or "pread". */
+  ioEngine?: IoEngine;
   verify?: boolean;
   budgetBytes?: number;
   prefault?: boolean;
@@ -109,6 +112,7 @@ export class TrunkChunkStreamer {
   private nextJob = 1;
   private pending = 0;
   private closed = false;
+  private readonly engine: { engine: IoEngineInUse; engineNote: string };
   private cursor = 0; // next position in `order` the read-ahead may start
   private readonly counters = { chunkLoads: 0, aheadLoads: 0, readyOnAcquire: 0, bytesRead: 0 };
   private asyncReaderStarted = false;
@@ -128,7 +132,12 @@ export class TrunkChunkStreamer {
     if (opts.budgetBytes !== undefined && this.arenaBytes > opts.budgetBytes)
       throw new BudgetError(`trunk chunk ring (${ringSlots} slots of ${formatBytes(this.slotBytes)})`, this.arenaBytes, opts.budgetBytes);
     this.verify = opts.verify ?? false;
-    this.nativeStore = new native.NativeExpertStore([join(opts.dir, TRUNK_FILE)], this.slotBytes, ringSlots, opts.readers ?? 8, opts.direct ?? true, 1, opts.prefault ?? true, (d) => this.onDone(d));
+    this.nativeStore = openNativeStore({
+      files: [join(opts.dir, TRUNK_FILE)], slotBytes: this.slotBytes, slots: ringSlots, readers: opts.readers ?? 8,
+      direct: opts.direct ?? true, maxPrefetchInflight: 1, prefault: opts.prefault ?? true, ioEngine: opts.ioEngine,
+      onDone: (d) => this.onDone(d),
+    });
+    this.engine = this.nativeStore.stats();
     const size = this.nativeStore.fileInfo(0).size;
     if (size !== this.manifest.bytes) {
       this.nativeStore.close();
@@ -139,7 +148,8 @@ export class TrunkChunkStreamer {
   }
 
   stats() {
-    return { ringSlots: this.slots.length, slotBytes: this.slotBytes, arenaBytes: this.arenaBytes, ...this.counters, asyncReaderStarted: this.asyncReaderStarted };
+    const { engine, engineNote } = this.engine;
+    return { ringSlots: this.slots.length, slotBytes: this.slotBytes, arenaBytes: this.arenaBytes, ...this.counters, asyncReaderStarted: this.asyncReaderStarted, engine, engineNote };
   }
 
   /** The chunks of `layer`, in file order. Release each chunk before asking for the next. */

@@ -11,7 +11,8 @@
 import { join } from "node:path";
 import { crc32 } from "node:zlib";
 import { BudgetError, ChecksumError, MoeStreamError, StoreStateError, formatBytes } from "./errors.js";
-import { native, type NativeExpertStore, type NativeReadDone } from "./native.js";
+import { type NativeExpertStore, type NativeReadDone } from "./native.js";
+import { openNativeStore, type IoEngine, type IoEngineInUse } from "./io-engine.js";
 import { readTrunkManifest, TRUNK_FILE, type TrunkGroup, type TrunkManifest, type TrunkTensor } from "./trunk-pack.js";
 
 export interface TrunkStreamerOptions {
@@ -25,6 +26,8 @@ export interface TrunkStreamerOptions {
   chunkBytes?: number;
   readers?: number;
   direct?: boolean;
+  /** "auto" (default; io_uring else pread threads), "io_uring" (fails when unavailable) or "pread". */
+  ioEngine?: IoEngine;
   /** Check every tensor's crc32 when its layer is loaded: "pinned" (default), "all", or "none". */
   verify?: "pinned" | "all" | "none";
   /** Fails with BudgetError before loading anything when the arena would exceed it. */
@@ -58,6 +61,9 @@ export interface TrunkStreamerStats {
   bytesRead: number;
   ioBusyNs: number;
   asyncReaderStarted: boolean;
+  /** The engine serving reads. */
+  engine: IoEngineInUse;
+  engineNote: string;
 }
 
 interface RingSlot {
@@ -87,6 +93,7 @@ export class TrunkStreamer {
   private closed = false;
   private readonly counters = { layerLoads: 0, aheadLoads: 0, readyOnAcquire: 0, bytesRead: 0 };
   private asyncReaderStarted = false;
+  private readonly engine: { engine: IoEngineInUse; engineNote: string };
   readonly arenaBytes: number;
   readonly ringSlotBytes: number;
   readonly pinnedBytes: number;
@@ -133,10 +140,12 @@ export class TrunkStreamer {
     this.pinnedBytes = pinnedBytes;
     this.verify = opts.verify ?? "pinned";
     const chunks = Math.max(1, bytes / chunkBytes);
-    this.nativeStore = new native.NativeExpertStore(
-      [join(opts.dir, TRUNK_FILE)], chunkBytes, chunks, opts.readers ?? 8, opts.direct ?? true, 1, opts.prefault ?? true,
-      (d) => this.onDone(d),
-    );
+    this.nativeStore = openNativeStore({
+      files: [join(opts.dir, TRUNK_FILE)], slotBytes: chunkBytes, slots: chunks, readers: opts.readers ?? 8,
+      direct: opts.direct ?? true, maxPrefetchInflight: 1, prefault: opts.prefault ?? true, ioEngine: opts.ioEngine,
+      onDone: (d) => this.onDone(d),
+    });
+    this.engine = this.nativeStore.stats();
     const size = this.nativeStore.fileInfo(0).size;
     if (size !== this.manifest.bytes) {
       this.nativeStore.close();
@@ -167,6 +176,8 @@ export class TrunkStreamer {
       ...this.counters,
       ioBusyNs: n?.busyNs ?? 0,
       asyncReaderStarted: this.asyncReaderStarted,
+      engine: this.engine.engine,
+      engineNote: this.engine.engineNote,
     };
   }
 

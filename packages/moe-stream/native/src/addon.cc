@@ -12,6 +12,7 @@ extern "C" {
 #include "ceiling.h"
 #include "direct_file.h"
 #include "read_pool.h"
+#include "uring.h"
 }
 
 static const char *kFn = "ExpertStore";
@@ -51,7 +52,8 @@ class Store : public Napi::ObjectWrap<Store> {
                             InstanceMethod("arena", &Store::Arena)});
     }
 
-    // new NativeExpertStore(files, slotBytes, slots, threads, direct, maxPrefetchInflight, prefault, onDone)
+    // new NativeExpertStore(files, slotBytes, slots, threads, direct, maxPrefetchInflight, prefault, onDone,
+    //                       engine? "auto" | "io_uring" | "pread", sqpoll?)
     Store(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Store>(info) {
         Napi::Env env = info.Env();
         if (info.Length() < 8 || !info[0].IsArray() || !info[4].IsBoolean() || !info[6].IsBoolean() ||
@@ -71,6 +73,15 @@ class Store : public Napi::ObjectWrap<Store> {
         size_t total;
         if (!k3::mul_size(slot_bytes, slots, &total) || total > (size_t)1 << 46)
             { k3::fail(env, kFn, "slotBytes x slots overflows", true); return; }
+        int engine = K3_ENGINE_AUTO;
+        if (info.Length() > 8 && !info[8].IsUndefined()) {
+            std::string e = info[8].IsString() ? info[8].As<Napi::String>().Utf8Value() : "";
+            if (e == "auto") engine = K3_ENGINE_AUTO;
+            else if (e == "pread") engine = K3_ENGINE_PREAD;
+            else if (e == "io_uring") engine = K3_ENGINE_URING;
+            else { k3::fail(env, kFn, "engine must be \"auto\", \"io_uring\" or \"pread\"", true); return; }
+        }
+        bool sqpoll = info.Length() > 9 && info[9].ToBoolean();
 
         Napi::Array files = info[0].As<Napi::Array>();
         files_.resize(files.Length());
@@ -121,13 +132,16 @@ class Store : public Napi::ObjectWrap<Store> {
         cfg.n_slots = n_slots_;
         cfg.threads = (int)threads;
         cfg.max_prefetch_inflight = (int)max_prefetch;
+        cfg.engine = engine;
+        cfg.sqpoll = sqpoll ? 1 : 0;
         cfg.on_done = OnDone;
         cfg.ctx = this;
-        pool_ = k3_read_pool_create(&cfg);
+        char message[256] = "";
+        pool_ = k3_read_pool_create(&cfg, message, sizeof message);
         if (!pool_) {
             tsfn_.Release();
             CloseFiles();
-            { k3::fail(env, kFn, "cannot start the reader threads"); return; }
+            { k3::fail(env, kFn, message); return; }
         }
     }
 
@@ -225,17 +239,23 @@ class Store : public Napi::ObjectWrap<Store> {
         o["inflight"] = Napi::Number::New(env, st.inflight);
         o["queuedDemand"] = Napi::Number::New(env, st.queued_demand);
         o["queuedPrefetch"] = Napi::Number::New(env, st.queued_prefetch);
+        o["engine"] = Napi::String::New(env, st.engine == K3_ENGINE_IN_USE_URING_SQPOLL ? "io_uring+sqpoll"
+                                              : st.engine == K3_ENGINE_IN_USE_URING ? "io_uring" : "pread");
+        o["engineNote"] = Napi::String::New(env, st.engine_note);
         o["nowNs"] = Napi::Number::New(env, (double)k3_now_ns());
         return o;
     }
 
-    // injectFault(afterReads, shortRead)
+    // injectFault(afterReads, kind): "eio" | "short" | "direct-einval"
     Napi::Value InjectFault(const Napi::CallbackInfo &info) {
         Napi::Env env = info.Env();
+        const char *fn = "ExpertStore.injectFault";
         size_t after;
-        if (!Open(env, "ExpertStore.injectFault") || !k3::get_size(info, 0, "ExpertStore.injectFault", "afterReads", &after))
-            return env.Undefined();
-        k3_read_pool_inject_fault(pool_, (int64_t)after, info.Length() > 1 && info[1].ToBoolean());
+        if (!Open(env, fn) || !k3::get_size(info, 0, fn, "afterReads", &after)) return env.Undefined();
+        std::string kind = info.Length() > 1 && info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "";
+        int k = kind == "eio" ? K3_FAULT_EIO : kind == "short" ? K3_FAULT_SHORT : kind == "direct-einval" ? K3_FAULT_DIRECT_EINVAL : 0;
+        if (k == 0) return k3::fail(env, fn, "kind must be \"eio\", \"short\" or \"direct-einval\"", true), env.Undefined();
+        k3_read_pool_inject_fault(pool_, (int64_t)after, k);
         return env.Undefined();
     }
 
@@ -334,7 +354,16 @@ static Napi::Value DropFileCache(const Napi::CallbackInfo &info) {
     return Napi::Number::New(info.Env(), k3_drop_file_cache(p.c_str()));
 }
 
+// Test hook: every later io_uring setup fails with this errno (0 = off), as under a seccomp filter.
+static Napi::Value SimulateUringUnavailable(const Napi::CallbackInfo &info) {
+    size_t err;
+    if (!k3::get_size(info, 0, "simulateUringUnavailable", "errno", &err)) return info.Env().Undefined();
+    k3_uring_simulate_unavailable((int)err);
+    return info.Env().Undefined();
+}
+
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+    exports["simulateUringUnavailable"] = Napi::Function::New(env, SimulateUringUnavailable);
     exports["readCeiling"] = Napi::Function::New(env, ReadCeiling);
     exports["dropFileCache"] = Napi::Function::New(env, DropFileCache);
     exports["NativeExpertStore"] = Store::Define(env);

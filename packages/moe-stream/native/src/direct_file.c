@@ -71,10 +71,8 @@ void k3_file_close(k3_file *f) {
 
 /* ---------------------------------------------------------------- reading */
 
-/* pread until `want` bytes or EOF; returns bytes read or -errno. */
-static int64_t pread_full(int fd, uint8_t *dst, uint64_t want, uint64_t offset, uint64_t cap) {
+int64_t k3_pread_full(int fd, uint8_t *dst, uint64_t want, uint64_t offset) {
     uint64_t got = 0;
-    if (cap > 0 && cap < want) want = cap;
     while (got < want) {
         ssize_t n = pread(fd, dst + got, want - got, (off_t)(offset + got));
         if (n < 0) {
@@ -93,71 +91,97 @@ static void fail(k3_read_result *out, int status, const char *fmt, const char *p
              (unsigned long long)c);
 }
 
-static int read_direct(k3_file *f, uint64_t offset, uint64_t length, uint64_t base, uint8_t *slot,
-                       uint64_t slot_bytes, uint64_t short_read_at, k3_read_result *out) {
+/* The aligned superset [start, end) lands at slot[start - base]. */
+static int plan_direct(k3_file *f, uint64_t offset, uint64_t length, uint64_t base, uint8_t *slot,
+                       uint64_t slot_bytes, k3_read_plan *plan, k3_read_result *out) {
     uint64_t a = f->offset_align;
     uint64_t start = offset / a * a;
     uint64_t end = (offset + length + a - 1) / a * a;
     if (base == K3_BASE_AUTO) base = start;
     if (base > start || base % a != 0 || end - base > slot_bytes) {
         fail(out, EINVAL, "%s: aligned read [%llu, %llu) does not fit the slot from base %llu", f->path, start, end, base);
-        return 0;
+        return -1;
     }
-    int64_t got = pread_full(f->fd_direct, slot + (start - base), end - start, start, short_read_at);
-    if (got == -EINVAL) return -1; /* the filesystem refuses O_DIRECT reads: caller falls back */
-    if (got < 0) {
-        fail(out, (int)-got, "%s: read error at offset %llu (length %llu): errno %llu", f->path, start, end - start,
-             (uint64_t)-got);
-        return 0;
-    }
-    out->device_bytes = (uint64_t)got;
-    out->direct = 1;
-    out->data_offset = offset - base;
-    if ((uint64_t)got < offset - start + length)
-        fail(out, EIO, "%s: short read: got %llu bytes of the %llu needed at offset %llu", f->path,
-             got > (int64_t)(offset - start) ? (uint64_t)got - (offset - start) : 0, length, offset);
+    plan->fd = f->fd_direct;
+    plan->direct = 1;
+    plan->dst = slot + (start - base);
+    plan->start = start;
+    plan->span = end - start;
+    plan->need = offset - start + length;
+    plan->base = base;
     return 0;
 }
 
-static void read_buffered(k3_file *f, uint64_t offset, uint64_t length, uint64_t base, uint8_t *slot,
-                          uint64_t slot_bytes, uint64_t short_read_at, k3_read_result *out) {
+static int plan_buffered(k3_file *f, uint64_t offset, uint64_t length, uint64_t base, uint8_t *slot,
+                         uint64_t slot_bytes, k3_read_plan *plan, k3_read_result *out) {
     if (base == K3_BASE_AUTO) base = offset;
     if (base > offset || offset - base + length > slot_bytes) {
         fail(out, EINVAL, "%s: read [%llu, +%llu) does not fit the slot from base %llu", f->path, offset, length, base);
-        return;
+        return -1;
     }
-    int64_t got = pread_full(f->fd_buffered, slot + (offset - base), length, offset, short_read_at);
-    /* Drop what we read so the page cache does not grow past the budget (and benches stay cold). */
-    posix_fadvise(f->fd_buffered, (off_t)offset, (off_t)length, POSIX_FADV_DONTNEED);
-    out->direct = 0;
-    out->data_offset = offset - base;
-    if (got < 0) {
-        fail(out, (int)-got, "%s: read error at offset %llu (length %llu): errno %llu", f->path, offset, length,
-             (uint64_t)-got);
-        return;
-    }
-    out->device_bytes = (uint64_t)got;
-    if ((uint64_t)got < length)
-        fail(out, EIO, "%s: short read: got %llu bytes of the %llu needed at offset %llu", f->path, (uint64_t)got,
-             length, offset);
+    plan->fd = f->fd_buffered;
+    plan->direct = 0;
+    plan->dst = slot + (offset - base);
+    plan->start = offset;
+    plan->span = length;
+    plan->need = length;
+    plan->base = base;
+    return 0;
 }
 
-void k3_file_read(k3_file *f, uint64_t offset, uint64_t length, uint64_t base, uint8_t *slot, uint64_t slot_bytes,
-                  uint64_t short_read_at, k3_read_result *out) {
+int k3_file_plan(k3_file *f, uint64_t offset, uint64_t length, uint64_t base, uint8_t *slot, uint64_t slot_bytes,
+                 uint64_t short_read_at, k3_read_plan *plan, k3_read_result *out) {
     memset(out, 0, sizeof(*out));
+    memset(plan, 0, sizeof(*plan));
     if (offset > f->size || length > f->size - offset) {
         fail(out, ERANGE, "%s: truncated shard: it has %llu bytes but the read needs bytes up to %llu (offset %llu)",
              f->path, f->size, offset + length, offset);
-        return;
+        return -1;
     }
     if (length > slot_bytes) {
         fail(out, EINVAL, "%s: read of %llu bytes does not fit a %llu-byte slot", f->path, length, slot_bytes, 0);
-        return;
+        return -1;
     }
-    if (f->fd_direct >= 0 && !__atomic_load_n(&f->direct_refused, __ATOMIC_RELAXED)) {
-        if (read_direct(f, offset, length, base, slot, slot_bytes, short_read_at, out) == 0) return;
+    plan->offset = offset;
+    plan->length = length;
+    int rc = f->fd_direct >= 0 && !__atomic_load_n(&f->direct_refused, __ATOMIC_RELAXED)
+                 ? plan_direct(f, offset, length, base, slot, slot_bytes, plan, out)
+                 : plan_buffered(f, offset, length, base, slot, slot_bytes, plan, out);
+    if (rc != 0) return rc;
+    plan->want = short_read_at > 0 && short_read_at < plan->span ? short_read_at : plan->span;
+    return 0;
+}
+
+int k3_file_finish(k3_file *f, const k3_read_plan *plan, int64_t got, k3_read_result *out) {
+    memset(out, 0, sizeof(*out));
+    if (plan->direct && got == -EINVAL) {
+        /* The filesystem refuses O_DIRECT reads (opened fine, fails at read): buffered from now on. */
         __atomic_store_n(&f->direct_refused, 1, __ATOMIC_RELAXED);
-        memset(out, 0, sizeof(*out));
+        return K3_READ_RETRY_BUFFERED;
     }
-    read_buffered(f, offset, length, base, slot, slot_bytes, short_read_at, out);
+    /* Drop what we read so the page cache does not grow past the budget (and benches stay cold). */
+    if (!plan->direct) posix_fadvise(f->fd_buffered, (off_t)plan->offset, (off_t)plan->length, POSIX_FADV_DONTNEED);
+    out->direct = plan->direct;
+    out->data_offset = plan->offset - plan->base;
+    if (got < 0) {
+        fail(out, (int)-got, "%s: read error at offset %llu (length %llu): errno %llu", f->path, plan->start, plan->span,
+             (uint64_t)-got);
+        return K3_READ_FINISHED;
+    }
+    out->device_bytes = (uint64_t)got;
+    uint64_t lead = plan->need - plan->length; /* superset bytes before the requested ones */
+    if ((uint64_t)got < plan->need)
+        fail(out, EIO, "%s: short read: got %llu bytes of the %llu needed at offset %llu", f->path,
+             (uint64_t)got > lead ? (uint64_t)got - lead : 0, plan->length, plan->offset);
+    return K3_READ_FINISHED;
+}
+
+void k3_file_read(k3_file *f, uint64_t offset, uint64_t length, uint64_t base, uint8_t *slot, uint64_t slot_bytes,
+                  uint64_t short_read_at, int refuse_direct, k3_read_result *out) {
+    k3_read_plan plan;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (k3_file_plan(f, offset, length, base, slot, slot_bytes, short_read_at, &plan, out) != 0) return;
+        int64_t got = plan.direct && refuse_direct ? -EINVAL : k3_pread_full(plan.fd, plan.dst, plan.want, plan.start);
+        if (k3_file_finish(f, &plan, got, out) == K3_READ_FINISHED) return;
+    }
 }
