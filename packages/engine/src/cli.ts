@@ -62,6 +62,8 @@ const MODEL_OPTIONS = `model and memory:
   --piece-mb N         read each expert in in-order N MiB pieces (default 4; 0 = one read per expert)
   --no-prefetch        no lookahead: do not read the next MoE layer's predicted experts ahead
                        (default on; both change I/O only, never the output)
+  --spec N             exact n-gram speculative decoding: up to N (<= 8) tokens guessed from earlier
+                       text are verified in the same forward pass; identical output (default 0 = off)
   --on-expert-error M  drop (default): an expert that cannot be read or is corrupt is left out of its
                        layer's mix, listed in the report, and the run exits 4 | fail: stop at once (exit 1)`;
 
@@ -175,6 +177,7 @@ const COMMON: ParseArgsConfig["options"] = {
   "piece-mb": { type: "string" },
   "no-prefetch": { type: "boolean" },
   "on-expert-error": { type: "string" },
+  spec: { type: "string" },
 };
 const SAMPLING: ParseArgsConfig["options"] = {
   "max-tokens": { type: "string" },
@@ -235,6 +238,7 @@ function engineOptions(values: Values, tokens: { kind: string; name?: string }[]
   if (values.trunk !== undefined) opts.trunkDir = resolve(String(values.trunk));
   if (values["piece-mb"] !== undefined) opts.pieceMb = num(values, "piece-mb", 4, (x) => Number.isInteger(x) && x >= 0 && x <= 1024, "an integer number of MiB in 0..1024 (0 = one read per expert)");
   if (values["no-prefetch"]) opts.prefetch = false;
+  if (values.spec !== undefined) opts.spec = num(values, "spec", 0, (x) => Number.isInteger(x) && x >= 0 && x <= 8, "an integer draft length in 0..8 (0 = off)");
   if (values["on-expert-error"] !== undefined) {
     if (!["drop", "fail"].includes(values["on-expert-error"] as string)) throw new UsageError(`--on-expert-error ${values["on-expert-error"]}: expected drop or fail`);
     opts.onExpertError = values["on-expert-error"] as "drop" | "fail";

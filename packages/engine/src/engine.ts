@@ -20,6 +20,15 @@ import { PromptCache, snapshotPoint, type PromptCacheOptions } from "./prompt-ca
 import { budgetsFor, checkContextFits, checkPlanFits, fmtBytes, formatPlan, planMemory, readMemInfo, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
 import { buildReport, emptyCounters, type RunCounters, type RunReport } from "./report.js";
 import { Sampler, type SamplingOptions } from "./sampler.js";
+import { SpeculativeDecoder, type Drafter } from "./speculative.js";
+
+/** The draft length bound (the reference engine's --spec accepts up to 8). */
+export const MAX_SPEC_DRAFT = 8;
+
+function checkSpec(n: number): number {
+  if (!Number.isInteger(n) || n < 0 || n > MAX_SPEC_DRAFT) throw new UsageError(`spec ${n}: expected an integer draft length in 0..${MAX_SPEC_DRAFT} (0 = off)`);
+  return n;
+}
 
 export interface EngineOptions {
   /** Memory preset (default auto). */
@@ -50,6 +59,12 @@ export interface EngineOptions {
    */
   promptCache?: PromptCacheOptions;
   /**
+   * Exact n-gram speculative decoding: up to this many tokens guessed from earlier text are
+   * verified in the same forward pass as each sampled token (0 = off, the default; at most 8). The
+   * output is bit-identical with and without it; see speculative.ts. GenerateOptions.spec overrides.
+   */
+  spec?: number;
+  /**
    * A routed expert that cannot be read (I/O error, short read) or whose bytes are refused (MXFP4
    * 0xFF scale): "drop" (default, as the reference engine) leaves it out of the layer's mix, lists it
    * in the report (expert_drops, expert_drop_details) and `k3` exits 4; "fail" stops at the first.
@@ -75,6 +90,10 @@ export interface GenerateOptions extends SamplingOptions {
    * null = none. Ignored when `state` is given (that state is already the conversation).
    */
   promptCache?: PromptCache | null;
+  /** Speculative draft length for this call (default EngineOptions.spec; 0 = off). */
+  spec?: number;
+  /** Where speculative drafts come from (default: n-gram lookup in the context; any source keeps the output exact). */
+  drafter?: Drafter;
 }
 
 export interface TokenEvent {
@@ -142,6 +161,7 @@ export class Engine {
   readonly fingerprint: string;
   readonly modelId: string;
   private readonly chunkSize: number;
+  private readonly spec: number;
   /** The prompt cache generate() uses by default (EngineOptions.promptCache), or null. */
   readonly promptCache: PromptCache | null;
   /**
@@ -160,6 +180,7 @@ export class Engine {
     this.census = census;
     this.model = model;
     this.chunkSize = Math.max(1, options.chunkSize ?? 64);
+    this.spec = checkSpec(options.spec ?? 0);
     this.log = options.log ?? (() => {});
     this.chatFormat = cfg.family === "k3" ? "k3" : "kimi-linear";
     this.stopIds = stopIdsFor(cfg, tok);
@@ -273,6 +294,10 @@ export class Engine {
     let unfed: number[] = [];
     const signal = options.signal;
     const fwd = { chunkSize: this.chunkSize, signal };
+    const specN = options.spec === undefined ? this.spec : checkSpec(options.spec);
+    const spec = specN > 0 ? new SpeculativeDecoder(this.model, state, fwd, specN, options.drafter) : null;
+    // What drafts are looked up in: the conversation so far, this prompt, then each generated token.
+    const context = spec ? [...(options.state ? options.state.ids : []), ...promptIds] : [];
 
     let logits: Float32Array;
     try {
@@ -319,15 +344,24 @@ export class Engine {
         yield { token: id, text: piece, stats: { index: i, promptTokens: promptIds.length, elapsedSeconds: elapsed, tokensPerSecond: (i + 1) / elapsed } };
         if (cut >= 0 || i === maxTokens - 1) break;
         if (signal?.aborted) throw new AbortError();
-        logits = await this.model.forward([id], state, fwd);
+        if (spec) context.push(id);
+        // Rows past the last token that may still be sampled are not worth verifying.
+        if (spec) logits = await spec.next(id, context, maxTokens - i - 2);
+        else {
+          counters.decodeForwards++;
+          logits = await this.model.forward([id], state, fwd);
+        }
         unfed = [];
         counters.decodeSeconds = (performance.now() - td) / 1000;
       }
       counters.decodeSeconds = (performance.now() - td) / 1000;
+      // Unconfirmed drafts leave the state: it holds exactly the fed tokens (a chat continues from it).
+      if (spec) await spec.settle();
     } catch (err) {
       if (!(err instanceof AbortError) && !signal?.aborted) throw err;
       stopReason = "abort";
     }
+    if (spec) Object.assign(counters, { specDraftMax: specN, specRounds: spec.stats.rounds, specDrafted: spec.stats.drafted, specAccepted: spec.stats.accepted, decodeForwards: spec.stats.forwards });
     if (!cutByString) text += decoder.flush();
     const rest = text.slice(emitted);
     if (rest && stopReason !== "abort") {
@@ -345,7 +379,6 @@ export class Engine {
    * multiple of the chunk size) in two calls split at the snapshot point, storing the state in
    * between. Both calls start at multiples of the chunk size, so every chunk boundary is where one
    * forward(prompt) from position 0 puts it: the logits are the same bits as a cold prefill.
-   * (The first call also computes one lm_head row the split throws away: forward always does.)
    */
   private async prefillCached(promptIds: number[], state: ModelState, cache: PromptCache, fwd: { chunkSize: number; signal?: AbortSignal }): Promise<Float32Array> {
     const start = state.pos;
@@ -354,7 +387,7 @@ export class Engine {
     let note = "";
     if (split > start) {
       const drops = this.model.counters.expertDrops;
-      await this.model.forward(promptIds.slice(start, split), state, fwd);
+      await this.model.forward(promptIds.slice(start, split), state, { ...fwd, noLogits: true });
       if (this.model.counters.expertDrops !== drops) {
         // An expert left out of the mix (I/O error) makes this state differ from a clean prefill: never reuse it.
         note = `; no snapshot (${this.model.counters.expertDrops - drops} expert drop(s) in this prefill)`;

@@ -43,6 +43,18 @@ interface Layer {
 export interface ForwardOptions {
   /** Return logits for every position (teacher forcing) instead of the last only. */
   allLogits?: boolean;
+  /**
+   * Return logits for positions logitsFrom .. ids.length-1 of this call (speculative verification:
+   * the drafted positions, not the prefix re-run before them). Ignored with allLogits.
+   */
+  logitsFrom?: number;
+  /** Compute no logits at all (a prefix whose next-token scores nobody reads); returns an empty array. */
+  noLogits?: boolean;
+  /**
+   * This call's KDA form, overriding the model's: "recurrent" makes a multi-token call bit-identical
+   * to one-token calls (speculative verification must reproduce decode exactly).
+   */
+  kdaCore?: KdaCore;
   /** Tokens per prefill chunk (layer-major within a chunk); default 64. */
   chunkSize?: number;
   /** Checked between layers. */
@@ -388,7 +400,7 @@ export class Model {
             p = null;
           }
           rmsNorm(aIn, L.inNorm, cfg.rmsNormEps, normed, D);
-          this.mix(L, l, normed, T, state, a);
+          this.mix(L, l, normed, T, state, a, opts.kdaCore);
           const next: Float32Array = p === null ? a.slice() : p.slice();
           if (p !== null) for (let i = 0; i < T * D; i++) next[i] += a[i];
           attnResMix(blocks, next, L.mlpRes!, cfg.rmsNormEps, T, D, mixed, scratch);
@@ -398,7 +410,7 @@ export class Model {
           h = next;
         } else {
           rmsNorm(h, L.inNorm, cfg.rmsNormEps, normed, D);
-          this.mix(L, l, normed, T, state, a);
+          this.mix(L, l, normed, T, state, a, opts.kdaCore);
           const next = h.slice();
           for (let i = 0; i < T * D; i++) next[i] += a[i];
           rmsNorm(next, L.postNorm, cfg.rmsNormEps, normed, D);
@@ -414,9 +426,9 @@ export class Model {
     return h;
   }
 
-  private mix(L: Layer, l: number, x: Float32Array, T: number, state: ModelState, out: Float32Array): void {
+  private mix(L: Layer, l: number, x: Float32Array, T: number, state: ModelState, out: Float32Array, core?: KdaCore): void {
     const mixer = L.mixer;
-    if (mixer instanceof KdaMixer) mixer.forward(x, T, state.layers[l] as KdaState, out);
+    if (mixer instanceof KdaMixer) mixer.forward(x, T, state.layers[l] as KdaState, out, core);
     else state.layers[l] = mixer.forward(x, T, state.layers[l] as MlaCache, out);
   }
 
@@ -458,24 +470,25 @@ export class Model {
 
   /**
    * Runs `ids` as the next positions of `state` (mutated). Returns the logits of the last
-   * position [V], or of every position [T·V] with `allLogits`.
+   * position [V], of every position [T·V] with `allLogits`, or of positions logitsFrom.. with `logitsFrom`.
    */
   async forward(ids: number[], state: ModelState, opts: ForwardOptions = {}): Promise<Float32Array> {
     if (ids.length === 0) throw new WeightError("forward needs at least one token id");
+    const from = opts.noLogits ? ids.length : opts.allLogits ? 0 : (opts.logitsFrom ?? ids.length - 1);
+    if (!Number.isInteger(from) || from < 0 || from > ids.length) throw new WeightError(`forward: logitsFrom ${opts.logitsFrom} is outside [0, ${ids.length - 1}]`);
     const D = this.cfg.hiddenSize;
     const V = this.cfg.vocabSize;
     const chunk = Math.max(1, opts.chunkSize ?? 64);
-    const logits = new Float32Array((opts.allLogits ? ids.length : 1) * V);
+    const logits = new Float32Array((ids.length - from) * V);
     const normed = new Float32Array(D);
     for (let c0 = 0; c0 < ids.length; c0 += chunk) {
       const part = ids.slice(c0, c0 + chunk);
       const h = await this.runChunk(part, state, opts);
       state.pos += part.length;
       state.ids.push(...part);
-      const rows = opts.allLogits ? [...part.keys()] : c0 + chunk >= ids.length ? [part.length - 1] : [];
-      for (const t of rows) {
+      for (let t = Math.max(0, from - c0); t < part.length; t++) {
         rmsNorm(h.subarray(t * D, (t + 1) * D), this.finalNorm, this.cfg.rmsNormEps, normed, D);
-        const at = opts.allLogits ? c0 + t : 0;
+        const at = c0 + t - from;
         this.headLogits(normed, logits.subarray(at * V, (at + 1) * V));
       }
     }

@@ -28,6 +28,13 @@ export interface RunCounters {
   expertDrops: number;
   /** The first MAX_DROP_DETAILS of them: which layer and expert, and why. */
   expertDropDetails: ExpertDrop[];
+  /** Decode forward passes (one per fed token without speculation). */
+  decodeForwards: number;
+  /** Speculative decoding: draft bound (0 = off), verification passes with drafts, drafted and confirmed tokens. */
+  specDraftMax: number;
+  specRounds: number;
+  specDrafted: number;
+  specAccepted: number;
 }
 
 export interface ExpertDrop {
@@ -58,6 +65,11 @@ export function emptyCounters(): RunCounters {
     ioOverlappedSeconds: 0,
     expertDrops: 0,
     expertDropDetails: [],
+    decodeForwards: 0,
+    specDraftMax: 0,
+    specRounds: 0,
+    specDrafted: 0,
+    specAccepted: 0,
   };
 }
 
@@ -98,6 +110,8 @@ export interface RunReport {
   io_overlap: number | null;
   expert_drops: number;
   expert_drop_details: ExpertDrop[];
+  decode_forwards: number;
+  spec: { max_draft: number; rounds: number; drafted: number; accepted: number; acceptance: number | null };
 }
 
 /** Peak resident set size of this process in bytes (getrusage ru_maxrss). */
@@ -155,6 +169,8 @@ export function buildReport(args: {
     io_overlap: c.ioSeconds > 0 ? c.ioOverlappedSeconds / c.ioSeconds : null,
     expert_drops: c.expertDrops,
     expert_drop_details: c.expertDropDetails.map((d) => ({ ...d })),
+    decode_forwards: c.decodeForwards,
+    spec: { max_draft: c.specDraftMax, rounds: c.specRounds, drafted: c.specDrafted, accepted: c.specAccepted, acceptance: c.specDrafted > 0 ? c.specAccepted / c.specDrafted : null },
   };
 }
 
@@ -183,6 +199,8 @@ export function formatReport(r: RunReport): string {
       : `  lookahead prefetch: off; pieces ${pieces(r.piece_bytes)}`,
     `  I/O share of wall clock: ${pct(r.io_share)}; overlapped with compute: ${pct(r.io_overlap)}`,
   ];
+  if (r.spec.max_draft > 0)
+    lines.push(`  speculation (n-gram, up to ${r.spec.max_draft}): ${r.spec.accepted} of ${r.spec.drafted} drafted tokens confirmed (${pct(r.spec.acceptance)}) in ${r.spec.rounds} verification passes; ${r.decode_forwards} decode forwards for ${r.generated_tokens} tokens`);
   for (const d of r.expert_drop_details.slice(0, 3)) lines.push(`  DROPPED layer ${d.layer} expert ${d.expert} (${d.tokens} token(s)): ${d.reason}`);
   if (r.expert_drops > 3) lines.push(`  ... ${r.expert_drops - 3} more drop(s)${r.expert_drops > r.expert_drop_details.length ? ` (the JSON report lists the first ${r.expert_drop_details.length})` : " in the JSON report"}`);
   return lines.join("\n");

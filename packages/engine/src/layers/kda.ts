@@ -65,8 +65,8 @@ export class KdaMixer {
     return this.layer.newState();
   }
 
-  /** out[T, D] = KDA(x[T, D]), advancing `state`. */
-  forward(x: Float32Array, T: number, state: KdaState, out: Float32Array): void {
-    this.layer.forward(x.subarray(0, T * this.layer.config.hidden), state, { core: this.core }, out.subarray(0, T * this.layer.config.hidden));
+  /** out[T, D] = KDA(x[T, D]), advancing `state`; `core` overrides the mixer's form for this call. */
+  forward(x: Float32Array, T: number, state: KdaState, out: Float32Array, core: KdaCore = this.core): void {
+    this.layer.forward(x.subarray(0, T * this.layer.config.hidden), state, { core }, out.subarray(0, T * this.layer.config.hidden));
   }
 }
