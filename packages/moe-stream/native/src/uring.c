@@ -160,11 +160,11 @@ struct io_uring_sqe *k3_uring_sqe(k3_uring *r) {
 }
 
 int k3_uring_submit(k3_uring *r) {
-    unsigned old_tail = *r->sq_tail;
-    unsigned n = r->sq_local_tail - old_tail;
-    if (n == 0) return 0;
     /* Release: the kernel must see the SQE contents before the new tail. */
-    __atomic_store_n(r->sq_tail, r->sq_local_tail, __ATOMIC_RELEASE);
+    if (*r->sq_tail != r->sq_local_tail) __atomic_store_n(r->sq_tail, r->sq_local_tail, __ATOMIC_RELEASE);
+    /* Everything the kernel has not consumed yet, including SQEs published by a call that failed. */
+    unsigned n = r->sq_local_tail - __atomic_load_n(r->sq_head, __ATOMIC_ACQUIRE);
+    if (n == 0) return 0;
     if (r->sqpoll) {
         /* Full barrier between publishing the tail and reading NEED_WAKEUP, as the kernel expects. */
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -182,6 +182,7 @@ int k3_uring_submit(k3_uring *r) {
             if (errno == EAGAIN && ++busy_retries < 1000) continue; /* transient: the kernel is short of memory */
             return -errno;
         }
+        if (done == 0) break; /* nothing taken: the next loop iteration tries again */
         n -= (unsigned)done;
     }
     return 0;
