@@ -284,6 +284,7 @@ export class Engine {
     const counters = this.model.counters;
     Object.assign(counters, emptyCounters());
     counters.promptTokens = promptIds.length;
+    counters.promptCachedTokens = cachedTokens;
     const decoder = this.tokenizer.streamDecoder();
     const generated: number[] = [];
     let text = "";

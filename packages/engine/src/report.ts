@@ -7,6 +7,8 @@ import { fmtBytes } from "./presets.js";
 /** Counters the model accumulates while it runs. */
 export interface RunCounters {
   promptTokens: number;
+  /** Prompt tokens restored from the prompt cache instead of prefilled. */
+  promptCachedTokens: number;
   generatedTokens: number;
   prefillSeconds: number;
   decodeSeconds: number;
@@ -51,6 +53,7 @@ export const MAX_DROP_DETAILS = 32;
 export function emptyCounters(): RunCounters {
   return {
     promptTokens: 0,
+    promptCachedTokens: 0,
     generatedTokens: 0,
     prefillSeconds: 0,
     decodeSeconds: 0,
@@ -86,7 +89,9 @@ export interface RunReport {
   generated_tokens: number;
   prefill_seconds: number;
   decode_seconds: number;
+  /** Prefilled (not cache-restored) prompt tokens per second. */
   prefill_tokens_per_second: number;
+  prompt_cached_tokens: number;
   decode_tokens_per_second: number;
   wall_seconds: number;
   peak_rss_bytes: number;
@@ -149,7 +154,8 @@ export function buildReport(args: {
     generated_tokens: c.generatedTokens,
     prefill_seconds: c.prefillSeconds,
     decode_seconds: c.decodeSeconds,
-    prefill_tokens_per_second: c.prefillSeconds > 0 ? c.promptTokens / c.prefillSeconds : 0,
+    prefill_tokens_per_second: c.prefillSeconds > 0 ? (c.promptTokens - c.promptCachedTokens) / c.prefillSeconds : 0,
+    prompt_cached_tokens: c.promptCachedTokens,
     // The first generated token comes out of prefill; decode covers the rest.
     decode_tokens_per_second: c.decodeSeconds > 0 ? Math.max(0, c.generatedTokens - 1) / c.decodeSeconds : 0,
     wall_seconds: args.wallSeconds,
@@ -188,7 +194,7 @@ export function formatReport(r: RunReport): string {
   const lines = [
     "run report:",
     `  tokens: ${r.prompt_tokens} prompt + ${r.generated_tokens} generated (stop: ${r.stop_reason})`,
-    `  prefill: ${r.prefill_seconds.toFixed(3)} s, ${r.prefill_tokens_per_second.toFixed(2)} tok/s`,
+    `  prefill: ${r.prefill_seconds.toFixed(3)} s, ${r.prefill_tokens_per_second.toFixed(2)} tok/s${r.prompt_cached_tokens > 0 ? ` (${r.prompt_tokens - r.prompt_cached_tokens} tokens; ${r.prompt_cached_tokens} restored from the prompt cache)` : ""}`,
     `  decode:  ${r.decode_seconds.toFixed(3)} s, ${r.decode_tokens_per_second.toFixed(2)} tok/s`,
     `  wall: ${r.wall_seconds.toFixed(3)} s; threads ${r.threads}; SIMD ${r.simd}; preset ${r.preset}`,
     `  peak RSS: ${fmtBytes(r.peak_rss_bytes)}`,

@@ -76,6 +76,9 @@ describe("prompt cache: bit identity", () => {
       const s = snapshotPoint(P, CHUNK);
       expect(first.cachedTokens).toBe(0);
       expect(second.cachedTokens).toBe(s);
+      // The report counts the restored tokens apart: prefill speed covers the prefilled ones only.
+      expect(second.report.prompt_cached_tokens).toBe(s);
+      expect(second.report.prefill_tokens_per_second).toBeCloseTo((P - s) / second.report.prefill_seconds, 6);
       expect(cache.size).toBe(s > 0 ? 1 : 0);
       for (const r of [first, second]) {
         expect(r.ids).toEqual(cold.ids);
