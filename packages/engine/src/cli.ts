@@ -20,6 +20,7 @@ import { formatReport } from "./report.js";
 import { startServer } from "./server.js";
 import { formatTeacherForcing, loadReference, teacherForced } from "./teacher-forcing.js";
 import { cacheSimReport, ExpertTraceRecorder, formatCacheSim } from "./cache-trace.js";
+import { compareLogits, formatComparison, LogitsDumper, readLogits } from "./logits-dump.js";
 import { CACHE_POLICIES, type CachePolicy } from "@k3/moe-stream";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -39,6 +40,7 @@ commands:
   pack     pack the trunk (non-expert weights) into one aligned file for streaming
   doctor   check this machine and a checkpoint: toolchain, SIMD, RAM → preset, disk, shards
   bench    prefill and decode speed on a model
+  compare-logits A B   compare two --dump-logits files (max/rel-L2 difference, first argmax change)
   cache-sim replay a --dump-cache-trace through other expert-cache sizes and policies (no model)
 
 global: --help, --version, --list-presets
@@ -100,6 +102,8 @@ checking against a reference (instead of generating):
   --tf-min X           agreement needed for exit 0 (default 1 = every position); below it exit 1
 
 diagnostics:
+  --dump-logits FILE   every step's logits as .safetensors (logits.<step> F32 [vocab], ids I32 [steps],
+                       prompt ids in the metadata) for \`k3 compare-logits A B\` or any safetensors reader
   --dump-cache-trace DIR  write every MoE layer's expert request (DIR/expert_trace.bin) and the
                        per-expert counts (DIR/expert_hist.json) for \`k3 cache-sim --trace DIR\`
 
@@ -145,6 +149,13 @@ Checks Node, the native addons and SIMD level, threads, RAM (MemAvailable → su
 disk read probe with the engine's access pattern (expert-sized positioned reads at scattered
 offsets of the checkpoint's shards), and the checkpoint itself (config, tokenizer, every shard's
 size against its header). Exits 1 only for blocking problems.
+`,
+  "compare-logits": `usage: k3 compare-logits A.safetensors B.safetensors [--rtol 1e-3] [--json FILE]
+
+Compares two logits dumps (k3 run --dump-logits, or a reference written in the same layout:
+logits.<step> F32 [vocab] and ids I32 [steps]) step by step: max |a-b|, ||a-b|| / ||b||, and the
+first step where the argmax differs. Refuses dumps of different prompts or vocabularies.
+Exit 0 when the argmax agrees at every common step and the worst relative L2 is <= --rtol, else 1.
 `,
   "cache-sim": `usage: k3 cache-sim --trace DIR [--slots 0,4,16,...] [--policy lru,s3fifo,belady,pinned] [--json FILE]
 
@@ -287,6 +298,7 @@ async function cmdRun(argv: string[]): Promise<number> {
     "tf-check": { type: "string" },
     "tf-min": { type: "string" },
     "dump-cache-trace": { type: "string" },
+    "dump-logits": { type: "string" },
   });
   if (values.help) return print(HELP.run);
   const err = (l: string) => values.quiet || process.stderr.write(l + "\n");
@@ -338,7 +350,8 @@ async function cmdRun(argv: string[]): Promise<number> {
   const onSigint = () => ac.abort();
   process.once("SIGINT", onSigint);
   const trace = values["dump-cache-trace"] !== undefined ? (engine.model.expertTrace = new ExpertTraceRecorder()) : null;
-  const gen = engine.generate(prompt, { ...sampling, signal: ac.signal });
+  const dump = values["dump-logits"] !== undefined ? new LogitsDumper(resolve(String(values["dump-logits"])), { model: dir, fingerprint: engine.fingerprint, promptIds: prompt }) : null;
+  const gen = engine.generate(prompt, { ...sampling, signal: ac.signal, onLogits: dump ? (l, step) => dump.add(l, step) : undefined });
   let r = await gen.next();
   while (!r.done) {
     process.stdout.write(r.value.text);
@@ -348,6 +361,10 @@ async function cmdRun(argv: string[]): Promise<number> {
   process.stdout.write("\n");
   const report = r.value.report;
   err(formatReport(report));
+  if (dump) {
+    if (r.value.stopReason === "abort") dump.abort();
+    else err(`logits: ${dump.finish([...r.value.ids, ...(r.value.stopId !== null ? [r.value.stopId] : [])])}`);
+  }
   if (trace) {
     const traceDir = resolve(String(values["dump-cache-trace"]));
     trace.write(traceDir, {
@@ -386,6 +403,30 @@ async function tfCheck(engine: Engine, prompt: number[], continuation: number[],
   }
   engine.close();
   return r.agreement >= o.min ? EXIT_OK : EXIT_RUNTIME;
+}
+
+// ---------------------------------------------------------------- compare-logits
+
+async function cmdCompareLogits(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: { help: { type: "boolean", short: "h" }, rtol: { type: "string" }, json: { type: "string" } }, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw new UsageError(`k3 compare-logits: ${(err as Error).message}\n(see k3 compare-logits --help)`);
+  }
+  const values = parsed.values as Values;
+  if (values.help) return print(HELP["compare-logits"]);
+  if (parsed.positionals.length !== 2) throw new UsageError(`k3 compare-logits: give two files (got ${parsed.positionals.length})\n(see k3 compare-logits --help)`);
+  const rtol = num(values, "rtol", 1e-3, (x) => x >= 0, "a relative L2 tolerance >= 0");
+  const [a, b] = parsed.positionals.map((f) => readLogits(resolve(f)));
+  const c = compareLogits(a, b);
+  process.stdout.write(formatComparison(a, b, c) + "\n");
+  if (values.json !== undefined) {
+    const text = JSON.stringify(c, null, 2) + "\n";
+    if (values.json === "-") process.stdout.write(text);
+    else writeFileSync(String(values.json), text);
+  }
+  return c.firstArgmaxDiff === null && c.worstRelL2 <= rtol ? EXIT_OK : EXIT_RUNTIME;
 }
 
 // ---------------------------------------------------------------- cache-sim
@@ -589,6 +630,8 @@ export async function main(argv: string[]): Promise<number> {
         return await cmdBench(rest);
       case "cache-sim":
         return await cmdCacheSim(rest);
+      case "compare-logits":
+        return await cmdCompareLogits(rest);
       default:
         throw new UsageError(`k3: unknown command ${JSON.stringify(command)}\n\n${GLOBAL_HELP}`);
     }

@@ -92,6 +92,8 @@ export interface GenerateOptions extends SamplingOptions {
   promptCache?: PromptCache | null;
   /** Speculative draft length for this call (default EngineOptions.spec; 0 = off). */
   spec?: number;
+  /** Called with the logits each token is sampled from (step 0 = the prompt's last position), before sampling. */
+  onLogits?: (logits: Float32Array, step: number) => void;
   /** Where speculative drafts come from (default: n-gram lookup in the context; any source keeps the output exact). */
   drafter?: Drafter;
 }
@@ -307,6 +309,7 @@ export class Engine {
       counters.prefillSeconds = (performance.now() - tp) / 1000;
       const td = performance.now();
       for (let i = 0; i < maxTokens; i++) {
+        options.onLogits?.(logits, i);
         const id = sampler.sample(logits);
         unfed = [id];
         if (stopIds.has(id)) {
