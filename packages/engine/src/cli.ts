@@ -34,14 +34,14 @@ const GLOBAL_HELP = `k3 — Kimi K3 / Kimi-Linear on one CPU
 usage: k3 <command> [options]        (k3 <command> --help for details)
 
 commands:
-  run      generate from a prompt and print the run report (default model: embedded tiny K3)
-  chat     interactive chat REPL (/reset, /save FILE, /load FILE, /exit)
-  serve    OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models)
-  pack     pack the trunk (non-expert weights) into one aligned file for streaming
-  doctor   check this machine and a checkpoint: toolchain, SIMD, RAM → preset, disk, shards
-  bench    prefill and decode speed on a model
-  compare-logits A B   compare two --dump-logits files (max/rel-L2 difference, first argmax change)
-  cache-sim replay a --dump-cache-trace through other expert-cache sizes and policies (no model)
+  run            generate from a prompt and print the run report (default model: embedded tiny K3)
+  chat           interactive chat REPL (/reset, /save FILE, /load FILE, /exit)
+  serve          OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models)
+  pack           pack the trunk (non-expert weights) into one aligned file for streaming
+  doctor         check this machine and a checkpoint: toolchain, SIMD, RAM → preset, disk, shards
+  bench          prefill and decode speed on a model
+  compare-logits compare two --dump-logits files (max/rel-L2 difference, first argmax change)
+  cache-sim      replay a --dump-cache-trace through other expert-cache sizes and policies (no model)
 
 global: --help, --version, --list-presets
 exit codes: 0 ok; 1 runtime failure or memory plan exceeds 95% of MemAvailable;
