@@ -35,6 +35,11 @@ export interface CompletionResult {
   completionTokens: number;
   /** Prompt tokens restored from the prompt cache (usage.prompt_tokens_details.cached_tokens). */
   cachedTokens?: number;
+  /**
+   * Routed experts left out because their bytes could not be had (the reply is not the model's):
+   * reported as `x_k3.expert_drops` next to `usage` when non-zero.
+   */
+  expertDrops?: number;
 }
 
 /** Which part of a K3 chat reply a piece of text belongs to (the think channel is `reasoning`). */
@@ -288,7 +293,7 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
         if (kind === "chat") event(chunk("", null, true));
         try {
           const result = await backend.complete(job, (text, channel) => event(chunk(text, null, false, channel)), abort.signal);
-          event({ ...chunk(null, result.finishReason), usage: usage(result) });
+          event({ ...chunk(null, result.finishReason), usage: usage(result), ...extras(result) });
           res.write("data: [DONE]\n\n");
         } catch (err) {
           if (!abort.signal.aborted) event({ error: { message: (err as Error).message, type: "server_error" } });
@@ -303,8 +308,13 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
         kind === "chat"
           ? { index: 0, message: { role: "assistant", content: text, ...(reasoning !== null ? { reasoning_content: reasoning } : {}) }, finish_reason: result.finishReason }
           : { index: 0, text, finish_reason: result.finishReason };
-      sendJson(res, 200, { id, object, created: stamp, model: backend.modelId, choices: [choice], usage: usage(result) });
+      sendJson(res, 200, { id, object, created: stamp, model: backend.modelId, choices: [choice], usage: usage(result), ...extras(result) });
     }, abort.signal);
+  }
+
+  /** Non-standard fields a client should see (OpenAI clients ignore unknown keys). */
+  function extras(r: CompletionResult) {
+    return r.expertDrops ? { x_k3: { expert_drops: r.expertDrops } } : {};
   }
 
   function usage(r: CompletionResult) {

@@ -89,10 +89,14 @@ async function run(engine: Engine, id: number, job: CompletionJob): Promise<void
     }
     const res = r.value;
     if (split) emitSplit(true);
+    if (res.report.expert_drops > 0) {
+      const d = res.report.expert_drop_details[0];
+      port.postMessage({ type: "log", line: `request ${id}: ${res.report.expert_drops} routed expert(s) dropped, the reply is not the model's (first: layer ${d.layer} expert ${d.expert}: ${d.reason})` });
+    }
     port.postMessage({
       type: "done",
       id,
-      result: { finishReason: res.stopReason === "stop" ? "stop" : "length", promptTokens: prompt.length, completionTokens: res.ids.length, cachedTokens: res.cachedTokens },
+      result: { finishReason: res.stopReason === "stop" ? "stop" : "length", promptTokens: prompt.length, completionTokens: res.ids.length, cachedTokens: res.cachedTokens, expertDrops: res.report.expert_drops },
     });
   } catch (err) {
     port.postMessage({ type: "error", id, message: (err as Error).message });

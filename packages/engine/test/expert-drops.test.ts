@@ -97,6 +97,34 @@ describe("dropped experts", () => {
     expect(bad.stderr).toMatch(/--on-expert-error skip: expected drop or fail/);
   });
 
+  it("the server flags the reply (x_k3.expert_drops) and logs the first drop; a clean reply has no such field", async () => {
+    const { WorkerBackend } = await import("../src/backend.js");
+    const { startServer } = await import("../src/server.js");
+    const backend = await WorkerBackend.start({ dir: corrupt, options: { threads: 1, preset: "laptop" } }, new URL("../src/worker.ts", import.meta.url));
+    const logs: string[] = [];
+    backend.onLog = (l) => logs.push(l);
+    const s = await startServer(backend, { port: 0 });
+    try {
+      const res = await fetch(s.url + "/v1/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt: "hello", max_tokens: 3 }) });
+      const body: any = await res.json();
+      expect(res.status).toBe(200);
+      expect(body.x_k3.expert_drops).toBeGreaterThanOrEqual(4);
+      expect(logs.join("\n")).toMatch(/routed expert\(s\) dropped, the reply is not the model's \(first: layer 1 expert \d+: .*scale 0xFF/);
+    } finally {
+      await s.close();
+      await backend.close();
+    }
+    const clean = await WorkerBackend.start({ dir: TINY_K3, options: { threads: 1, preset: "laptop" } }, new URL("../src/worker.ts", import.meta.url));
+    const s2 = await startServer(clean, { port: 0 });
+    try {
+      const body: any = await (await fetch(s2.url + "/v1/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt: "hello", max_tokens: 3 }) })).json();
+      expect(body.x_k3).toBeUndefined();
+    } finally {
+      await s2.close();
+      await clean.close();
+    }
+  });
+
   it("a clean checkpoint drops nothing; the dropped run's output is a different, flagged one", async () => {
     const clean = await Engine.load(TINY_K3, { threads: 1 });
     const broken = await Engine.load(corrupt, { threads: 1 });
