@@ -350,9 +350,10 @@ export class ExpertStore {
 
   /**
    * Test hook: the n-th next read fails with EIO, returns half its bytes ("short"), or has its
-   * O_DIRECT read refused with EINVAL ("direct-einval": the file falls back to buffered reads).
+   * O_DIRECT read refused with EINVAL ("direct-einval": the file falls back to buffered reads), or
+   * ("split", io_uring) moves in 4 KiB SQEs, completing only through resubmissions of the rest.
    */
-  injectFault(afterReads: number, kind: "eio" | "short" | "direct-einval"): void {
+  injectFault(afterReads: number, kind: "eio" | "short" | "direct-einval" | "split"): void {
     this.assertOpen();
     this.nativeStore.injectFault(afterReads, kind);
   }

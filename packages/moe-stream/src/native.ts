@@ -37,7 +37,7 @@ export interface NativeExpertStore {
   read(id: number, file: number, offset: number, length: number, slot: number, prefetch: boolean, base?: number): void;
   cancelPrefetch(): number;
   stats(): NativePoolStats;
-  injectFault(afterReads: number, kind: "eio" | "short" | "direct-einval"): void;
+  injectFault(afterReads: number, kind: "eio" | "short" | "direct-einval" | "split"): void;
   fileInfo(file: number): { size: number; direct: boolean; memAlign: number; offsetAlign: number };
   ref(): void;
   unref(): void;

@@ -115,6 +115,23 @@ describe.each(ENGINES)("ExpertStore on %s", (ioEngine) => {
     }
   });
 
+  for (const direct of [true, false])
+    it(`a read that arrives in pieces (4 KiB per SQE on io_uring) is completed by resubmitting the rest (${direct ? "O_DIRECT" : "buffered"})`, async () => {
+      const store = ExpertStore.open({ experts, ioSlots: 4, readers: 2, direct, ioEngine });
+      try {
+        store.injectFault(0, "split");
+        await readAll(store, 2, [9]);
+        store.injectFault(1, "split");
+        await readAll(store, 2, [10, 11, 12]);
+        const s = store.stats();
+        expect(s.reads).toBe(4);
+        expect(s.bytesRequested).toBe(4 * EXPERT);
+        if (!direct) expect(s.deviceBytes).toBe(4 * EXPERT);
+      } finally {
+        store.close();
+      }
+    });
+
   it("an injected EIO rejects that expert with an ExpertReadError naming layer and expert", async () => {
     const store = ExpertStore.open({ experts, ioSlots: 4, readers: 1, ioEngine });
     try {
@@ -140,6 +157,7 @@ describe.each(ENGINES)("ExpertStore on %s", (ioEngine) => {
         expect(err).toBeInstanceOf(ExpertReadError);
         expect(err.message).toMatch(new RegExp(`^layer 2 expert 3: .*safetensors: short read: got \\d+ bytes of the ${EXPERT} needed at offset \\d+`));
         expect((await readAll(store, 2, [3])).length).toBe(1);
+        expect(store.fileInfo().every((f) => f.direct === direct)).toBe(true); // a short read is no O_DIRECT refusal
       } finally {
         store.close();
       }

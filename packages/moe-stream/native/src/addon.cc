@@ -246,15 +246,16 @@ class Store : public Napi::ObjectWrap<Store> {
         return o;
     }
 
-    // injectFault(afterReads, kind): "eio" | "short" | "direct-einval"
+    // injectFault(afterReads, kind): "eio" | "short" | "direct-einval" | "split"
     Napi::Value InjectFault(const Napi::CallbackInfo &info) {
         Napi::Env env = info.Env();
         const char *fn = "ExpertStore.injectFault";
         size_t after;
         if (!Open(env, fn) || !k3::get_size(info, 0, fn, "afterReads", &after)) return env.Undefined();
         std::string kind = info.Length() > 1 && info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "";
-        int k = kind == "eio" ? K3_FAULT_EIO : kind == "short" ? K3_FAULT_SHORT : kind == "direct-einval" ? K3_FAULT_DIRECT_EINVAL : 0;
-        if (k == 0) return k3::fail(env, fn, "kind must be \"eio\", \"short\" or \"direct-einval\"", true), env.Undefined();
+        int k = kind == "eio" ? K3_FAULT_EIO : kind == "short" ? K3_FAULT_SHORT : kind == "direct-einval" ? K3_FAULT_DIRECT_EINVAL
+                : kind == "split" ? K3_FAULT_SPLIT : 0;
+        if (k == 0) return k3::fail(env, fn, "kind must be \"eio\", \"short\", \"direct-einval\" or \"split\"", true), env.Undefined();
         k3_read_pool_inject_fault(pool_, (int64_t)after, k);
         return env.Undefined();
     }

@@ -148,7 +148,14 @@ int k3_file_plan(k3_file *f, uint64_t offset, uint64_t length, uint64_t base, ui
                  ? plan_direct(f, offset, length, base, slot, slot_bytes, plan, out)
                  : plan_buffered(f, offset, length, base, slot, slot_bytes, plan, out);
     if (rc != 0) return rc;
-    plan->want = short_read_at > 0 && short_read_at < plan->span ? short_read_at : plan->span;
+    plan->want = plan->span;
+    if (short_read_at > 0 && short_read_at < plan->span) {
+        /* A simulated short read stays aligned under O_DIRECT: an unaligned length would get a real
+           EINVAL, which would look like a filesystem refusing O_DIRECT and switch the file to buffered. */
+        uint64_t a = plan->direct ? f->offset_align : 1;
+        plan->want = short_read_at / a * a > a ? short_read_at / a * a : a;
+        if (plan->want > plan->span) plan->want = plan->span;
+    }
     return 0;
 }
 

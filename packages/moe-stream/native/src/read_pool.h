@@ -64,9 +64,10 @@ int k3_read_pool_cancel_prefetch(k3_read_pool *p);
 /* Cancels everything queued, waits for reads in flight, joins the threads. */
 void k3_read_pool_destroy(k3_read_pool *p);
 
-/* Fault injection for tests: after `after_reads` more reads, fail one (EIO), make it short, or have
-   its O_DIRECT read refused with EINVAL (the file falls back to buffered reads). */
-enum { K3_FAULT_NONE = 0, K3_FAULT_EIO = 1, K3_FAULT_SHORT = 2, K3_FAULT_DIRECT_EINVAL = 3 };
+/* Fault injection for tests: after `after_reads` more reads, fail one (EIO), make it short, have
+   its O_DIRECT read refused with EINVAL (the file falls back to buffered reads), or (io_uring) move
+   it in 4 KiB SQEs, so it completes only through resubmissions of the rest (pread: a normal read). */
+enum { K3_FAULT_NONE = 0, K3_FAULT_EIO = 1, K3_FAULT_SHORT = 2, K3_FAULT_DIRECT_EINVAL = 3, K3_FAULT_SPLIT = 4 };
 void k3_read_pool_inject_fault(k3_read_pool *p, int64_t after_reads, int kind);
 
 typedef struct k3_read_pool_stats {

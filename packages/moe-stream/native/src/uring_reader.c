@@ -25,6 +25,7 @@ typedef struct uring_op {
     k3_read_done *done;
     k3_read_plan plan;
     uint64_t got;
+    uint32_t max_sqe_bytes; /* MAX_SQE_BYTES, or 4 KiB under K3_FAULT_SPLIT */
 } uring_op;
 
 struct k3_uring_reader {
@@ -65,7 +66,7 @@ static void queue_read(k3_uring_reader *r, int index) {
     sqe->opcode = IORING_OP_READ;
     sqe->fd = op->plan.fd;
     sqe->addr = (uint64_t)(uintptr_t)(op->plan.dst + op->got);
-    sqe->len = (uint32_t)(left > MAX_SQE_BYTES ? MAX_SQE_BYTES : left);
+    sqe->len = (uint32_t)(left > op->max_sqe_bytes ? op->max_sqe_bytes : left);
     sqe->off = op->plan.start + op->got;
     sqe->user_data = (uint64_t)index;
 }
@@ -112,6 +113,7 @@ static void start(k3_uring_reader *r, const k3_taken *t) {
     op->job = j;
     op->done = d;
     op->got = 0;
+    op->max_sqe_bytes = t->fault == K3_FAULT_SPLIT ? 4096 : MAX_SQE_BYTES;
     d->id = j->id;
     d->slot = j->slot;
     d->start_ns = k3_now_ns();

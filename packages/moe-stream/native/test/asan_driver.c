@@ -125,12 +125,20 @@ static void run_engine(const char *path, int engine, int direct) {
         n++;
         wait_for(&t, n);
         check(t.failed == k + 1, "%s: fault %d not reported", name, kinds[k]);
+        check(direct == (f.fd_direct >= 0 && !f.direct_refused), "%s: fault %d changed the file's O_DIRECT state", name, kinds[k]);
     }
     k3_read_job past = {n + 1, 0, 1, K3_PRIORITY_DEMAND, FILE_BYTES - 100, 200, K3_BASE_AUTO, NULL};
     k3_read_pool_submit(p, &past);
     n++;
     wait_for(&t, n);
     check(t.failed == 3, "%s: read past the end not refused", name);
+    k3_read_pool_inject_fault(p, 0, K3_FAULT_SPLIT);
+    k3_read_job split = {n + 1, 0, 3, K3_PRIORITY_DEMAND, 4444, 123456, K3_BASE_AUTO, NULL};
+    k3_read_pool_submit(p, &split);
+    n++;
+    wait_for(&t, n);
+    check(t.failed == 3, "%s: split read failed", name);
+    check(slot_matches(arena + 3 * SLOT_BYTES, direct ? 4444 % 4096 : 0, 4444, 123456), "%s: split bytes (direct %d)", name, direct);
     k3_read_pool_inject_fault(p, 0, K3_FAULT_DIRECT_EINVAL);
     k3_read_job refused = {n + 1, 0, 2, K3_PRIORITY_DEMAND, 7777, 90000, K3_BASE_AUTO, NULL};
     k3_read_pool_submit(p, &refused);
