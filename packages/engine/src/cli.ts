@@ -124,8 +124,9 @@ ${SAMPLING_OPTIONS}
   serve: `usage: k3 serve [--host 127.0.0.1] [--port 8080] [--queue 8] [--prompt-cache 1] [--prompt-cache-mb 1024] [options]
 
 OpenAI-compatible server: POST /v1/chat/completions, POST /v1/completions (JSON or "stream": true
-SSE), GET /v1/models, GET /health. Binds loopback unless --host says otherwise. One generation runs
-at a time in a worker thread; --queue more may wait, the rest get 429.
+SSE), GET /v1/models, GET /health, and a chat page at / (self-contained, works offline; --no-web-ui
+turns it off). Binds loopback unless --host says otherwise. One generation runs at a time in a
+worker thread; --queue more may wait, the rest get 429.
 
   --prompt-cache N     keep N prompt-state snapshots (default 1; 0 = off): a request whose prompt
                        starts with an earlier one (a chat resending its conversation) prefills only
@@ -522,6 +523,7 @@ async function cmdServe(argv: string[]): Promise<number> {
     queue: { type: "string" },
     "prompt-cache": { type: "string" },
     "prompt-cache-mb": { type: "string" },
+    "no-web-ui": { type: "boolean" },
   });
   if (values.help) return print(HELP.serve);
   const port = num(values, "port", 8080, (x) => Number.isInteger(x) && x >= 0 && x < 65536, "a port number");
@@ -539,9 +541,10 @@ async function cmdServe(argv: string[]): Promise<number> {
     host: (values.host as string | undefined) ?? "127.0.0.1",
     port,
     maxQueue,
+    webUi: !values["no-web-ui"],
     log: (l) => process.stderr.write(l + "\n"),
   });
-  process.stderr.write(`serving ${backend.modelId} at ${server.url}/v1 (Ctrl-C to stop)\n`);
+  process.stderr.write(`serving ${backend.modelId} at ${server.url}/v1${values["no-web-ui"] ? "" : `; chat page at ${server.url}/`} (Ctrl-C to stop)\n`);
   await new Promise<void>((res) => {
     const stop = () => res();
     process.once("SIGINT", stop);

@@ -7,6 +7,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomUUID } from "node:crypto";
+import { CHAT_PAGE, CHAT_PAGE_CSP } from "./web-ui.js";
 
 export type ChatRole = "system" | "user" | "assistant";
 export interface ChatMessage {
@@ -61,6 +62,8 @@ export interface ServeOptions {
   maxBodyBytes?: number;
   /** Largest max_tokens accepted (default 4096). */
   maxTokensLimit?: number;
+  /** Serve the chat page (web-ui.ts) at / (default true). */
+  webUi?: boolean;
   log?: (line: string) => void;
 }
 
@@ -256,6 +259,11 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? "/").split("?")[0];
+    if (req.method === "GET" && (path === "/" || path === "/index.html") && options.webUi !== false) {
+      res.writeHead(200, { "content-type": "text/html; charset=utf-8", "content-length": Buffer.byteLength(CHAT_PAGE), "content-security-policy": CHAT_PAGE_CSP, "x-content-type-options": "nosniff", "referrer-policy": "no-referrer" });
+      res.end(CHAT_PAGE);
+      return;
+    }
     if (req.method === "GET" && path === "/health") {
       sendJson(res, 200, { status: "ok", queue: queue.depth });
       return;

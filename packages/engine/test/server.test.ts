@@ -166,3 +166,25 @@ describe("server with the model in a worker thread", () => {
     }
   });
 });
+
+describe("the chat page", () => {
+  it("is served at / with a strict CSP, talks to the streaming endpoint, and its script parses; --no-web-ui turns it off", async () => {
+    const res = await fetch(srv.url + "/");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("text/html; charset=utf-8");
+    expect(res.headers.get("content-security-policy")).toMatch(/default-src 'none'.*connect-src 'self'/);
+    const html = await res.text();
+    expect(html).toMatch(/<title>k3 chat<\/title>/);
+    expect(html).toContain('fetch("/v1/chat/completions"');
+    expect(html).not.toMatch(/https?:\/\//); // no external resources: works offline
+    expect(html).not.toMatch(/innerHTML/); // model text only through textContent
+    const script = html.slice(html.indexOf("<script>") + 8, html.indexOf("</script>"));
+    expect(() => new Function(script)).not.toThrow();
+    const off = await startServer(backend, { port: 0, webUi: false });
+    try {
+      expect((await fetch(off.url + "/")).status).toBe(404);
+    } finally {
+      await off.close();
+    }
+  });
+});
