@@ -4,26 +4,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parseCacheTrace } from "@k3/moe-stream";
-import { main } from "../src/cli.js";
-import { TINY_K3 } from "./helpers.js";
+import { TINY_K3, captureCli } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "k3-trace-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function k3(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = "";
-  let stderr = "";
-  const o = process.stdout.write.bind(process.stdout);
-  const e = process.stderr.write.bind(process.stderr);
-  process.stdout.write = ((c: string | Uint8Array) => ((stdout += String(c)), true)) as typeof process.stdout.write;
-  process.stderr.write = ((c: string | Uint8Array) => ((stderr += String(c)), true)) as typeof process.stderr.write;
-  try {
-    return { code: await main(args), stdout, stderr };
-  } finally {
-    process.stdout.write = o;
-    process.stderr.write = e;
-  }
-}
+const k3 = captureCli;
 
 const RUN = ["run", "--model", TINY_K3, "--prompt", "hello there", "--max-tokens", "10", "--threads", "1", "--quiet"];
 

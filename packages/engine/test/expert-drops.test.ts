@@ -7,9 +7,8 @@ import { cpSync, mkdtempSync, openSync, readFileSync, readSync, closeSync, rmSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { main } from "../src/cli.js";
 import { Engine } from "../src/engine.js";
-import { TINY_K3 } from "./helpers.js";
+import { TINY_K3, captureCli } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "k3-drops-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -45,21 +44,7 @@ const corrupt = join(dir, "tiny-k3-corrupt");
 cpSync(TINY_K3, corrupt, { recursive: true });
 const poked = corruptLayerScales(corrupt, LAYER);
 
-/** Runs the CLI in process, capturing both streams. */
-async function k3(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = "";
-  let stderr = "";
-  const o = process.stdout.write.bind(process.stdout);
-  const e = process.stderr.write.bind(process.stderr);
-  process.stdout.write = ((c: string | Uint8Array) => ((stdout += String(c)), true)) as typeof process.stdout.write;
-  process.stderr.write = ((c: string | Uint8Array) => ((stderr += String(c)), true)) as typeof process.stderr.write;
-  try {
-    return { code: await main(args), stdout, stderr };
-  } finally {
-    process.stdout.write = o;
-    process.stderr.write = e;
-  }
-}
+const k3 = captureCli;
 
 describe("dropped experts", () => {
   it("the fixture really has its layer-1 expert scales corrupted (16 experts)", () => {

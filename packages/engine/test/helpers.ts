@@ -29,3 +29,20 @@ export function publishedK3Config() {
   delete t.linear_attn_config.kda_layers;
   return raw;
 }
+
+/** Runs the `k3` CLI in this process and captures what it writes (stdout, stderr) and its exit code. */
+export async function captureCli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const { main } = await import("../src/cli.js");
+  let stdout = "";
+  let stderr = "";
+  const o = process.stdout.write.bind(process.stdout);
+  const e = process.stderr.write.bind(process.stderr);
+  process.stdout.write = ((c: string | Uint8Array) => ((stdout += String(c)), true)) as typeof process.stdout.write;
+  process.stderr.write = ((c: string | Uint8Array) => ((stderr += String(c)), true)) as typeof process.stderr.write;
+  try {
+    return { code: await main(args), stdout, stderr };
+  } finally {
+    process.stdout.write = o;
+    process.stderr.write = e;
+  }
+}

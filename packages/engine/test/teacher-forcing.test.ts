@@ -3,10 +3,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { main } from "../src/cli.js";
 import { Engine } from "../src/engine.js";
 import { teacherForced } from "../src/teacher-forcing.js";
-import { TINY_K3 } from "./helpers.js";
+import { TINY_K3, captureCli } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "k3-tf-"));
 let engine: Engine;
@@ -18,20 +17,7 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function k3(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = "";
-  let stderr = "";
-  const o = process.stdout.write.bind(process.stdout);
-  const e = process.stderr.write.bind(process.stderr);
-  process.stdout.write = ((c: string | Uint8Array) => ((stdout += String(c)), true)) as typeof process.stdout.write;
-  process.stderr.write = ((c: string | Uint8Array) => ((stderr += String(c)), true)) as typeof process.stderr.write;
-  try {
-    return { code: await main(args), stdout, stderr };
-  } finally {
-    process.stdout.write = o;
-    process.stderr.write = e;
-  }
-}
+const k3 = captureCli;
 
 describe("teacher forcing", () => {
   it("a greedy generation agrees with itself at every position (prompts across chunk boundaries)", async () => {
