@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, writeFileSync, cpSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { TINY_K3 } from "./helpers.js";
+import { TINY_K3, captureCli } from "./helpers.js";
 
 const CLI = join(__dirname, "..", "src", "cli.ts");
 const dir = mkdtempSync(join(tmpdir(), "k3-cli-"));
@@ -21,17 +21,7 @@ function k3(args: string[], env: Record<string, string> = {}, input?: string): P
 
 describe("k3 CLI", () => {
   it("prints help and presets with exit 0 (in process)", async () => {
-    const { main } = await import("../src/cli.js");
-    const out = async (args: string[]) => {
-      let stdout = "";
-      const orig = process.stdout.write.bind(process.stdout);
-      process.stdout.write = ((chunk: string | Uint8Array) => ((stdout += String(chunk)), true)) as typeof process.stdout.write;
-      try {
-        return { code: await main(args), stdout };
-      } finally {
-        process.stdout.write = orig;
-      }
-    };
+    const out = captureCli;
     const h = await out(["--help"]);
     expect(h.code).toBe(0);
     expect(h.stdout).toMatch(/exit codes: 0 ok/);
@@ -133,21 +123,8 @@ describe("k3 CLI", () => {
   });
 
   it("k3 pack, then k3 run --trunk streams the packed trunk with the same output (in process)", async () => {
-    const { main } = await import("../src/cli.js");
     const out = join(dir, "trunk");
-    const quiet = async (args: string[]) => {
-      let stdout = "";
-      const o = process.stdout.write.bind(process.stdout);
-      const e = process.stderr.write.bind(process.stderr);
-      process.stdout.write = ((c: string | Uint8Array) => ((stdout += String(c)), true)) as typeof process.stdout.write;
-      process.stderr.write = (() => true) as typeof process.stderr.write;
-      try {
-        return { code: await main(args), stdout };
-      } finally {
-        process.stdout.write = o;
-        process.stderr.write = e;
-      }
-    };
+    const quiet = captureCli;
     expect((await quiet(["pack", "--model", TINY_K3, "--out", out])).code).toBe(0);
     const resident = join(dir, "resident.json");
     const streamed = join(dir, "streamed.json");
