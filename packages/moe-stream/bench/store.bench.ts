@@ -82,10 +82,7 @@ const theoreticalPerToken = LAYERS.length * K * EXPERT_BYTES;
 
 function ceilingPass() {
   dropAll();
-  const cpu0 = process.cpuUsage();
-  const r = measureReadCeiling(reads, { queueDepth: 16 });
-  const cpu = process.cpuUsage(cpu0);
-  return { ...r, cpuSecPerGB: (cpu.user + cpu.system) / 1e6 / (r.bytes / GB) };
+  return measureReadCeiling(reads, { queueDepth: 16 });
 }
 
 async function storePass(pieceBytes = 0, ioEngine: IoEngine = "auto", sqpoll = false) {
@@ -163,7 +160,6 @@ const engineRuns = [await enginePasses(0), await enginePasses(4 << 20)];
 const sq = [await storePass(4 << 20, "io_uring", true), await storePass(4 << 20, "io_uring", true)];
 const sqPass = medianPass(sq);
 log(`SQPOLL (${sqPass.engine}): ${sq.map((p) => `${p.gbPerSec.toFixed(2)} GB/s ${p.cpuSecPerGB.toFixed(3)} cpu-s/GB`).join(", ")}`);
-const ceilingCpu = median([c1, c2, c3].map((c) => c.cpuSecPerGB));
 
 // ---------------------------------------------------------------- 3. overlap
 
@@ -262,7 +258,6 @@ const rows: Array<Record<string, string | number>> = [
     ];
   }),
   { metric: `  io_uring + SQPOLL (${sqPass.engine}), 4 MiB pieces (median of 2)`, ours: `${sqPass.gbPerSec.toFixed(2)} GB/s, ${median(sq.map((p) => p.cpuSecPerGB)).toFixed(3)} s/GB`, reference: `${engineRuns[1].uring.gbPerSec.toFixed(2)} GB/s, ${engineRuns[1].uringCpu.toFixed(3)} s/GB (io_uring)`, ratio: sqPass.gbPerSec / engineRuns[1].uring.gbPerSec, target: "" },
-  { metric: "  ceiling's CPU seconds per GB (C pread threads, no JS)", ours: `${engineRuns[0].uringCpu.toFixed(3)} s/GB (io_uring store)`, reference: `${ceilingCpu.toFixed(3)} s/GB`, ratio: engineRuns[0].uringCpu / ceilingCpu, target: "" },
   ...(fio !== null ? [{ metric: "  fio randread bs=17547264 iodepth=16 direct io_uring", ours: `${store.gbPerSec.toFixed(2)} GB/s`, reference: `${fio.toFixed(2)} GB/s (fio, best of io_uring/libaio, its own 4 KiB-page buffers)`, ratio: store.gbPerSec / fio, target: "" }] : []),
   { metric: "bytes per token, store counter (no cache)", ours: `${(perToken / 1e6).toFixed(1)} MB`, reference: `${(theoreticalPerToken / 1e6).toFixed(1)} MB (4 layers x 16 x 17,547,264)`, ratio: perToken / theoreticalPerToken, target: "<= 1.01" },
   { metric: "bytes per token, /proc/self/io read_bytes", ours: `${(store.procBytes / TOKENS / 1e6).toFixed(1)} MB`, reference: `${(theoreticalPerToken / 1e6).toFixed(1)} MB`, ratio: store.procBytes / TOKENS / theoreticalPerToken, target: "<= 1.01" },

@@ -184,9 +184,14 @@ static void *reader_main(void *arg) {
     arm_wake(r);
     for (;;) {
         fill(r);
-        if (k3_uring_submit(&r->ring) != 0) pause_briefly();
+        int submitted = k3_uring_submit(&r->ring) == 0;
         int busy = r->n_free < r->depth;
         if (!busy && k3_pool_stopping(r->pool)) break;
+        if (!submitted) { /* transient (the kernel is short of memory): never sleep with SQEs unsubmitted */
+            pause_briefly();
+            reap(r);
+            continue;
+        }
         /* Announce the sleep, then look at the queue once more: a job queued after this check
            sees `sleeping` and writes the eventfd, so it is never left waiting. */
         __atomic_store_n(&r->sleeping, 1, __ATOMIC_SEQ_CST);
