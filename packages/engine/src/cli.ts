@@ -134,7 +134,8 @@ worker thread; --queue more may wait, the rest get 429.
                        is bit-identical to a cold run; usage.prompt_tokens_details.cached_tokens
                        says how many prompt tokens were reused (also logged per request)
   --prompt-cache-mb M  cap on the bytes all snapshots hold (default 1024; one K3 snapshot is about
-                       0.46 GB of KDA state + 55 kB per MLA-cached token; this memory is NOT in the plan)
+                       0.46 GB of KDA state + 55 kB per MLA-cached token; the memory plan reserves
+                       min(this cap, N snapshots at the full context) and refuses if it does not fit)
 
 ${MODEL_OPTIONS}
 `,

@@ -16,7 +16,7 @@ import { checkTokenizerMatch, configFingerprint, fnv1a64, readConfig, type Model
 import { AbortError, UsageError } from "./errors.js";
 import type { KdaCore } from "./layers/kda.js";
 import { Model, type ModelState } from "./model.js";
-import { PromptCache, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
+import { DEFAULT_PROMPT_CACHE_BYTES, PromptCache, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
 import { budgetsFor, checkContextFits, checkPlanFits, fmtBytes, formatPlan, planMemory, readMemInfo, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
 import { buildReport, emptyCounters, type RunCounters, type RunReport } from "./report.js";
 import { Sampler, type SamplingOptions } from "./sampler.js";
@@ -209,7 +209,12 @@ export class Engine {
     const mem = options.mem ?? readMemInfo();
     const preset = options.preset ?? "auto";
     const budgets = { ...budgetsFor(preset, census, mem), ...options.budgets };
-    const plan = planMemory(census, budgets, options.budgets ? "custom" : preset, mem, { prefetch: options.prefetch ?? true });
+    const pc = options.promptCache;
+    const plan = planMemory(census, budgets, options.budgets ? "custom" : preset, mem, {
+      prefetch: options.prefetch ?? true,
+      promptCache: pc && (pc.slots ?? 1) > 0 ? { slots: pc.slots ?? 1, maxBytes: pc.maxBytes ?? DEFAULT_PROMPT_CACHE_BYTES } : undefined,
+      spec: (options.spec ?? 0) > 0,
+    });
     options.log?.(formatPlan(plan, cfg.numLayers));
     checkPlanFits(plan);
     // Without a packed trunk every layer and embed/lm_head are loaded resident: refuse honestly when that cannot fit.

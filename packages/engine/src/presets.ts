@@ -139,7 +139,17 @@ export const RUNTIME_OVERHEAD_BYTES = 0.25 * GB;
  * Builds the plan for given budgets. Largest layers are pinned first (they save the most reads per
  * pinned byte only when sizes differ; ties go to the lower layer so plans are stable).
  */
-export function planMemory(census: Census, budgets: Budgets, preset: PresetName | "custom", mem: MemInfo = readMemInfo(), io: { prefetch?: boolean } = {}): MemoryPlan {
+/** What the run adds on top of the model's own memory (all off by default). */
+export interface PlanExtras {
+  /** Lookahead prefetch slots (default on). */
+  prefetch?: boolean;
+  /** A prompt cache: each snapshot holds the KDA states and the MLA cache up to its position. */
+  promptCache?: { slots: number; maxBytes: number };
+  /** Speculative decoding keeps one copy of the KDA states as its rollback checkpoint. */
+  spec?: boolean;
+}
+
+export function planMemory(census: Census, budgets: Budgets, preset: PresetName | "custom", mem: MemInfo = readMemInfo(), io: PlanExtras = {}): MemoryPlan {
   const L = census.layerTrunkBytes.length;
   const largest = Math.max(0, ...census.layerTrunkBytes);
   const allFit = census.trunkBytes <= budgets.trunkBytes;
@@ -186,6 +196,12 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
     { name: "KV cache", bytes: Math.min(budgets.kvBytes, kvCapacityTokens * census.kvBytesPerToken) },
     { name: "runtime + scratch", bytes: RUNTIME_OVERHEAD_BYTES },
   ];
+  const pc = io.promptCache;
+  if (pc && pc.slots > 0) {
+    const snapshot = census.recurrentStateBytes + kvCapacityTokens * census.kvBytesPerToken;
+    parts.push({ name: "prompt cache", bytes: Math.min(pc.maxBytes, pc.slots * snapshot) });
+  }
+  if (io.spec) parts.push({ name: "spec checkpoint", bytes: census.recurrentStateBytes });
   const totalBytes = parts.reduce((a, p) => a + p.bytes, 0);
   return {
     preset,

@@ -71,6 +71,14 @@ describe("presets and plan", () => {
     // The expert store's streaming slots are planned: 16 + 2 demand + 8 lookahead, one expert each.
     const slot = Math.ceil(k3.expertBytes / 4096) * 4096 + 4096;
     expect(laptop.parts.find((p) => p.name === "expert read slots")!.bytes).toBe(26 * slot);
+    // A prompt cache and speculation's checkpoint are planned when on: capped snapshots, one KDA state set.
+    const extras = planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { promptCache: { slots: 2, maxBytes: 2 ** 40 }, spec: true });
+    const snapshot = k3.recurrentStateBytes + laptop.kvCapacityTokens * k3.kvBytesPerToken;
+    expect(extras.parts.find((p) => p.name === "prompt cache")!.bytes).toBe(2 * snapshot);
+    expect(extras.parts.find((p) => p.name === "spec checkpoint")!.bytes).toBe(k3.recurrentStateBytes);
+    expect(extras.totalBytes).toBe(laptop.totalBytes + 2 * snapshot + k3.recurrentStateBytes);
+    expect(planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { promptCache: { slots: 2, maxBytes: GB } }).parts.find((p) => p.name === "prompt cache")!.bytes).toBe(GB);
+    expect(laptop.parts.some((p) => p.name === "prompt cache" || p.name === "spec checkpoint")).toBe(false);
     const noPrefetch = planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { prefetch: false });
     expect(noPrefetch.parts.find((p) => p.name === "expert read slots")!.bytes).toBe(18 * slot);
     expect(laptop.totalBytes - noPrefetch.totalBytes).toBe(8 * slot);
