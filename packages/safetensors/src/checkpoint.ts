@@ -5,12 +5,12 @@
  */
 import { closeSync, existsSync, openSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { open as openAsync, type FileHandle } from "node:fs/promises";
-import { basename, join, resolve } from "node:path";
+import { basename, join, relative, resolve } from "node:path";
 import { DTYPES, type Dtype } from "./dtypes.js";
 import { SafetensorsError, ioError } from "./errors.js";
 import { preadExact, preadExactSync, bytesOf } from "./io.js";
-import { resolveShard } from "./paths.js";
-import type { Backend, IndexedShards, IndexSummary, Speculation } from "./backend.js";
+import { resolveShard, unsafeShardReason } from "./paths.js";
+import { tsBackend, type Backend, type IndexedShards, type IndexSummary, type Speculation } from "./backend.js";
 import { KIND_EXPERT, KIND_GLOBAL, tableName, tableShape, type HeaderTable } from "./table.js";
 import { classifyName } from "./classify.js";
 import { nativeBinding, nativeLoadError } from "./native.js";
@@ -69,6 +69,13 @@ export interface OpenOptions {
   backend?: "native" | "ts";
   /** Called with each non-fatal finding (e.g. index total_size mismatch). */
   onWarning?: (message: string) => void;
+  /**
+   * A partly downloaded checkpoint: shards index.json lists but that are not on disk are left out
+   * (a warning names them) instead of failing with MissingShard. The present shards are indexed and
+   * cross-checked as usual (by the pure-TS parser); a tensor of an absent shard is not `has()`, and
+   * `get()` names the shard to fetch. Default false.
+   */
+  allowMissingShards?: boolean;
 }
 
 export type RunSpec = readonly string[] | { file: string; offset: number; byteLength: number };
@@ -99,6 +106,8 @@ export class Checkpoint {
   private handles: (Promise<FileHandle> | undefined)[];
   private closed = false;
   private byLayer: Map<number, Int32Array> | null = null;
+  /** Tensors of shards index.json lists but that are absent (allowMissingShards), by name. */
+  private readonly absent: Map<string, string>;
 
   /** @internal use openCheckpoint / openSafetensors / parseSafetensors. */
   constructor(args: {
@@ -108,8 +117,10 @@ export class Checkpoint {
     backend: "native" | "ts";
     indexMetadata: Record<string, unknown> | null;
     warnings: string[];
+    absent?: Map<string, string>;
   }) {
     this.dir = args.dir;
+    this.absent = args.absent ?? new Map();
     this.sources = args.sources;
     this.files = args.sources.map((s) => s.path);
     this.lookup = args.indexed;
@@ -202,7 +213,11 @@ export class Checkpoint {
   /** The tensor called `name`; throws TensorNotFound. */
   get(name: string): TensorInfo {
     const g = this.lookup.find(name);
-    if (g < 0) throw new SafetensorsError("TensorNotFound", "no tensor of this name in the checkpoint", { file: this.dir ?? this.files[0], tensor: name });
+    if (g < 0) {
+      const shard = this.absent.get(name);
+      if (shard !== undefined) throw new SafetensorsError("MissingShard", `the tensor is in shard ${JSON.stringify(shard)}, which is not on disk (partial checkpoint)`, { file: this.dir ?? this.files[0], tensor: name });
+      throw new SafetensorsError("TensorNotFound", "no tensor of this name in the checkpoint", { file: this.dir ?? this.files[0], tensor: name });
+    }
     return this.infoGlobal(g);
   }
 
@@ -583,7 +598,7 @@ function planSync(dir: string, backend: Backend): Plan {
   return { dir: abs, indexFile, index, shards };
 }
 
-function finish(plan: Plan, indexed: IndexedShards, backend: Backend, options: OpenOptions): Checkpoint {
+function finish(plan: Plan, indexed: IndexedShards, backend: Backend, options: OpenOptions, absent?: Map<string, string>): Checkpoint {
   const warnings: string[] = [];
   let meta: Record<string, unknown> | null = null;
   if (plan.index && plan.indexFile) {
@@ -599,7 +614,63 @@ function finish(plan: Plan, indexed: IndexedShards, backend: Backend, options: O
     backend: backend.kind,
     indexMetadata: meta,
     warnings,
+    absent,
   });
+}
+
+/**
+ * The plan of a partly downloaded checkpoint (allowMissingShards): index.json parsed by the TS
+ * parser, restricted to the shards on disk; the absent shards' tensors are remembered by name.
+ */
+function partialPlanSync(dir: string): { plan: Plan; absent: Map<string, string>; warning: string | null } {
+  const { abs, indexFile } = locate(dir);
+  if (!indexFile) return { plan: { dir: abs, indexFile: null, index: null, shards: listShardFiles(abs) }, absent: new Map(), warning: null };
+  const index = tsBackend.parseIndex(indexFile);
+  const realDir = realpathSync(abs);
+  const { names, shardOf } = index.state as { names: string[]; shardOf: Uint32Array };
+  const keep: number[] = []; // old shard id -> new id, or -1
+  const shards: string[] = [];
+  const missing: string[] = [];
+  index.shards.forEach((name) => {
+    const unsafe = unsafeShardReason(name);
+    if (unsafe) throw new SafetensorsError("UnsafeShardPath", `shard path ${JSON.stringify(name)} is refused: ${unsafe}`, { file: indexFile });
+    if (!existsSync(join(abs, name))) {
+      keep.push(-1);
+      missing.push(name);
+      return;
+    }
+    keep.push(shards.length);
+    shards.push(resolveShard(abs, realDir, name, indexFile));
+  });
+  const absent = new Map<string, string>();
+  const keptNames: string[] = [];
+  const keptShard: number[] = [];
+  for (let k = 0; k < names.length; k++) {
+    const s = keep[shardOf[k]];
+    if (s < 0) absent.set(names[k], index.shards[shardOf[k]]);
+    else {
+      keptNames.push(names[k]);
+      keptShard.push(s);
+    }
+  }
+  if (shards.length === 0) throw new SafetensorsError("MissingShard", `none of the ${index.shards.length} shards weight_map lists is on disk`, { file: indexFile });
+  const partial: IndexSummary = { ...index, shards: shards.map((p) => relative(abs, p)), entries: keptNames.length, state: { names: keptNames, shardOf: Uint32Array.from(keptShard) } };
+  const warning = missing.length
+    ? `${indexFile}: ${missing.length} of ${index.shards.length} shards are not on disk (${missing.slice(0, 3).join(", ")}${missing.length > 3 ? ", ..." : ""}); their ${absent.size} tensors are unavailable`
+    : null;
+  return { plan: { dir: abs, indexFile, index: partial, shards }, absent, warning };
+}
+
+function openPartialSync(dir: string, options: OpenOptions): Checkpoint {
+  const { plan, absent, warning } = partialPlanSync(dir);
+  const indexed = tsBackend.indexShardsSync(plan.shards, plan.index, plan.indexFile ?? undefined);
+  // total_size covers the whole checkpoint: it cannot match a partial one.
+  const ck = finish({ ...plan, index: plan.index && { ...plan.index, metadataJson: null } }, indexed, tsBackend, options, absent);
+  if (warning) {
+    ck.warnings.push(warning);
+    options.onWarning?.(warning);
+  }
+  return ck;
 }
 
 /** Plain *.safetensors files of the directory (no symlinks): the shards a speculative pass may read. */
@@ -652,6 +723,7 @@ function finishSpeculation(spec: Speculation, abs: string, indexFile: string, ca
 }
 
 export function openCheckpointWith(backend: Backend, dir: string, options: OpenOptions = {}): Checkpoint {
+  if (options.allowMissingShards) return openPartialSync(dir, options);
   const { abs, indexFile } = locate(dir);
   if (indexFile && backend.speculate) {
     const candidates = speculativeCandidates(abs);
@@ -664,6 +736,7 @@ export function openCheckpointWith(backend: Backend, dir: string, options: OpenO
 }
 
 export async function openCheckpointAsyncWith(backend: Backend, dir: string, options: OpenOptions = {}): Promise<Checkpoint> {
+  if (options.allowMissingShards) return openPartialSync(dir, options);
   const { abs, indexFile } = locate(dir);
   if (indexFile && backend.speculateAsync) {
     const candidates = speculativeCandidates(abs);

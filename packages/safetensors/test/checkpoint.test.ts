@@ -229,3 +229,49 @@ describe("single files", () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 });
+
+describe.each(BACKENDS)("partly downloaded checkpoints (allowMissingShards, %s)", (backend) => {
+  it("indexes the shards on disk, warns about the absent ones, and names the shard a missing tensor needs", async () => {
+    const dir = tempDir("partial");
+    const { names } = writeTinyK3(dir);
+    const gone = "model-00002-of-00003.safetensors"; // layer 1
+    const { rmSync } = await import("node:fs");
+    rmSync(join(dir, gone));
+    // Without the option a missing shard is refused, as before.
+    expect(() => openCheckpointSync(dir, { backend })).toThrow(/shard "model-00002-of-00003\.safetensors" listed in weight_map does not exist/);
+    const warnings: string[] = [];
+    for (const ck of [openCheckpointSync(dir, { backend, allowMissingShards: true, onWarning: (w) => warnings.push(w) }), await openCheckpoint(dir, { backend, allowMissingShards: true })]) {
+      const layer1 = names.filter((n) => n.includes(".layers.1."));
+      expect(ck.size).toBe(names.length - layer1.length);
+      expect(ck.layerNumbers()).toEqual([0]);
+      expect(ck.has("language_model.lm_head.weight")).toBe(true);
+      expect(ck.has(layer1[0])).toBe(false);
+      expect(() => ck.get(layer1[0])).toThrow(/the tensor is in shard "model-00002-of-00003\.safetensors", which is not on disk \(partial checkpoint\)/);
+      expect(() => ck.get("no.such.tensor")).toThrow(/no tensor of this name/);
+      expect(ck.warnings.join("\n")).toMatch(/1 of 3 shards are not on disk \(model-00002-of-00003\.safetensors\); their \d+ tensors are unavailable/);
+      // The present shards are still cross-checked and readable.
+      expect(ck.readSync("language_model.lm_head.weight").byteLength).toBe(16 * 8 * 2);
+      ck.closeSync();
+    }
+    expect(warnings.length).toBe(1);
+  });
+
+  it("still cross-checks what is present, refuses unsafe names, and needs at least one shard", async () => {
+    const dir = tempDir("partial-bad");
+    writeTinyK3(dir);
+    const { rmSync } = await import("node:fs");
+    // A present shard that lost a tensor weight_map puts in it: still refused.
+    const idx = JSON.parse(readFileSync(join(dir, "model.safetensors.index.json"), "utf8"));
+    idx.weight_map["language_model.extra.weight"] = "model-00001-of-00003.safetensors";
+    writeFileSync(join(dir, "model.safetensors.index.json"), JSON.stringify(idx));
+    expect(() => openCheckpointSync(dir, { backend, allowMissingShards: true })).toThrow(/weight_map puts this tensor in "model-00001-of-00003\.safetensors" but that shard does not hold it/);
+    delete idx.weight_map["language_model.extra.weight"];
+    idx.weight_map["language_model.x.weight"] = "../outside.safetensors";
+    writeFileSync(join(dir, "model.safetensors.index.json"), JSON.stringify(idx));
+    expect(() => openCheckpointSync(dir, { backend, allowMissingShards: true })).toThrow(/refused/);
+    delete idx.weight_map["language_model.x.weight"];
+    writeFileSync(join(dir, "model.safetensors.index.json"), JSON.stringify(idx));
+    for (const f of readdirSync(dir).filter((f) => f.endsWith(".safetensors"))) rmSync(join(dir, f));
+    expect(() => openCheckpointSync(dir, { backend, allowMissingShards: true })).toThrow(/none of the 3 shards weight_map lists is on disk/);
+  });
+});
