@@ -26,7 +26,7 @@ import { openCheckpointIndex, type ExpertLocation } from "../src/checkpoint.js";
 import { mxfp4ExpertCompute } from "../src/expert-compute.js";
 import { ExpertStore } from "../src/expert-store.js";
 import type { IoEngine } from "../src/io-engine.js";
-import { dropPageCache, measureReadCeiling, peakRssBytes, procIo } from "../src/io-stats.js";
+import { dropPageCache, measureReadCeiling, measureReadEngine, peakRssBytes, procIo } from "../src/io-stats.js";
 import { expertBytes, writeSyntheticK3 } from "../test/make-checkpoint.js";
 import { globalLruHitRate, routingTrace } from "./trace.js";
 // @ts-expect-error plain JS module shared by every package's bench
@@ -157,6 +157,35 @@ async function enginePasses(pieceBytes: number) {
   return { pieceBytes, pread: medianPass(got.pread), uring: medianPass(got.io_uring), preadCpu: cpu(got.pread), uringCpu: cpu(got.io_uring), all: got };
 }
 const engineRuns = [await enginePasses(0), await enginePasses(4 << 20)];
+
+/** The same reads in pieces cut as the store cuts them (boundaries every `piece` bytes from the aligned start). */
+function inPieces(list: typeof reads, piece: number): typeof reads {
+  return list.flatMap((r) => {
+    const base = Math.floor(r.offset / 4096) * 4096;
+    const out: typeof reads = [];
+    for (let s = base; s < r.offset + r.length; s += piece) {
+      const from = Math.max(r.offset, s);
+      out.push({ file: r.file, offset: from, length: Math.min(r.offset + r.length, s + piece) - from });
+    }
+    return out;
+  });
+}
+
+/** The read pool alone, driven from C (no JS in the loop): the engines' own CPU per GB. */
+function cEnginePasses(pieceBytes: number) {
+  const list = pieceBytes ? inPieces(reads, pieceBytes) : reads;
+  const order: Array<"pread" | "io_uring"> = ["pread", "io_uring", "io_uring", "pread", "pread", "io_uring"];
+  const got: Record<string, Array<ReturnType<typeof measureReadEngine>>> = { pread: [], io_uring: [] };
+  for (const e of order) {
+    dropAll();
+    got[e].push(measureReadEngine(list, { engine: e, queueDepth: 16 }));
+  }
+  const show = (ps: Array<ReturnType<typeof measureReadEngine>>) => ps.map((p) => `${p.gbPerSec.toFixed(2)} GB/s ${p.cpuSecPerGB.toFixed(4)} cpu-s/GB`).join(", ");
+  log(`engines from C, ${pieceBytes ? `${pieceBytes >> 20} MiB pieces` : "one read per expert"} (${list.length} reads): pread ${show(got.pread)}; io_uring ${show(got.io_uring)}`);
+  const med = (ps: Array<ReturnType<typeof measureReadEngine>>) => ({ gbPerSec: median(ps.map((p) => p.gbPerSec)), cpu: median(ps.map((p) => p.cpuSecPerGB)) });
+  return { pieceBytes, reads: list.length, pread: med(got.pread), uring: med(got.io_uring), all: got };
+}
+const cRuns = [cEnginePasses(0), cEnginePasses(4 << 20)];
 const sq = [await storePass(4 << 20, "io_uring", true), await storePass(4 << 20, "io_uring", true)];
 const sqPass = medianPass(sq);
 log(`SQPOLL (${sqPass.engine}): ${sq.map((p) => `${p.gbPerSec.toFixed(2)} GB/s ${p.cpuSecPerGB.toFixed(3)} cpu-s/GB`).join(", ")}`);
@@ -257,6 +286,13 @@ const rows: Array<Record<string, string | number>> = [
       { metric: `  CPU seconds per GB read (whole process), ${what}`, ours: `${r.uringCpu.toFixed(3)} s/GB`, reference: `${r.preadCpu.toFixed(3)} s/GB (pread threads)`, ratio: r.uringCpu / r.preadCpu, target: "< 1" },
     ];
   }),
+  ...cRuns.flatMap((r) => {
+    const what = r.pieceBytes ? `${r.pieceBytes >> 20} MiB pieces` : "one read per expert";
+    return [
+      { metric: `read pool alone from C (no JS), ${what}: io_uring vs pread threads (median of 3, interleaved)`, ours: `${r.uring.gbPerSec.toFixed(2)} GB/s`, reference: `${r.pread.gbPerSec.toFixed(2)} GB/s (pread threads x16)`, ratio: r.uring.gbPerSec / r.pread.gbPerSec, target: ">= 1" },
+      { metric: `  CPU seconds per GB read, pool alone, ${what}`, ours: `${r.uring.cpu.toFixed(4)} s/GB`, reference: `${r.pread.cpu.toFixed(4)} s/GB (pread threads)`, ratio: r.uring.cpu / r.pread.cpu, target: "< 1" },
+    ];
+  }),
   { metric: `  io_uring + SQPOLL (${sqPass.engine}), 4 MiB pieces (median of 2)`, ours: `${sqPass.gbPerSec.toFixed(2)} GB/s, ${median(sq.map((p) => p.cpuSecPerGB)).toFixed(3)} s/GB`, reference: `${engineRuns[1].uring.gbPerSec.toFixed(2)} GB/s, ${engineRuns[1].uringCpu.toFixed(3)} s/GB (io_uring)`, ratio: sqPass.gbPerSec / engineRuns[1].uring.gbPerSec, target: "" },
   ...(fio !== null ? [{ metric: "  fio randread bs=17547264 iodepth=16 direct io_uring", ours: `${store.gbPerSec.toFixed(2)} GB/s`, reference: `${fio.toFixed(2)} GB/s (fio, best of io_uring/libaio, its own 4 KiB-page buffers)`, ratio: store.gbPerSec / fio, target: "" }] : []),
   { metric: "bytes per token, store counter (no cache)", ours: `${(perToken / 1e6).toFixed(1)} MB`, reference: `${(theoreticalPerToken / 1e6).toFixed(1)} MB (4 layers x 16 x 17,547,264)`, ratio: perToken / theoreticalPerToken, target: "<= 1.01" },
@@ -286,7 +322,7 @@ writeReport("moe-stream", {
   notes: [
     `Disk: ${(totalBytes / GB).toFixed(2)} GB checkpoint in ${dir}; page cache dropped (fdatasync + POSIX_FADV_DONTNEED) before every pass; ${TOKENS} decode tokens x ${LAYERS.length} layers x 16 experts.`,
     `Store direct reads ${store.s.directReads}/${store.s.reads}. Ceiling passes ${[c1, c2, c3].map((c) => c.gbPerSec.toFixed(2)).join(" / ")} GB/s, store passes ${[s1, s2, s3].map((c) => c.gbPerSec.toFixed(2)).join(" / ")} GB/s (order C S S C C S; medians compared; the disk is a virtual one, so the host may cache). Peak RSS ${(peakRssBytes() / 1e6).toFixed(0)} MB.`,
-    `Engines, every pass (order P U U P P U, then 2 x SQPOLL): ${engineRuns.map((r) => `${r.pieceBytes ? `${r.pieceBytes >> 20} MiB pieces` : "one read per expert"}: pread ${r.all.pread.map((p) => `${p.gbPerSec.toFixed(2)} GB/s ${p.cpuSecPerGB.toFixed(3)} s/GB`).join(", ")}; io_uring ${r.all.io_uring.map((p) => `${p.gbPerSec.toFixed(2)} GB/s ${p.cpuSecPerGB.toFixed(3)} s/GB`).join(", ")}`).join(". ")}. SQPOLL ${sq.map((p) => `${p.gbPerSec.toFixed(2)} GB/s ${p.cpuSecPerGB.toFixed(3)} s/GB`).join(", ")}. CPU = process.cpuUsage() user + system over the pass (all threads, io_uring's kernel workers included), per GB the device transferred.`,
+    `Engines, every pass (order P U U P P U, then 2 x SQPOLL): ${engineRuns.map((r) => `${r.pieceBytes ? `${r.pieceBytes >> 20} MiB pieces` : "one read per expert"}: pread ${r.all.pread.map((p) => `${p.gbPerSec.toFixed(2)} GB/s ${p.cpuSecPerGB.toFixed(3)} s/GB`).join(", ")}; io_uring ${r.all.io_uring.map((p) => `${p.gbPerSec.toFixed(2)} GB/s ${p.cpuSecPerGB.toFixed(3)} s/GB`).join(", ")}`).join(". ")}. SQPOLL ${sq.map((p) => `${p.gbPerSec.toFixed(2)} GB/s ${p.cpuSecPerGB.toFixed(3)} s/GB`).join(", ")}. Pool alone from C: ${cRuns.map((r) => `${r.pieceBytes ? `${r.pieceBytes >> 20} MiB pieces` : "one read per expert"}: pread ${r.all.pread.map((p) => `${p.gbPerSec.toFixed(2)} GB/s ${p.cpuSecPerGB.toFixed(4)} s/GB`).join(", ")}; io_uring ${r.all.io_uring.map((p) => `${p.gbPerSec.toFixed(2)} GB/s ${p.cpuSecPerGB.toFixed(4)} s/GB`).join(", ")}`).join(". ")}. CPU = process.cpuUsage() (getrusage from C for the pool-alone rows) user + system over the pass (all threads, io_uring's kernel workers included), per GB the device transferred.`,
     `The disk is virtualised (${diskNote()}): the host may cache, so absolute GB/s are not an NVMe figure; the ratios of passes interleaved in one run are what is measured. Load average at the end ${loadavg().map((x) => x.toFixed(2)).join(" / ")} on ${cpus().length} cores shared with other engineers' builds and tests: figures are from a busy machine.`,
   ],
 });

@@ -7,6 +7,7 @@
         "src/arena.c",
         "src/ceiling.c",
         "src/direct_file.c",
+        "src/pool_bench.c",
         "src/read_pool.c",
         "src/uring.c",
         "src/uring_reader.c"

@@ -55,7 +55,7 @@ export {
 export { TrunkStreamer, type TrunkStreamerOptions, type TrunkLayer, type TrunkStreamerStats } from "./trunk-stream.js";
 export { planMemory, censusFromConfig, type PlanOptions, type MemoryPlan, type ModelCensus } from "./plan.js";
 export { resolveIoEngine, type IoEngine, type IoEngineInUse } from "./io-engine.js";
-export { procIo, peakRssBytes, dropPageCache, measureReadCeiling } from "./io-stats.js";
+export { procIo, peakRssBytes, dropPageCache, measureReadCeiling, measureReadEngine } from "./io-stats.js";
 export { packExperts, openPackedExperts, verifyPackedExperts, EXPERTS_FILE, EXPERTS_INDEX, type PackedExpertsIndex } from "./expert-pack.js";
 export { TrunkChunkStreamer, planTrunkChunks, type TrunkChunk, type TrunkChunkStreamerOptions } from "./trunk-chunks.js";
 export {

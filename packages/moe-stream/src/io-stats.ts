@@ -48,3 +48,26 @@ export function measureReadCeiling(
   );
   return { ...r, gbPerSec: r.bytes / r.seconds / 1e9 };
 }
+
+/**
+ * The read pool's own cost for a list of ranges: every read queued at once on `engine` at depth
+ * `queueDepth`, driven from C (no JS in the loop); wall seconds and process CPU seconds (every
+ * thread, io_uring's kernel workers included). GB = 1e9 bytes.
+ */
+export function measureReadEngine(
+  reads: Array<{ file: string; offset: number; length: number }>,
+  opts: { engine: "io_uring" | "pread"; queueDepth?: number; direct?: boolean },
+): { bytes: number; seconds: number; cpuSeconds: number; gbPerSec: number; cpuSecPerGB: number; engine: "io_uring" | "pread" } {
+  const files = [...new Set(reads.map((r) => r.file))];
+  const index = new Map(files.map((f, i) => [f, i]));
+  const r = native.poolBench(
+    files,
+    Uint32Array.from(reads, (x) => index.get(x.file)!),
+    Float64Array.from(reads, (x) => x.offset),
+    Float64Array.from(reads, (x) => x.length),
+    opts.queueDepth ?? 16,
+    opts.engine,
+    opts.direct ?? true,
+  );
+  return { ...r, gbPerSec: r.bytes / r.seconds / 1e9, cpuSecPerGB: r.cpuSeconds / (r.bytes / 1e9) };
+}

@@ -63,6 +63,7 @@ export interface MoeStreamBinding {
   supersetBytes(length: number, align: number): number;
   readCeiling(paths: string[], file: Uint32Array, offset: Float64Array, length: Float64Array, qd: number, direct: boolean): { bytes: number; seconds: number };
   dropFileCache(path: string): number;
+  poolBench(paths: string[], file: Uint32Array, offset: Float64Array, length: Float64Array, qd: number, engine: "io_uring" | "pread", direct: boolean): { bytes: number; seconds: number; cpuSeconds: number; engine: "io_uring" | "pread" };
 }
 
 export const addon = loadAddon<MoeStreamBinding>("@k3/moe-stream", import.meta.url);

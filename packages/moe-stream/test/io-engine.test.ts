@@ -9,6 +9,7 @@ import { openCheckpointIndex, type ExpertLocation } from "../src/checkpoint.js";
 import { ExpertReadError, MoeStreamError, StoreStateError } from "../src/errors.js";
 import { ExpertStore, type ExpertHandle } from "../src/expert-store.js";
 import { resolveIoEngine, type IoEngine } from "../src/io-engine.js";
+import { measureReadEngine } from "../src/io-stats.js";
 import { native, type NativeReadDone } from "../src/native.js";
 import { packTrunk } from "../src/trunk-pack.js";
 import { TrunkStreamer } from "../src/trunk-stream.js";
@@ -400,6 +401,24 @@ describe("engine selection", () => {
 
   it("refuses an unknown engine name", () => {
     expect(() => ExpertStore.open({ experts, ioSlots: 1, ioEngine: "aio" as IoEngine })).toThrow(/ioEngine must be "auto", "io_uring" or "pread", got "aio"/);
+  });
+});
+
+describe.each(ENGINES)("measureReadEngine on %s (the pool from C, for the bench)", (engine) => {
+  it("reads every range once and reports wall and CPU time", () => {
+    const reads = experts.map((e) => ({ file: e.file, offset: e.offset, length: e.byteLength }));
+    const r = measureReadEngine(reads, { engine, queueDepth: 4 });
+    expect(r.engine).toBe(engine);
+    expect(r.bytes).toBeGreaterThanOrEqual(reads.length * EXPERT);
+    expect(r.bytes).toBeLessThanOrEqual(reads.length * (EXPERT + 8192));
+    expect(r.seconds).toBeGreaterThan(0);
+    expect(r.cpuSeconds).toBeGreaterThanOrEqual(0);
+  });
+
+  it("names a read that fails", () => {
+    const e = experts[0];
+    const size = statSync(e.file).size;
+    expect(() => measureReadEngine([{ file: e.file, offset: size - 10, length: 100 }], { engine })).toThrow(/poolBench: read 0 lies outside its file/);
   });
 });
 
