@@ -64,6 +64,8 @@ const MODEL_OPTIONS = `model and memory:
   --piece-mb N         read each expert in in-order N MiB pieces (default 4; 0 = one read per expert)
   --no-prefetch        no lookahead: do not read the next MoE layer's predicted experts ahead
                        (default on; both change I/O only, never the output)
+  --layers N           run only layers 0..N-1, then the final norm and lm_head: a smoke test of a partly
+                       downloaded checkpoint (shards not on disk are allowed); the output is not the model's
   --spec N             exact n-gram speculative decoding: up to N (<= 8) tokens guessed from earlier
                        text are verified in the same forward pass; identical output (default 0 = off)
   --on-expert-error M  drop (default): an expert that cannot be read or is corrupt is left out of its
@@ -191,6 +193,7 @@ const COMMON: ParseArgsConfig["options"] = {
   "no-prefetch": { type: "boolean" },
   "on-expert-error": { type: "string" },
   spec: { type: "string" },
+  layers: { type: "string" },
 };
 const SAMPLING: ParseArgsConfig["options"] = {
   "max-tokens": { type: "string" },
@@ -251,6 +254,7 @@ function engineOptions(values: Values, tokens: { kind: string; name?: string }[]
   if (values.trunk !== undefined) opts.trunkDir = resolve(String(values.trunk));
   if (values["piece-mb"] !== undefined) opts.pieceMb = num(values, "piece-mb", 4, (x) => Number.isInteger(x) && x >= 0 && x <= 1024, "an integer number of MiB in 0..1024 (0 = one read per expert)");
   if (values["no-prefetch"]) opts.prefetch = false;
+  if (values.layers !== undefined) opts.layers = num(values, "layers", 0, (x) => Number.isInteger(x) && x >= 1, "an integer number of layers >= 1");
   if (values.spec !== undefined) opts.spec = num(values, "spec", 0, (x) => Number.isInteger(x) && x >= 0 && x <= 8, "an integer draft length in 0..8 (0 = off)");
   if (values["on-expert-error"] !== undefined) {
     if (!["drop", "fail"].includes(values["on-expert-error"] as string)) throw new UsageError(`--on-expert-error ${values["on-expert-error"]}: expected drop or fail`);

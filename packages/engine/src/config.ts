@@ -9,7 +9,7 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ConfigError } from "./errors.js";
+import { ConfigError, UsageError } from "./errors.js";
 
 export type LayerKind = "kda" | "mla";
 export type ModelFamily = "k3" | "kimi-linear";
@@ -79,6 +79,17 @@ export interface ModelConfig {
   maxPositionEmbeddings: number | null;
   /** The raw JSON (for the fingerprint and diagnostics). */
   raw: Record<string, unknown>;
+}
+
+/**
+ * The first `n` layers of `cfg` (`--layers N`: a smoke test of a partly downloaded checkpoint; the
+ * final norm and lm_head follow layer n-1, so the output is not the model's). The raw config gets
+ * `k3_layers` so fingerprints (state files, prompt cache) never mix it with the full model.
+ */
+export function withLayers(cfg: ModelConfig, n: number | undefined): ModelConfig {
+  if (n === undefined || n === cfg.numLayers) return cfg;
+  if (!Number.isInteger(n) || n < 1 || n > cfg.numLayers) throw new UsageError(`layers ${n}: expected an integer in 1..${cfg.numLayers} (the config has ${cfg.numLayers} layers)`);
+  return { ...cfg, numLayers: n, layerKinds: cfg.layerKinds.slice(0, n), raw: { ...cfg.raw, k3_layers: n } };
 }
 
 /** True when layer l (zero-based) has an MoE FFN rather than the dense MLP. */

@@ -12,7 +12,7 @@ import { basename, join } from "node:path";
 import { setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
 import { encodeChat, loadKimiTokenizer, type ChatMessage, type Tokenizer } from "@k3/tiktoken-bpe";
 import { censusOf, type Census } from "./census.js";
-import { checkTokenizerMatch, configFingerprint, fnv1a64, readConfig, type ModelConfig } from "./config.js";
+import { checkTokenizerMatch, configFingerprint, fnv1a64, readConfig, withLayers, type ModelConfig } from "./config.js";
 import { AbortError, UsageError } from "./errors.js";
 import type { KdaCore } from "./layers/kda.js";
 import { Model, type ModelState } from "./model.js";
@@ -58,6 +58,11 @@ export interface EngineOptions {
    * its own `promptCache` or `state`: {slots, maxBytes} (slots 0 = none). Default: none.
    */
   promptCache?: PromptCacheOptions;
+  /**
+   * Run only the first N layers, then the final norm and lm_head (`--layers N`): a smoke test of a
+   * partly downloaded checkpoint (absent shards are allowed). The output is not the model's.
+   */
+  layers?: number;
   /**
    * Exact n-gram speculative decoding: up to this many tokens guessed from earlier text are
    * verified in the same forward pass as each sampled token (0 = off, the default; at most 8). The
@@ -204,7 +209,9 @@ export class Engine {
     // (and the cache's snapshot points need a whole chunk size).
     if (options.promptCache) new PromptCache(options.promptCache);
     if (options.chunkSize !== undefined && (!Number.isInteger(options.chunkSize) || options.chunkSize < 1)) throw new UsageError(`chunk size ${options.chunkSize}: expected an integer >= 1`);
-    const cfg = readConfig(dir);
+    const full = readConfig(dir);
+    const cfg = withLayers(full, options.layers);
+    if (cfg !== full) options.log?.(`note: --layers ${cfg.numLayers}: running layers 0..${cfg.numLayers - 1} of ${full.numLayers}, then the final norm and lm_head; shards not on disk are allowed; the output is NOT the model's`);
     const census = censusOf(cfg);
     const mem = options.mem ?? readMemInfo();
     const preset = options.preset ?? "auto";
@@ -238,6 +245,7 @@ export class Engine {
       pieceBytes: pieceBytesOf(options.pieceMb),
       prefetch: options.prefetch ?? true,
       onExpertError: options.onExpertError ?? "drop",
+      layers: options.layers,
       // Read pieces: 64 MiB, or the largest layer rounded up to 1 MiB when smaller (no oversized slots).
       trunk: streaming
         ? { dir: options.trunkDir!, pinnedLayers: plan.pinnedLayers, ringSlots: plan.ringSlots, chunkBytes: Math.min(64 << 20, Math.ceil(Math.max(...census.layerTrunkBytes) / (1 << 20)) * (1 << 20)) }

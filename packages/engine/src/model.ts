@@ -7,7 +7,7 @@
  * prefill, chunked prefill and incremental decode are the same code and give the same bits.
  */
 import { gemvBf16, rmsNorm } from "@k3/dense";
-import { isMoeLayer, readConfig, type ModelConfig } from "./config.js";
+import { isMoeLayer, readConfig, withLayers, type ModelConfig } from "./config.js";
 import { AbortError } from "./errors.js";
 import { attnResMix, fuseResWeights } from "./layers/attnres.js";
 import { KdaMixer, KdaState, kdaConfigOf, type KdaCore } from "./layers/kda.js";
@@ -93,6 +93,11 @@ export interface LoadOptions {
   prefetch?: boolean;
   /** Streaming slots reserved for prefetched experts (default ceil(topK / 2)); added to the topK + 2 demand slots. */
   prefetchSlots?: number;
+  /**
+   * Run only the first N layers (then the final norm and lm_head): a smoke test of a partly
+   * downloaded checkpoint, whose absent shards are then allowed. The output is not the model's.
+   */
+  layers?: number;
   /**
    * A routed expert whose read fails or whose bytes are refused (MXFP4 0xFF scale): "drop" (default,
    * the reference engine's behaviour) leaves it out of that layer's mix, counts it in the report and
@@ -222,7 +227,7 @@ export class Model {
     if (!options.trunk) return Model.load(dir, options);
     const t = options.trunk;
     const all = new Set(t.pinnedLayers);
-    const streamed = [...Array(readConfig(dir).numLayers).keys()].filter((l) => !all.has(l));
+    const streamed = [...Array(withLayers(readConfig(dir), options.layers).numLayers).keys()].filter((l) => !all.has(l));
     const streamer = await TrunkStreamer.open({ dir: t.dir, pinnedLayers: [], ringSlots: Math.max(1, t.ringSlots), schedule: streamed, chunkBytes: t.chunkBytes ?? 64 << 20, direct: options.directIo ?? true });
     try {
       return Model.load(dir, options, streamer);
@@ -234,13 +239,16 @@ export class Model {
 
   /** Loads config and weights from a checkpoint directory (the whole trunk resident unless a streamer is given). */
   static load(dir: string, options: LoadOptions = {}, streamer: TrunkStreamer | null = null): Model {
-    const cfg = readConfig(dir);
-    const src = openWeights(dir);
+    const cfg = withLayers(readConfig(dir), options.layers);
+    const partial = options.layers !== undefined;
+    const src = openWeights(dir, { allowMissingShards: partial });
     let store: ExpertStore | null = null;
     try {
+      // A partial checkpoint: fail on the first needed layer whose shard is absent, naming the shard.
+      if (partial) for (let l = 0; l < cfg.numLayers; l++) src.info(`${cfg.tensorPrefix}model.layers.${l}.input_layernorm.weight`);
       const moeLayers = [...Array(cfg.numLayers).keys()].filter((l) => isMoeLayer(cfg, l));
       if (moeLayers.length > 0) {
-        const index = openCheckpointIndex(dir);
+        const index = openCheckpointIndex(dir, { allowMissingShards: partial });
         const experts = moeLayers.flatMap((l) => {
           const list = index.experts(l);
           if (list.length !== cfg.moe.numExperts) throw new WeightError(`layer ${l}: the checkpoint has ${list.length} routed experts, the config says ${cfg.moe.numExperts}`);

@@ -53,7 +53,11 @@ class CheckpointSource implements WeightSource {
   }
   info(name: string): TensorInfo {
     const t = this.ckpt.tryGet(name);
-    if (!t) throw new WeightError(`${this.dir}: tensor ${name} is missing from the checkpoint`);
+    if (!t) {
+      // get() names the shard a tensor of a partly downloaded checkpoint is waiting in.
+      wrap(this.dir, () => this.ckpt.get(name));
+      throw new WeightError(`${this.dir}: tensor ${name} is missing from the checkpoint`);
+    }
     return { name: t.name, dtype: t.dtype, shape: t.shape, file: t.file, offset: t.offset, nbytes: t.byteLength };
   }
   read(name: string): Uint8Array {
@@ -86,9 +90,12 @@ function wrap<T>(what: string, fn: () => T): T {
   }
 }
 
-/** Opens a sharded checkpoint (model.safetensors.index.json) or the *.safetensors files in `dir`. */
-export function openWeights(dir: string): WeightSource {
-  return wrap(dir, () => new CheckpointSource(dir, openCheckpointSync(dir)));
+/**
+ * Opens a sharded checkpoint (model.safetensors.index.json) or the *.safetensors files in `dir`.
+ * `allowMissingShards`: a partly downloaded checkpoint (`--layers N`); a tensor of an absent shard fails naming it.
+ */
+export function openWeights(dir: string, options: { allowMissingShards?: boolean } = {}): WeightSource {
+  return wrap(dir, () => new CheckpointSource(dir, openCheckpointSync(dir, { allowMissingShards: options.allowMissingShards })));
 }
 
 /** Opens one safetensors file (e.g. expected.safetensors). */
