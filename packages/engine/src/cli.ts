@@ -15,12 +15,13 @@ import { Engine, type EngineOptions } from "./engine.js";
 import { EXIT_DROPPED_EXPERT, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, exitCodeOf, UsageError } from "./errors.js";
 import { runDoctor } from "./doctor.js";
 import { embeddedModelDir } from "./embedded.js";
-import { GB, PRESET_NAMES, PRESETS, type PresetName } from "./presets.js";
+import { fmtBytes, GB, PRESET_NAMES, PRESETS, type PresetName } from "./presets.js";
 import { formatReport } from "./report.js";
 import { startServer } from "./server.js";
 import { formatTeacherForcing, loadReference, teacherForced } from "./teacher-forcing.js";
 import { cacheSimReport, ExpertTraceRecorder, formatCacheSim } from "./cache-trace.js";
 import { compareLogits, formatComparison, LogitsDumper, readLogits } from "./logits-dump.js";
+import { downloadCheckpoint } from "./download.js";
 import { CACHE_POLICIES, type CachePolicy } from "@k3/moe-stream";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -40,6 +41,7 @@ commands:
   pack           pack the trunk (non-expert weights) into one aligned file for streaming
   doctor         check this machine and a checkpoint: toolchain, SIMD, RAM → preset, disk, shards
   bench          prefill and decode speed on a model
+  download       fetch a checkpoint from the hub: pinned revision, free-space check, resume, sha256-verified
   compare-logits compare two --dump-logits files (max/rel-L2 difference, first argmax change)
   cache-sim      replay a --dump-cache-trace through other expert-cache sizes and policies (no model)
 
@@ -153,6 +155,18 @@ Checks Node, the native addons and SIMD level, threads, RAM (MemAvailable → su
 disk read probe with the engine's access pattern (expert-sized positioned reads at scattered
 offsets of the checkpoint's shards), and the checkpoint itself (config, tokenizer, every shard's
 size against its header). Exits 1 only for blocking problems.
+`,
+  download: `usage: k3 download OWNER/NAME --dir DIR [--revision REV] [--include GLOB]... [--concurrency 4]
+                  [--verify size|full] [--endpoint URL] [--token TOKEN]
+
+Fetches a checkpoint from a Hugging Face-compatible hub (default $HF_ENDPOINT or huggingface.co;
+token: --token or $HF_TOKEN). The revision (default main) is pinned to one commit first and kept in
+DIR/.k3-download.json, so a rerun resumes the same commit. Free space for what is left (+ 1 GiB) is
+checked before writing. Each file goes to FILE.part with HTTP range resume, is hashed (SHA-256) as
+it streams and is renamed into place only when its size and, for LFS files, its sha256 match the
+hub's listing; a mismatch keeps the bytes as FILE.part.bad and fails (exit 1). Finally every shard
+index.json names must be present. --include fetches only matching files (e.g. the first shards and
+the small files, for --layers N); --verify full re-hashes files already on disk. Rerun to resume.
 `,
   "compare-logits": `usage: k3 compare-logits A.safetensors B.safetensors [--rtol 1e-3] [--json FILE]
 
@@ -411,6 +425,52 @@ async function tfCheck(engine: Engine, prompt: number[], continuation: number[],
   return r.agreement >= o.min ? EXIT_OK : EXIT_RUNTIME;
 }
 
+// ---------------------------------------------------------------- download
+
+async function cmdDownload(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: {
+        help: { type: "boolean", short: "h" },
+        dir: { type: "string" },
+        revision: { type: "string" },
+        include: { type: "string", multiple: true },
+        concurrency: { type: "string" },
+        verify: { type: "string" },
+        endpoint: { type: "string" },
+        token: { type: "string" },
+      },
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (err) {
+    throw new UsageError(`k3 download: ${(err as Error).message}\n(see k3 download --help)`);
+  }
+  const values = parsed.values as Values;
+  if (values.help) return print(HELP.download);
+  if (parsed.positionals.length !== 1) throw new UsageError(`k3 download: give one repository (owner/name), got ${parsed.positionals.length}\n(see k3 download --help)`);
+  if (typeof values.dir !== "string") throw new UsageError("k3 download: --dir DIR is required");
+  if (values.verify !== undefined && values.verify !== "size" && values.verify !== "full") throw new UsageError(`--verify ${values.verify}: expected size or full`);
+  const { progressPrinter } = await import("@k3/moe-stream");
+  const bar = progressPrinter(process.stderr);
+  const r = await downloadCheckpoint({
+    repo: parsed.positionals[0],
+    dir: String(values.dir),
+    revision: values.revision as string | undefined,
+    include: values.include as string[] | undefined,
+    concurrency: num(values, "concurrency", 4, (x) => Number.isInteger(x) && x >= 1 && x <= 64, "an integer in 1..64"),
+    verify: values.verify as "size" | "full" | undefined,
+    endpoint: values.endpoint as string | undefined,
+    token: values.token as string | undefined,
+    log: (l) => process.stderr.write(l + "\n"),
+    onProgress: (p) => bar({ phase: "download", item: p.file, ...p }),
+  });
+  process.stderr.write(`done: ${r.files.length} files at ${r.revision}, ${fmtBytes(r.fetchedBytes)} fetched, ${fmtBytes(r.resumedBytes)} already there, ${r.seconds.toFixed(1)} s\n`);
+  return EXIT_OK;
+}
+
 // ---------------------------------------------------------------- compare-logits
 
 async function cmdCompareLogits(argv: string[]): Promise<number> {
@@ -640,6 +700,8 @@ export async function main(argv: string[]): Promise<number> {
         return await cmdCacheSim(rest);
       case "compare-logits":
         return await cmdCompareLogits(rest);
+      case "download":
+        return await cmdDownload(rest);
       default:
         throw new UsageError(`k3: unknown command ${JSON.stringify(command)}\n\n${GLOBAL_HELP}`);
     }

@@ -17,6 +17,7 @@ export { startServer, validateRequest, HttpError, type CompletionBackend, type C
 export { WorkerBackend, type WorkerInit } from "./backend.js";
 export { embeddedModelDir } from "./embedded.js";
 export { teacherForced, loadReference, formatTeacherForcing, type TeacherForcingResult, type TeacherForcingMismatch, type TeacherForcingOptions } from "./teacher-forcing.js";
+export { downloadCheckpoint, listRevision, DownloadError, type DownloadOptions, type DownloadResult, type HubFile } from "./download.js";
 export { LogitsDumper, readLogits, compareLogits, formatComparison, LOGITS_FORMAT, type LogitsFile, type LogitsComparison } from "./logits-dump.js";
 export { ngramDraft, SpeculativeDecoder, type Drafter, type NgramDraftOptions, type SpeculationStats } from "./speculative.js";
 export { ExpertTraceRecorder, cacheSimReport, formatCacheSim, TRACE_FILE, HIST_FILE, type TraceMeta, type CacheSimReport, type CacheSimRow } from "./cache-trace.js";
