@@ -20,9 +20,17 @@ const TMPFS_MAGIC = 0x01021994;
 const ECANCELED = 125;
 const EPERM = 1;
 
-/** A scratch dir on a real disk: O_DIRECT must be exercised, and tmpfs would not show it. */
+/** A scratch dir on a real disk (O_DIRECT must be exercised; tmpfs would not show it): the OS temp
+    dir, else /var/tmp, else the package's own .tmp (a disk wherever the repo is checked out). */
 function diskDir(prefix: string): string {
-  const base = statfsSync(tmpdir()).type === TMPFS_MAGIC ? fileURLToPath(new URL("../.tmp", import.meta.url)) : tmpdir();
+  const onDisk = (d: string) => {
+    try {
+      return statfsSync(d).type !== TMPFS_MAGIC;
+    } catch {
+      return false;
+    }
+  };
+  const base = [tmpdir(), "/var/tmp"].find(onDisk) ?? fileURLToPath(new URL("../.tmp", import.meta.url));
   mkdirSync(base, { recursive: true });
   return mkdtempSync(join(base, prefix));
 }
