@@ -441,7 +441,7 @@ export class Engine {
       stopReason: stop,
       counters,
       wallSeconds: wall,
-      io: { prefetch: this.model.prefetch, pieceBytes: this.model.pieceBytes },
+      io: { prefetch: this.model.prefetch, pieceBytes: this.model.pieceBytes, engine: this.model.experts?.stats().engine, engineNote: this.model.experts?.stats().engineNote },
     });
   }
 }

@@ -104,6 +104,9 @@ export interface RunReport {
   /** Lookahead prefetch on; expert read piece size (0 = one read per expert). */
   prefetch: boolean;
   piece_bytes: number;
+  /** The expert store's read engine ("io_uring", "io_uring+sqpoll", "pread"; null without experts) and why io_uring is not in use. */
+  io_engine: string | null;
+  io_engine_note: string | null;
   /** Experts predicted for the next MoE layer (summed over layers and chunks) and how many it used. */
   prefetch_predicted: number;
   prefetch_used: number;
@@ -136,7 +139,7 @@ export function buildReport(args: {
   counters: RunCounters;
   wallSeconds: number;
   /** The expert I/O setup (default: no prefetch, one read per expert). */
-  io?: { prefetch: boolean; pieceBytes: number };
+  io?: { prefetch: boolean; pieceBytes: number; engine?: string; engineNote?: string | null };
 }): RunReport {
   const c = args.counters;
   const total = c.bytesRead.trunk + c.bytesRead.experts + c.bytesRead.embedHead;
@@ -167,6 +170,8 @@ export function buildReport(args: {
     prefetch_hit_rate: c.expertRequests > 0 ? c.expertPrefetchHits / c.expertRequests : null,
     prefetch: args.io?.prefetch ?? false,
     piece_bytes: args.io?.pieceBytes ?? 0,
+    io_engine: args.io?.engine ?? null,
+    io_engine_note: args.io?.engineNote ?? null,
     prefetch_predicted: c.prefetchPredicted,
     prefetch_used: c.prefetchUsed,
     prefetch_accuracy: c.prefetchPredicted > 0 ? c.prefetchUsed / c.prefetchPredicted : null,
@@ -203,7 +208,7 @@ export function formatReport(r: RunReport): string {
     r.prefetch
       ? `  lookahead prefetch: accuracy ${pct(r.prefetch_accuracy)} (${r.prefetch_used} of ${r.prefetch_predicted} predicted experts used), ${r.prefetch_issued} reads issued; pieces ${pieces(r.piece_bytes)}`
       : `  lookahead prefetch: off; pieces ${pieces(r.piece_bytes)}`,
-    `  I/O share of wall clock: ${pct(r.io_share)}; overlapped with compute: ${pct(r.io_overlap)}`,
+    `  I/O share of wall clock: ${pct(r.io_share)}; overlapped with compute: ${pct(r.io_overlap)}${r.io_engine ? `; reads: ${r.io_engine}${r.io_engine_note ? ` (${r.io_engine_note})` : ""}` : ""}`,
   ];
   if (r.spec.max_draft > 0)
     lines.push(`  speculation (n-gram, up to ${r.spec.max_draft}): ${r.spec.accepted} of ${r.spec.drafted} drafted tokens confirmed (${pct(r.spec.acceptance)}) in ${r.spec.rounds} verification passes; ${r.decode_forwards} decode forwards for ${r.generated_tokens} tokens`);

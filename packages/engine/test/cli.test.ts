@@ -142,5 +142,8 @@ describe("k3 CLI", () => {
     expect(c.generated_ids).toEqual(a.generated_ids);
     expect([c.prefetch, c.piece_bytes, c.prefetch_predicted, c.prefetch_hit_rate]).toEqual([false, 0, 0, 0]);
     expect([a.prefetch, a.piece_bytes]).toEqual([true, 4 << 20]);
+    // The store's read engine is reported (io_uring here unless the kernel or seccomp blocks it).
+    expect(["io_uring", "io_uring+sqpoll", "pread"]).toContain(a.io_engine);
+    if (a.io_engine === "pread") expect(a.io_engine_note).toBeTruthy();
   });
 });
