@@ -3,13 +3,13 @@
  * in-memory file), built from the headers alone, with grouping by layer/expert, contiguous runs
  * and positioned reads.
  */
-import { closeSync, existsSync, openSync, readdirSync, realpathSync, statSync } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, statSync } from "node:fs";
 import { open as openAsync, type FileHandle } from "node:fs/promises";
 import { basename, join, relative, resolve } from "node:path";
 import { DTYPES, type Dtype } from "./dtypes.js";
 import { SafetensorsError, ioError } from "./errors.js";
 import { preadExact, preadExactSync, bytesOf } from "./io.js";
-import { resolveShard, unsafeShardReason } from "./paths.js";
+import { resolveShard, shardRoots, unsafeShardReason } from "./paths.js";
 import { tsBackend, type Backend, type IndexedShards, type IndexSummary, type Speculation } from "./backend.js";
 import { KIND_EXPERT, KIND_GLOBAL, tableName, tableShape, type HeaderTable } from "./table.js";
 import { classifyName } from "./classify.js";
@@ -76,6 +76,12 @@ export interface OpenOptions {
    * `get()` names the shard to fetch. Default false.
    */
   allowMissingShards?: boolean;
+  /**
+   * Further directories holding shards (a checkpoint spread over several drives): each shard
+   * index.json names is looked up in the checkpoint directory, then in these; it must be in
+   * exactly one of them, and a symlink may not leave the directory holding it. Default none.
+   */
+  shardDirs?: readonly string[];
 }
 
 export type RunSpec = readonly string[] | { file: string; offset: number; byteLength: number };
@@ -589,12 +595,12 @@ interface Plan {
   shards: string[];
 }
 
-function planSync(dir: string, backend: Backend): Plan {
+function planSync(dir: string, backend: Backend, shardDirs?: readonly string[]): Plan {
   const { abs, indexFile } = locate(dir);
   if (!indexFile) return { dir: abs, indexFile: null, index: null, shards: listShardFiles(abs) };
   const index = backend.parseIndex(indexFile);
-  const realDir = realpathSync(abs);
-  const shards = index.shards.map((name) => resolveShard(abs, realDir, name, indexFile));
+  const roots = shardRoots(abs, shardDirs);
+  const shards = index.shards.map((name) => resolveShard(roots, name, indexFile));
   return { dir: abs, indexFile, index, shards };
 }
 
@@ -622,11 +628,11 @@ function finish(plan: Plan, indexed: IndexedShards, backend: Backend, options: O
  * The plan of a partly downloaded checkpoint (allowMissingShards): index.json parsed by the TS
  * parser, restricted to the shards on disk; the absent shards' tensors are remembered by name.
  */
-function partialPlanSync(dir: string): { plan: Plan; absent: Map<string, string>; warning: string | null } {
+function partialPlanSync(dir: string, shardDirs?: readonly string[]): { plan: Plan; absent: Map<string, string>; warning: string | null } {
   const { abs, indexFile } = locate(dir);
   if (!indexFile) return { plan: { dir: abs, indexFile: null, index: null, shards: listShardFiles(abs) }, absent: new Map(), warning: null };
   const index = tsBackend.parseIndex(indexFile);
-  const realDir = realpathSync(abs);
+  const roots = shardRoots(abs, shardDirs);
   const { names, shardOf } = index.state as { names: string[]; shardOf: Uint32Array };
   const keep: number[] = []; // old shard id -> new id, or -1
   const shards: string[] = [];
@@ -634,13 +640,13 @@ function partialPlanSync(dir: string): { plan: Plan; absent: Map<string, string>
   index.shards.forEach((name) => {
     const unsafe = unsafeShardReason(name);
     if (unsafe) throw new SafetensorsError("UnsafeShardPath", `shard path ${JSON.stringify(name)} is refused: ${unsafe}`, { file: indexFile });
-    if (!existsSync(join(abs, name))) {
+    if (!roots.some((r) => existsSync(join(r.dir, name)))) {
       keep.push(-1);
       missing.push(name);
       return;
     }
     keep.push(shards.length);
-    shards.push(resolveShard(abs, realDir, name, indexFile));
+    shards.push(resolveShard(roots, name, indexFile));
   });
   const absent = new Map<string, string>();
   const keptNames: string[] = [];
@@ -662,7 +668,7 @@ function partialPlanSync(dir: string): { plan: Plan; absent: Map<string, string>
 }
 
 function openPartialSync(dir: string, options: OpenOptions): Checkpoint {
-  const { plan, absent, warning } = partialPlanSync(dir);
+  const { plan, absent, warning } = partialPlanSync(dir, options.shardDirs);
   const indexed = tsBackend.indexShardsSync(plan.shards, plan.index, plan.indexFile ?? undefined);
   // total_size covers the whole checkpoint: it cannot match a partial one.
   const ck = finish({ ...plan, index: plan.index && { ...plan.index, metadataJson: null } }, indexed, tsBackend, options, absent);
@@ -699,7 +705,7 @@ function locate(dir: string): { abs: string; indexFile: string | null } {
  * parsed in one parallel pass; the shard paths are then checked exactly as in the sequential
  * plan, and a shard that was not a candidate (subdirectory, symlink) falls back to that plan.
  */
-function finishSpeculation(spec: Speculation, abs: string, indexFile: string, candidates: string[]): { plan: Plan; indexed: IndexedShards } | { plan: Plan; indexed: null } {
+function finishSpeculation(spec: Speculation, abs: string, indexFile: string, candidates: string[], shardDirs?: readonly string[]): { plan: Plan; indexed: IndexedShards } | { plan: Plan; indexed: null } {
   if (spec.error) {
     spec.dispose();
     throw spec.error;
@@ -707,8 +713,8 @@ function finishSpeculation(spec: Speculation, abs: string, indexFile: string, ca
   const index = spec.index!;
   let shards: string[];
   try {
-    const realDir = realpathSync(abs);
-    shards = index.shards.map((name) => resolveShard(abs, realDir, name, indexFile));
+    const roots = shardRoots(abs, shardDirs);
+    shards = index.shards.map((name) => resolveShard(roots, name, indexFile));
   } catch (err) {
     spec.dispose();
     throw err;
@@ -727,10 +733,10 @@ export function openCheckpointWith(backend: Backend, dir: string, options: OpenO
   const { abs, indexFile } = locate(dir);
   if (indexFile && backend.speculate) {
     const candidates = speculativeCandidates(abs);
-    const r = finishSpeculation(backend.speculate(indexFile, candidates), abs, indexFile, candidates);
+    const r = finishSpeculation(backend.speculate(indexFile, candidates), abs, indexFile, candidates, options.shardDirs);
     if (r.indexed) return finish(r.plan, r.indexed, backend, options);
   }
-  const plan = planSync(dir, backend);
+  const plan = planSync(dir, backend, options.shardDirs);
   const indexed = backend.indexShardsSync(plan.shards, plan.index, plan.indexFile ?? undefined);
   return finish(plan, indexed, backend, options);
 }
@@ -740,10 +746,10 @@ export async function openCheckpointAsyncWith(backend: Backend, dir: string, opt
   const { abs, indexFile } = locate(dir);
   if (indexFile && backend.speculateAsync) {
     const candidates = speculativeCandidates(abs);
-    const r = finishSpeculation(await backend.speculateAsync(indexFile, candidates), abs, indexFile, candidates);
+    const r = finishSpeculation(await backend.speculateAsync(indexFile, candidates), abs, indexFile, candidates, options.shardDirs);
     if (r.indexed) return finish(r.plan, r.indexed, backend, options);
   }
-  const plan = planSync(dir, backend);
+  const plan = planSync(dir, backend, options.shardDirs);
   const indexed = await backend.indexShards(plan.shards, plan.index, plan.indexFile ?? undefined);
   return finish(plan, indexed, backend, options);
 }

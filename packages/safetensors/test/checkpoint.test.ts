@@ -275,3 +275,31 @@ describe.each(BACKENDS)("partly downloaded checkpoints (allowMissingShards, %s)"
     expect(() => openCheckpointSync(dir, { backend, allowMissingShards: true })).toThrow(/none of the 3 shards weight_map lists is on disk/);
   });
 });
+
+describe.each(BACKENDS)("shards spread over several directories (shardDirs, %s)", (backend) => {
+  it("finds each shard in the checkpoint directory or one of the extra ones; refuses none, two, and escapes", async () => {
+    const { renameSync, copyFileSync, symlinkSync: link } = await import("node:fs");
+    const dir = tempDir("spread");
+    const drive2 = tempDir("drive2");
+    const { names } = writeTinyK3(dir);
+    renameSync(join(dir, "model-00002-of-00003.safetensors"), join(drive2, "model-00002-of-00003.safetensors"));
+    expect(() => openCheckpointSync(dir, { backend })).toThrow(/shard "model-00002-of-00003\.safetensors" listed in weight_map does not exist/);
+    for (const ck of [openCheckpointSync(dir, { backend, shardDirs: [drive2] }), await openCheckpoint(dir, { backend, shardDirs: [drive2] })]) {
+      expect(ck.size).toBe(names.length);
+      expect(ck.files[1]).toBe(join(drive2, "model-00002-of-00003.safetensors"));
+      const t = ck.get(names.find((n) => n.includes(".layers.1."))!);
+      expect(t.file).toBe(join(drive2, "model-00002-of-00003.safetensors"));
+      expect(ck.readSync(t.name).byteLength).toBe(t.byteLength);
+      ck.closeSync();
+    }
+    const drive3 = tempDir("drive3");
+    expect(() => openCheckpointSync(dir, { backend, shardDirs: [drive3] })).toThrow(new RegExp(`does not exist \\(looked in ${dir.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}, ${drive3.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}\\)`));
+    copyFileSync(join(drive2, "model-00002-of-00003.safetensors"), join(drive3, "model-00002-of-00003.safetensors"));
+    expect(() => openCheckpointSync(dir, { backend, shardDirs: [drive2, drive3] })).toThrow(/is in both .*drive2.* and .*drive3.*: keep one copy/);
+    // A symlink in an extra directory may not point out of it.
+    const drive4 = tempDir("drive4");
+    link(join(drive2, "model-00002-of-00003.safetensors"), join(drive4, "model-00002-of-00003.safetensors"));
+    expect(() => openCheckpointSync(dir, { backend, shardDirs: [drive4] })).toThrow(/resolves outside .*drive4/);
+    expect(() => openCheckpointSync(dir, { backend, shardDirs: [join(dir, "nope")] })).toThrow(/shard directory .*nope.* cannot be opened \(ENOENT\)/);
+  });
+});
