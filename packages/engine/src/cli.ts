@@ -66,6 +66,8 @@ const MODEL_OPTIONS = `model and memory:
   --piece-mb N         read each expert in in-order N MiB pieces (default 4; 0 = one read per expert)
   --no-prefetch        no lookahead: do not read the next MoE layer's predicted experts ahead
                        (default on; both change I/O only, never the output)
+  --shard-dirs D1,D2   further directories holding shards (a checkpoint spread over several drives;
+                       each shard in exactly one of --model and these)
   --layers N           run only layers 0..N-1, then the final norm and lm_head: a smoke test of a partly
                        downloaded checkpoint (shards not on disk are allowed); the output is not the model's
   --spec N             exact n-gram speculative decoding: up to N (<= 8) tokens guessed from earlier
@@ -143,7 +145,7 @@ worker thread; --queue more may wait, the rest get 429.
 
 ${MODEL_OPTIONS}
 `,
-  pack: `usage: k3 pack --model DIR --out DIR
+  pack: `usage: k3 pack --model DIR --out DIR [--shard-dirs D1,D2]
 
 Packs every non-expert tensor (the trunk) into one 4 KiB-aligned file plus a manifest, so the
 streaming presets read each layer with one aligned read. Resumable; shows a progress bar in a TTY
@@ -208,6 +210,7 @@ const COMMON: ParseArgsConfig["options"] = {
   "on-expert-error": { type: "string" },
   spec: { type: "string" },
   layers: { type: "string" },
+  "shard-dirs": { type: "string" },
 };
 const SAMPLING: ParseArgsConfig["options"] = {
   "max-tokens": { type: "string" },
@@ -236,6 +239,11 @@ function num(values: Values, key: string, def: number, check: (x: number) => boo
   const x = Number(v);
   if (typeof v !== "string" || v.trim() === "" || !check(x)) throw new UsageError(`--${key} ${v}: expected ${what}`);
   return x;
+}
+
+/** --shard-dirs D1,D2 as absolute paths (undefined when absent). */
+function shardDirsOf(values: Values): string[] | undefined {
+  return values["shard-dirs"] === undefined ? undefined : String(values["shard-dirs"]).split(",").filter(Boolean).map((d) => resolve(d));
 }
 
 function engineOptions(values: Values, tokens: { kind: string; name?: string }[], log: (l: string) => void): EngineOptions {
@@ -268,6 +276,7 @@ function engineOptions(values: Values, tokens: { kind: string; name?: string }[]
   if (values.trunk !== undefined) opts.trunkDir = resolve(String(values.trunk));
   if (values["piece-mb"] !== undefined) opts.pieceMb = num(values, "piece-mb", 4, (x) => Number.isInteger(x) && x >= 0 && x <= 1024, "an integer number of MiB in 0..1024 (0 = one read per expert)");
   if (values["no-prefetch"]) opts.prefetch = false;
+  opts.shardDirs = shardDirsOf(values);
   if (values.layers !== undefined) opts.layers = num(values, "layers", 0, (x) => Number.isInteger(x) && x >= 1, "an integer number of layers >= 1");
   if (values.spec !== undefined) opts.spec = num(values, "spec", 0, (x) => Number.isInteger(x) && x >= 0 && x <= 8, "an integer draft length in 0..8 (0 = off)");
   if (values["on-expert-error"] !== undefined) {
@@ -627,7 +636,7 @@ async function cmdPack(argv: string[]): Promise<number> {
   if (values.help) return print(HELP.pack);
   if (typeof values.model !== "string" || typeof values.out !== "string") throw new UsageError("k3 pack: --model DIR and --out DIR are required");
   const { packTrunk, progressPrinter } = await import("@k3/moe-stream");
-  const result = packTrunk(resolve(values.model), resolve(values.out), { onProgress: progressPrinter(process.stderr) });
+  const result = packTrunk(resolve(values.model), resolve(values.out), { onProgress: progressPrinter(process.stderr), shardDirs: shardDirsOf(values) });
   process.stderr.write(
     `packed ${result.manifest.groups?.length ?? "?"} groups, ${(result.writtenBytes / GB).toFixed(3)} GB written (${result.resumedGroups} resumed) → ${result.file}\n`,
   );
@@ -639,7 +648,7 @@ async function cmdDoctor(argv: string[]): Promise<number> {
   if (values.help) return print(HELP.doctor);
   const dir = typeof values.model === "string" ? resolve(values.model) : process.env.K3_MODEL_DIR ? resolve(process.env.K3_MODEL_DIR) : null;
   const probeMb = num(values, "probe-mb", 512, (x) => Number.isInteger(x) && x >= 1, "an integer >= 1");
-  const ok = await runDoctor({ dir, probeBytes: probeMb * 1e6, out: (l) => process.stdout.write(l + "\n") });
+  const ok = await runDoctor({ dir, shardDirs: shardDirsOf(values), probeBytes: probeMb * 1e6, out: (l) => process.stdout.write(l + "\n") });
   return ok ? EXIT_OK : EXIT_RUNTIME;
 }
 

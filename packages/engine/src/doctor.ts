@@ -9,7 +9,7 @@
 import { execFileSync } from "node:child_process";
 import { closeSync, existsSync, fstatSync, openSync, readdirSync, readSync, statSync } from "node:fs";
 import { open } from "node:fs/promises";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { bestSimdLevel, nativeInfo, simdLevel, threadCount } from "@k3/dense";
 import { censusOf } from "./census.js";
 import { readConfig } from "./config.js";
@@ -17,6 +17,8 @@ import { fmtBytes, GB, presetForMemory, readMemInfo } from "./presets.js";
 
 export interface DoctorOptions {
   dir: string | null;
+  /** Further directories holding shards (`--shard-dirs`): their shards are checked and probed too. */
+  shardDirs?: readonly string[];
   probeBytes: number;
   out: (line: string) => void;
 }
@@ -125,7 +127,14 @@ export async function runDoctor(o: DoctorOptions): Promise<boolean> {
     fail((err as Error).message);
   }
   for (const f of ["tiktoken.model", "tokenizer_config.json"]) (existsSync(join(o.dir, f)) ? ok : fail)(`${f}${existsSync(join(o.dir, f)) ? "" : " is missing"}`);
-  shardFiles = readdirSync(o.dir).filter((f) => f.endsWith(".safetensors") && f !== "expected.safetensors").sort().map((f) => join(o.dir!, f));
+  for (const d of [o.dir, ...(o.shardDirs ?? [])]) {
+    if (!existsSync(d)) {
+      fail(`shard directory ${d} does not exist`);
+      continue;
+    }
+    shardFiles.push(...readdirSync(d).filter((f) => f.endsWith(".safetensors") && f !== "expected.safetensors").map((f) => join(d, f)));
+  }
+  shardFiles.sort((a, b) => basename(a).localeCompare(basename(b)));
   if (shardFiles.length === 0) fail("no *.safetensors shards");
   let bad = 0;
   let total = 0;

@@ -64,6 +64,11 @@ export interface EngineOptions {
    */
   layers?: number;
   /**
+   * Further directories holding shards (`--shard-dirs`): a checkpoint spread over several drives,
+   * each shard in exactly one of the checkpoint directory and these. Reads then run on all drives.
+   */
+  shardDirs?: readonly string[];
+  /**
    * Exact n-gram speculative decoding: up to this many tokens guessed from earlier text are
    * verified in the same forward pass as each sampled token (0 = off, the default; at most 8). The
    * output is bit-identical with and without it; see speculative.ts. GenerateOptions.spec overrides.
@@ -246,6 +251,7 @@ export class Engine {
       prefetch: options.prefetch ?? true,
       onExpertError: options.onExpertError ?? "drop",
       layers: options.layers,
+      shardDirs: options.shardDirs,
       // Read pieces: 64 MiB, or the largest layer rounded up to 1 MiB when smaller (no oversized slots).
       trunk: streaming
         ? { dir: options.trunkDir!, pinnedLayers: plan.pinnedLayers, ringSlots: plan.ringSlots, chunkBytes: Math.min(64 << 20, Math.ceil(Math.max(...census.layerTrunkBytes) / (1 << 20)) * (1 << 20)) }

@@ -98,6 +98,8 @@ export interface LoadOptions {
    * downloaded checkpoint, whose absent shards are then allowed. The output is not the model's.
    */
   layers?: number;
+  /** Further directories holding shards (a checkpoint spread over several drives). */
+  shardDirs?: readonly string[];
   /**
    * A routed expert whose read fails or whose bytes are refused (MXFP4 0xFF scale): "drop" (default,
    * the reference engine's behaviour) leaves it out of that layer's mix, counts it in the report and
@@ -241,14 +243,14 @@ export class Model {
   static load(dir: string, options: LoadOptions = {}, streamer: TrunkStreamer | null = null): Model {
     const cfg = withLayers(readConfig(dir), options.layers);
     const partial = options.layers !== undefined;
-    const src = openWeights(dir, { allowMissingShards: partial });
+    const src = openWeights(dir, { allowMissingShards: partial, shardDirs: options.shardDirs });
     let store: ExpertStore | null = null;
     try {
       // A partial checkpoint: fail on the first needed layer whose shard is absent, naming the shard.
       if (partial) for (let l = 0; l < cfg.numLayers; l++) src.info(`${cfg.tensorPrefix}model.layers.${l}.input_layernorm.weight`);
       const moeLayers = [...Array(cfg.numLayers).keys()].filter((l) => isMoeLayer(cfg, l));
       if (moeLayers.length > 0) {
-        const index = openCheckpointIndex(dir, { allowMissingShards: partial });
+        const index = openCheckpointIndex(dir, { allowMissingShards: partial, shardDirs: options.shardDirs });
         const experts = moeLayers.flatMap((l) => {
           const list = index.experts(l);
           if (list.length !== cfg.moe.numExperts) throw new WeightError(`layer ${l}: the checkpoint has ${list.length} routed experts, the config says ${cfg.moe.numExperts}`);

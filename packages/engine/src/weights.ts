@@ -93,9 +93,10 @@ function wrap<T>(what: string, fn: () => T): T {
 /**
  * Opens a sharded checkpoint (model.safetensors.index.json) or the *.safetensors files in `dir`.
  * `allowMissingShards`: a partly downloaded checkpoint (`--layers N`); a tensor of an absent shard fails naming it.
+ * `shardDirs`: further directories holding shards (a checkpoint spread over several drives).
  */
-export function openWeights(dir: string, options: { allowMissingShards?: boolean } = {}): WeightSource {
-  return wrap(dir, () => new CheckpointSource(dir, openCheckpointSync(dir, { allowMissingShards: options.allowMissingShards })));
+export function openWeights(dir: string, options: { allowMissingShards?: boolean; shardDirs?: readonly string[] } = {}): WeightSource {
+  return wrap(dir, () => new CheckpointSource(dir, openCheckpointSync(dir, { allowMissingShards: options.allowMissingShards, shardDirs: options.shardDirs })));
 }
 
 /** Opens one safetensors file (e.g. expected.safetensors). */

@@ -50,11 +50,11 @@ const SUFFIX_RE = /\.experts\.\d+\.(.+)$/;
  * Opens a checkpoint directory (index + shards, or one model.safetensors). `backend` picks
  * @k3/safetensors' header parser ("native" by default when its addon loads, or "ts").
  */
-export function openCheckpointIndex(dir: string, options: { backend?: "native" | "ts"; allowMissingShards?: boolean } = {}): CheckpointIndex {
+export function openCheckpointIndex(dir: string, options: { backend?: "native" | "ts"; allowMissingShards?: boolean; shardDirs?: readonly string[] } = {}): CheckpointIndex {
   const root = resolve(dir);
   let ck: Checkpoint;
   try {
-    ck = openCheckpointSync(root, { ...(options.backend ? { backend: options.backend } : {}), allowMissingShards: options.allowMissingShards });
+    ck = openCheckpointSync(root, { ...(options.backend ? { backend: options.backend } : {}), allowMissingShards: options.allowMissingShards, shardDirs: options.shardDirs });
   } catch (e) {
     wrap(root, e);
   }

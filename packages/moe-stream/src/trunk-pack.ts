@@ -63,6 +63,8 @@ export interface TrunkManifest {
 
 export interface PackTrunkOptions {
   onProgress?: (p: Progress) => void;
+  /** Further directories holding the checkpoint's shards (spread over several drives). */
+  shardDirs?: readonly string[];
   /** Test hook: called before each group is written (e.g. to slow a child process down). */
   beforeGroup?: (group: string) => void;
   /** Test hook: a write fails with ENOSPC once this many bytes have been written in this run. */
@@ -94,8 +96,8 @@ function computeRank(name: string): number {
 }
 
 /** The deterministic layout of the trunk for a checkpoint (no I/O beyond headers). */
-export function planTrunk(checkpointDir: string): { groups: Array<TrunkGroup & { sources: TensorInfo[] }>; bytes: number; shards: TrunkManifest["source"]["shards"] } {
-  const ckpt = openCheckpointIndex(checkpointDir);
+export function planTrunk(checkpointDir: string, shardDirs?: readonly string[]): { groups: Array<TrunkGroup & { sources: TensorInfo[] }>; bytes: number; shards: TrunkManifest["source"]["shards"] } {
+  const ckpt = openCheckpointIndex(checkpointDir, { shardDirs });
   const byGroup = new Map<string, { layer: number | null; tensors: TensorInfo[] }>();
   for (const t of ckpt.tensors.values()) {
     if (EXPERT_RE.test(t.name) || VISION_RE.test(t.name)) continue;
@@ -185,7 +187,7 @@ function readJournal(file: string, fingerprint: string): Map<string, JournalLine
  * Throws PackError on write errors (disk full included) and CheckpointError on bad sources.
  */
 export function packTrunk(checkpointDir: string, outDir: string, opts: PackTrunkOptions = {}): PackTrunkResult {
-  const plan = planTrunk(checkpointDir);
+  const plan = planTrunk(checkpointDir, opts.shardDirs);
   mkdirSync(outDir, { recursive: true });
   const partial = join(outDir, TRUNK_FILE + ".partial");
   const journalFile = join(outDir, JOURNAL);
