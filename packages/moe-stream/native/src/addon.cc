@@ -309,45 +309,64 @@ static Napi::Value SupersetBytes(const Napi::CallbackInfo &info) {
     return Napi::Number::New(info.Env(), (double)k3_file_superset_bytes(length, (uint32_t)align));
 }
 
+// A list of reads (paths[], file Uint32Array, offset Float64Array, length Float64Array, qd) as the
+// benchmark entry points take it, checked before any of it reaches C.
+struct ReadList {
+    std::vector<std::string> paths;
+    std::vector<const char *> cpaths;
+    const uint32_t *file = nullptr;
+    std::vector<uint64_t> off, len;
+    size_t qd = 0;
+};
+
+static bool parse_read_list(const Napi::CallbackInfo &info, const char *fn, ReadList *r) {
+    Napi::Env env = info.Env();
+    Napi::Array arr = info[0].As<Napi::Array>();
+    for (uint32_t i = 0; i < arr.Length(); i++) {
+        Napi::Value v = arr[i];
+        if (!v.IsString()) return k3::fail(env, fn, "paths must be strings"), false;
+        r->paths.push_back(v.As<Napi::String>());
+    }
+    for (auto &p : r->paths) r->cpaths.push_back(p.c_str());
+    Napi::TypedArray f = info[1].As<Napi::TypedArray>(), o = info[2].As<Napi::TypedArray>(), l = info[3].As<Napi::TypedArray>();
+    if (f.TypedArrayType() != napi_uint32_array || o.TypedArrayType() != napi_float64_array || l.TypedArrayType() != napi_float64_array ||
+        f.ElementLength() != o.ElementLength() || f.ElementLength() != l.ElementLength())
+        return k3::fail(env, fn, "file/offset/length must be Uint32Array/Float64Array/Float64Array of one length"), false;
+    if (!k3::get_size(info, 4, fn, "qd", &r->qd)) return false;
+    if (r->qd < 1 || r->qd > 256) return k3::fail(env, fn, "qd must be in [1, 256]", true), false;
+    size_t n = f.ElementLength();
+    r->file = f.As<Napi::Uint32Array>().Data();
+    for (size_t i = 0; i < n; i++)
+        if (r->file[i] >= r->paths.size()) return k3::fail(env, fn, "a file index is past the paths", true), false;
+    r->off.resize(n);
+    r->len.resize(n);
+    const double *od = o.As<Napi::Float64Array>().Data(), *ld = l.As<Napi::Float64Array>().Data();
+    for (size_t i = 0; i < n; i++) {
+        if (!(od[i] >= 0) || !(ld[i] > 0) || ld[i] > (double)(1ull << 34) || od[i] > (double)(1ull << 52))
+            return k3::fail(env, fn, "bad offset/length", true), false;
+        r->off[i] = (uint64_t)od[i];
+        r->len[i] = (uint64_t)ld[i];
+    }
+    return true;
+}
+
 // readCeiling(paths[], file Uint32Array, offset Float64Array, length Float64Array, qd, direct) -> {bytes, seconds}
 static Napi::Value ReadCeiling(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     const char *fn = "readCeiling";
     if (info.Length() < 6 || !info[0].IsArray() || !info[1].IsTypedArray() || !info[2].IsTypedArray() || !info[3].IsTypedArray())
         return k3::fail(env, fn, "expected (paths[], Uint32Array file, Float64Array offset, Float64Array length, qd, direct)"), env.Undefined();
-    Napi::Array arr = info[0].As<Napi::Array>();
-    std::vector<std::string> paths;
-    for (uint32_t i = 0; i < arr.Length(); i++) {
-        Napi::Value v = arr[i];
-        if (!v.IsString()) return k3::fail(env, fn, "paths must be strings"), env.Undefined();
-        paths.push_back(v.As<Napi::String>());
-    }
-    std::vector<const char *> cpaths;
-    for (auto &p : paths) cpaths.push_back(p.c_str());
-    Napi::TypedArray f = info[1].As<Napi::TypedArray>(), o = info[2].As<Napi::TypedArray>(), l = info[3].As<Napi::TypedArray>();
-    if (f.TypedArrayType() != napi_uint32_array || o.TypedArrayType() != napi_float64_array || l.TypedArrayType() != napi_float64_array ||
-        f.ElementLength() != o.ElementLength() || f.ElementLength() != l.ElementLength())
-        return k3::fail(env, fn, "file/offset/length must be Uint32Array/Float64Array/Float64Array of one length"), env.Undefined();
-    size_t qd;
-    if (!k3::get_size(info, 4, fn, "qd", &qd)) return env.Undefined();
-    if (qd < 1 || qd > 256) return k3::fail(env, fn, "qd must be in [1, 256]", true), env.Undefined();
-    size_t n = f.ElementLength();
-    std::vector<uint64_t> off(n), len(n);
-    const double *od = o.As<Napi::Float64Array>().Data(), *ld = l.As<Napi::Float64Array>().Data();
-    for (size_t i = 0; i < n; i++) {
-        if (!(od[i] >= 0) || !(ld[i] > 0) || ld[i] > (double)(1ull << 34)) return k3::fail(env, fn, "bad offset/length", true), env.Undefined();
-        off[i] = (uint64_t)od[i];
-        len[i] = (uint64_t)ld[i];
-    }
+    ReadList r;
+    if (!parse_read_list(info, fn, &r)) return env.Undefined();
     uint64_t bytes = 0;
     double seconds = 0;
-    int rc = k3_read_ceiling(cpaths.data(), (int)cpaths.size(), f.As<Napi::Uint32Array>().Data(), off.data(), len.data(), (int)n, (int)qd,
+    int rc = k3_read_ceiling(r.cpaths.data(), (int)r.cpaths.size(), r.file, r.off.data(), r.len.data(), (int)r.off.size(), (int)r.qd,
                              info[5].ToBoolean(), &bytes, &seconds);
     if (rc != 0) return k3::fail(env, fn, std::string("read failed: ") + strerror(rc)), env.Undefined();
-    Napi::Object r = Napi::Object::New(env);
-    r["bytes"] = Napi::Number::New(env, (double)bytes);
-    r["seconds"] = Napi::Number::New(env, seconds);
-    return r;
+    Napi::Object out = Napi::Object::New(env);
+    out["bytes"] = Napi::Number::New(env, (double)bytes);
+    out["seconds"] = Napi::Number::New(env, seconds);
+    return out;
 }
 
 // poolBench(paths[], file Uint32Array, offset Float64Array, length Float64Array, qd, engine, direct)
@@ -357,47 +376,24 @@ static Napi::Value PoolBench(const Napi::CallbackInfo &info) {
     const char *fn = "poolBench";
     if (info.Length() < 7 || !info[0].IsArray() || !info[1].IsTypedArray() || !info[2].IsTypedArray() || !info[3].IsTypedArray() || !info[5].IsString())
         return k3::fail(env, fn, "expected (paths[], Uint32Array file, Float64Array offset, Float64Array length, qd, engine, direct)"), env.Undefined();
-    Napi::Array arr = info[0].As<Napi::Array>();
-    std::vector<std::string> paths;
-    for (uint32_t i = 0; i < arr.Length(); i++) {
-        Napi::Value v = arr[i];
-        if (!v.IsString()) return k3::fail(env, fn, "paths must be strings"), env.Undefined();
-        paths.push_back(v.As<Napi::String>());
-    }
-    std::vector<const char *> cpaths;
-    for (auto &p : paths) cpaths.push_back(p.c_str());
-    Napi::TypedArray f = info[1].As<Napi::TypedArray>(), o = info[2].As<Napi::TypedArray>(), l = info[3].As<Napi::TypedArray>();
-    if (f.TypedArrayType() != napi_uint32_array || o.TypedArrayType() != napi_float64_array || l.TypedArrayType() != napi_float64_array ||
-        f.ElementLength() != o.ElementLength() || f.ElementLength() != l.ElementLength())
-        return k3::fail(env, fn, "file/offset/length must be Uint32Array/Float64Array/Float64Array of one length"), env.Undefined();
-    size_t qd;
-    if (!k3::get_size(info, 4, fn, "qd", &qd)) return env.Undefined();
-    if (qd < 1 || qd > 256) return k3::fail(env, fn, "qd must be in [1, 256]", true), env.Undefined();
+    ReadList r;
+    if (!parse_read_list(info, fn, &r)) return env.Undefined();
     std::string e = info[5].As<Napi::String>().Utf8Value();
     int engine = e == "pread" ? K3_ENGINE_PREAD : e == "io_uring" ? K3_ENGINE_URING : -1;
     if (engine < 0) return k3::fail(env, fn, "engine must be \"io_uring\" or \"pread\"", true), env.Undefined();
-    size_t n = f.ElementLength();
-    std::vector<uint64_t> off(n), len(n);
-    const double *od = o.As<Napi::Float64Array>().Data(), *ld = l.As<Napi::Float64Array>().Data();
-    for (size_t i = 0; i < n; i++) {
-        if (!(od[i] >= 0) || !(ld[i] > 0) || ld[i] > (double)(1ull << 34) || od[i] > (double)(1ull << 52))
-            return k3::fail(env, fn, "bad offset/length", true), env.Undefined();
-        off[i] = (uint64_t)od[i];
-        len[i] = (uint64_t)ld[i];
-    }
     uint64_t bytes = 0;
     double seconds = 0, cpu = 0;
     int used = 0;
     char message[256] = "";
-    int rc = k3_pool_bench(cpaths.data(), (int)cpaths.size(), f.As<Napi::Uint32Array>().Data(), off.data(), len.data(), (int)n, (int)qd,
+    int rc = k3_pool_bench(r.cpaths.data(), (int)r.cpaths.size(), r.file, r.off.data(), r.len.data(), (int)r.off.size(), (int)r.qd,
                            engine, info[6].ToBoolean(), &bytes, &seconds, &cpu, &used, message, sizeof message);
     if (rc != 0) return k3::fail(env, fn, std::string(message[0] ? message : strerror(rc))), env.Undefined();
-    Napi::Object r = Napi::Object::New(env);
-    r["bytes"] = Napi::Number::New(env, (double)bytes);
-    r["seconds"] = Napi::Number::New(env, seconds);
-    r["cpuSeconds"] = Napi::Number::New(env, cpu);
-    r["engine"] = Napi::String::New(env, used == K3_ENGINE_IN_USE_PREAD ? "pread" : "io_uring");
-    return r;
+    Napi::Object out = Napi::Object::New(env);
+    out["bytes"] = Napi::Number::New(env, (double)bytes);
+    out["seconds"] = Napi::Number::New(env, seconds);
+    out["cpuSeconds"] = Napi::Number::New(env, cpu);
+    out["engine"] = Napi::String::New(env, used == K3_ENGINE_IN_USE_PREAD ? "pread" : "io_uring");
+    return out;
 }
 
 static Napi::Value DropFileCache(const Napi::CallbackInfo &info) {
