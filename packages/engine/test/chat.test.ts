@@ -1,8 +1,8 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setThreadCount } from "@k3/dense";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { ChatSession } from "../src/chat.js";
 import { Engine } from "../src/engine.js";
 import { GB } from "../src/presets.js";
@@ -10,6 +10,7 @@ import { TINY_48B, TINY_K3 } from "./helpers.js";
 
 const bigBox = { totalBytes: 256 * GB, availableBytes: 250 * GB };
 const dir = mkdtempSync(join(tmpdir(), "k3-chat-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 async function reply(session: ChatSession, text: string, maxTokens = 8, stopIds: number[] = []) {
   const gen = session.send(text, { maxTokens, stopIds });

@@ -1,13 +1,14 @@
 /** The `k3` CLI end to end (spawned through tsx on the sources): help, exit codes, run + JSON report. */
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync, cpSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, cpSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { TINY_K3, captureCli } from "./helpers.js";
 
 const CLI = join(__dirname, "..", "src", "cli.ts");
 const dir = mkdtempSync(join(tmpdir(), "k3-cli-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const meta = JSON.parse(readFileSync(join(TINY_K3, "expected.json"), "utf8"));
 
 function k3(args: string[], env: Record<string, string> = {}, input?: string): Promise<{ code: number; stdout: string; stderr: string }> {

@@ -260,7 +260,9 @@ describe("trunk streaming from a packed trunk (k3 pack) gives the same output", 
   const { censusOf } = await import("../src/census.js");
   const { readConfig } = await import("../src/config.js");
   setThreadCount(1);
+  const { rmSync } = await import("node:fs");
   const trunkDir = mkdtempSync(join(tmpdir(), "k3-trunk-"));
+  afterAll(() => rmSync(trunkDir, { recursive: true, force: true }));
   packTrunk(TINY_K3, trunkDir);
   const census = censusOf(readConfig(TINY_K3));
   const largest = Math.max(...census.layerTrunkBytes);

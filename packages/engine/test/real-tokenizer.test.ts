@@ -2,7 +2,7 @@
  * With the real Kimi rank file (third-party test data, K3_TEST_DATA or ../shared/data): the stop ids
  * and the XTML encoding of real K3, which the tiny tokenizer cannot show.
  */
-import { copyFileSync, existsSync, mkdtempSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadKimiTokenizer } from "@k3/tiktoken-bpe";
@@ -21,6 +21,7 @@ describe.skipIf(!present)("real Kimi tokenizer", () => {
     const dir = mkdtempSync(join(tmpdir(), "k3-realtok-"));
     copyFileSync(ranks, join(dir, "tiktoken.model"));
     const tok = loadKimiTokenizer(dir, { specials: "k3" });
+    rmSync(dir, { recursive: true, force: true });
     expect(tok.nVocab).toBe(163840);
     const raw = rawConfig(TINY_K3);
     Object.assign(raw.text_config, { vocab_size: 163840, bos_token_id: 163584, eos_token_id: 163586, pad_token_id: 163839 });
