@@ -436,6 +436,7 @@ export class Engine {
   }
 
   private report(promptIds: number[], ids: number[], text: string, stop: RunReport["stop_reason"], counters: RunCounters, wall: number): RunReport {
+    const store = this.model.experts?.stats();
     return buildReport({
       model: this.dir,
       preset: this.plan.preset,
@@ -447,7 +448,7 @@ export class Engine {
       stopReason: stop,
       counters,
       wallSeconds: wall,
-      io: { prefetch: this.model.prefetch, pieceBytes: this.model.pieceBytes, engine: this.model.experts?.stats().engine, engineNote: this.model.experts?.stats().engineNote },
+      io: { prefetch: this.model.prefetch, pieceBytes: this.model.pieceBytes, engine: store?.engine, engineNote: store?.engineNote },
     });
   }
 }
