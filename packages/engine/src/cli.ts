@@ -233,6 +233,16 @@ function parse(command: string, argv: string[], extra: ParseArgsConfig["options"
 
 type Values = Record<string, string | boolean | string[] | undefined>;
 
+/** Commands that take file or repository arguments and none of the model options. */
+function parsePositional(command: string, argv: string[], options: ParseArgsConfig["options"]): { values: Values; positionals: string[] } {
+  try {
+    const r = parseArgs({ args: argv, options: { help: { type: "boolean", short: "h" }, ...options }, allowPositionals: true, strict: true });
+    return { values: r.values as Values, positionals: r.positionals };
+  } catch (err) {
+    throw new UsageError(`k3 ${command}: ${(err as Error).message}\n(see k3 ${command} --help)`);
+  }
+}
+
 function num(values: Values, key: string, def: number, check: (x: number) => boolean, what: string): number {
   const v = values[key];
   if (v === undefined) return def;
@@ -408,11 +418,7 @@ async function cmdRun(argv: string[]): Promise<number> {
     });
     err(`expert trace: ${trace.requests.length} requests -> ${traceDir} (replay: k3 cache-sim --trace ${traceDir})`);
   }
-  if (values.json !== undefined) {
-    const text = JSON.stringify(report, null, 2) + "\n";
-    if (values.json === "-") process.stdout.write(text);
-    else writeFileSync(String(values.json), text);
-  }
+  writeJson(values.json as string | undefined, report);
   if (report.expert_drops > 0) {
     err(`error: ${report.expert_drops} routed expert(s) were dropped; the output is not the model's`);
     return EXIT_DROPPED_EXPERT;
@@ -425,11 +431,7 @@ async function tfCheck(engine: Engine, prompt: number[], continuation: number[],
   o.err(`teacher forcing: ${prompt.length} prompt tokens + ${continuation.length} reference tokens, one prefill pass`);
   const r = await teacherForced(engine.model, prompt, continuation, { chunkSize: o.chunkSize });
   process.stdout.write(formatTeacherForcing(r) + "\n");
-  if (o.json !== undefined) {
-    const text = JSON.stringify({ prompt_ids: prompt, reference_ids: continuation, ...r }, null, 2) + "\n";
-    if (o.json === "-") process.stdout.write(text);
-    else writeFileSync(o.json, text);
-  }
+  writeJson(o.json, { prompt_ids: prompt, reference_ids: continuation, ...r });
   engine.close();
   return r.agreement >= o.min ? EXIT_OK : EXIT_RUNTIME;
 }
@@ -437,26 +439,15 @@ async function tfCheck(engine: Engine, prompt: number[], continuation: number[],
 // ---------------------------------------------------------------- download
 
 async function cmdDownload(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      options: {
-        help: { type: "boolean", short: "h" },
-        dir: { type: "string" },
-        revision: { type: "string" },
-        include: { type: "string", multiple: true },
-        concurrency: { type: "string" },
-        verify: { type: "string" },
-        endpoint: { type: "string" },
-        token: { type: "string" },
-      },
-      allowPositionals: true,
-      strict: true,
-    });
-  } catch (err) {
-    throw new UsageError(`k3 download: ${(err as Error).message}\n(see k3 download --help)`);
-  }
+  const parsed = parsePositional("download", argv, {
+    dir: { type: "string" },
+    revision: { type: "string" },
+    include: { type: "string", multiple: true },
+    concurrency: { type: "string" },
+    verify: { type: "string" },
+    endpoint: { type: "string" },
+    token: { type: "string" },
+  });
   const values = parsed.values as Values;
   if (values.help) return print(HELP.download);
   if (parsed.positionals.length !== 1) throw new UsageError(`k3 download: give one repository (owner/name), got ${parsed.positionals.length}\n(see k3 download --help)`);
@@ -483,12 +474,7 @@ async function cmdDownload(argv: string[]): Promise<number> {
 // ---------------------------------------------------------------- compare-logits
 
 async function cmdCompareLogits(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: argv, options: { help: { type: "boolean", short: "h" }, rtol: { type: "string" }, json: { type: "string" } }, allowPositionals: true, strict: true });
-  } catch (err) {
-    throw new UsageError(`k3 compare-logits: ${(err as Error).message}\n(see k3 compare-logits --help)`);
-  }
+  const parsed = parsePositional("compare-logits", argv, { rtol: { type: "string" }, json: { type: "string" } });
   const values = parsed.values as Values;
   if (values.help) return print(HELP["compare-logits"]);
   if (parsed.positionals.length !== 2) throw new UsageError(`k3 compare-logits: give two files (got ${parsed.positionals.length})\n(see k3 compare-logits --help)`);
@@ -496,11 +482,7 @@ async function cmdCompareLogits(argv: string[]): Promise<number> {
   const [a, b] = parsed.positionals.map((f) => readLogits(resolve(f)));
   const c = compareLogits(a, b);
   process.stdout.write(formatComparison(a, b, c) + "\n");
-  if (values.json !== undefined) {
-    const text = JSON.stringify(c, null, 2) + "\n";
-    if (values.json === "-") process.stdout.write(text);
-    else writeFileSync(String(values.json), text);
-  }
+  writeJson(values.json as string | undefined, c);
   return c.firstArgmaxDiff === null && c.worstRelL2 <= rtol ? EXIT_OK : EXIT_RUNTIME;
 }
 
@@ -520,11 +502,7 @@ async function cmdCacheSim(argv: string[]): Promise<number> {
   for (const p of policies) if (!(CACHE_POLICIES as readonly string[]).includes(p)) throw new UsageError(`--policy ${p}: expected some of ${CACHE_POLICIES.join(", ")}`);
   const report = cacheSimReport(resolve(values.trace), slots, policies as CachePolicy[]);
   process.stdout.write(formatCacheSim(report, policies as CachePolicy[]) + "\n");
-  if (values.json !== undefined) {
-    const text = JSON.stringify(report, null, 2) + "\n";
-    if (values.json === "-") process.stdout.write(text);
-    else writeFileSync(String(values.json), text);
-  }
+  writeJson(values.json as string | undefined, report);
   return EXIT_OK;
 }
 
@@ -665,6 +643,14 @@ async function cmdBench(argv: string[]): Promise<number> {
   const r = await engine.complete(prompt, { maxTokens: gen, stopIds: [], temperature: 0 });
   process.stdout.write(formatReport(r.report) + "\n");
   return EXIT_OK;
+}
+
+/** --json FILE: the value as indented JSON into FILE, or to stdout for "-"; nothing when absent. */
+function writeJson(target: string | undefined, value: unknown): void {
+  if (target === undefined) return;
+  const text = JSON.stringify(value, null, 2) + "\n";
+  if (target === "-") process.stdout.write(text);
+  else writeFileSync(target, text);
 }
 
 function print(text: string): number {
