@@ -28,6 +28,13 @@ export function dropPageCache(file: string): void {
   if (rc !== 0) throw new Error(`dropPageCache(${file}): errno ${rc}`);
 }
 
+/** A list of ranges as the native benchmarks take it: distinct paths, then file index, offset, length per read. */
+function readList(reads: Array<{ file: string; offset: number; length: number }>): [string[], Uint32Array, Float64Array, Float64Array] {
+  const files = [...new Set(reads.map((r) => r.file))];
+  const index = new Map(files.map((f, i) => [f, i]));
+  return [files, Uint32Array.from(reads, (x) => index.get(x.file)!), Float64Array.from(reads, (x) => x.offset), Float64Array.from(reads, (x) => x.length)];
+}
+
 /**
  * The disk's ceiling for a list of ranges: `queueDepth` plain pread threads, O_DIRECT aligned
  * supersets, no cache and no JS in the loop. GB = 1e9 bytes.
@@ -36,16 +43,7 @@ export function measureReadCeiling(
   reads: Array<{ file: string; offset: number; length: number }>,
   opts: { queueDepth?: number; direct?: boolean } = {},
 ): { bytes: number; seconds: number; gbPerSec: number } {
-  const files = [...new Set(reads.map((r) => r.file))];
-  const index = new Map(files.map((f, i) => [f, i]));
-  const r = native.readCeiling(
-    files,
-    Uint32Array.from(reads, (x) => index.get(x.file)!),
-    Float64Array.from(reads, (x) => x.offset),
-    Float64Array.from(reads, (x) => x.length),
-    opts.queueDepth ?? 16,
-    opts.direct ?? true,
-  );
+  const r = native.readCeiling(...readList(reads), opts.queueDepth ?? 16, opts.direct ?? true);
   return { ...r, gbPerSec: r.bytes / r.seconds / 1e9 };
 }
 
@@ -58,16 +56,6 @@ export function measureReadEngine(
   reads: Array<{ file: string; offset: number; length: number }>,
   opts: { engine: "io_uring" | "pread"; queueDepth?: number; direct?: boolean },
 ): { bytes: number; seconds: number; cpuSeconds: number; gbPerSec: number; cpuSecPerGB: number; engine: "io_uring" | "pread" } {
-  const files = [...new Set(reads.map((r) => r.file))];
-  const index = new Map(files.map((f, i) => [f, i]));
-  const r = native.poolBench(
-    files,
-    Uint32Array.from(reads, (x) => index.get(x.file)!),
-    Float64Array.from(reads, (x) => x.offset),
-    Float64Array.from(reads, (x) => x.length),
-    opts.queueDepth ?? 16,
-    opts.engine,
-    opts.direct ?? true,
-  );
+  const r = native.poolBench(...readList(reads), opts.queueDepth ?? 16, opts.engine, opts.direct ?? true);
   return { ...r, gbPerSec: r.bytes / r.seconds / 1e9, cpuSecPerGB: r.cpuSeconds / (r.bytes / 1e9) };
 }
