@@ -272,6 +272,22 @@ export function topK(values: Float32Array, k: number): { indices: Int32Array; va
  * fresh buffer of `bytes` (default 1 GiB; make it far larger than the caches), split over `threads`
  * (default: the pool size), best of `reps` passes. GB = 1e9 bytes. Temporarily resizes the pool.
  */
+/**
+ * The FMA peak: 16 independent FMA chains per thread at the process's best SIMD level (zmm on
+ * AVX-512, ymm on AVX2, fmaf otherwise), each task about 20 ms, best of `reps` (default 3) passes;
+ * GFLOP/s counting 2 flops per lane per FMA. `threads` defaults to the pool size. Temporarily resizes the pool.
+ */
+export function fmaPeak(options: { threads?: number; reps?: number } = {}): { gflops: number } {
+  const before = threadCount();
+  const threads = options.threads ?? before;
+  if (threads !== before) setThreadCount(threads);
+  try {
+    return { gflops: native.fmaPeak(threads, options.reps ?? 3) };
+  } finally {
+    if (threads !== before) setThreadCount(before);
+  }
+}
+
 export function memoryReadCeiling(options: { bytes?: number; threads?: number; reps?: number } = {}): { gbPerSec: number } {
   const before = threadCount();
   const threads = options.threads ?? before;

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import {
   l2Normalize,
   memoryReadCeiling,
+  fmaPeak,
   rmsNorm,
   setSimdLevel,
   setThreadCount,
@@ -214,5 +215,15 @@ describe("memoryReadCeiling", () => {
     expect(gbPerSec).toBeLessThan(2000);
     expect(threadCount()).toBe(threadCount());
     expect(() => memoryReadCeiling({ bytes: 10 })).toThrow(/bytes must be >= 4096/);
+  });
+});
+
+describe("fmaPeak", () => {
+  it("reports a plausible GFLOP/s and names bad arguments", () => {
+    const { gflops } = fmaPeak({ threads: 1, reps: 1 });
+    expect(gflops).toBeGreaterThan(0.1);
+    expect(gflops).toBeLessThan(10000);
+    expect(() => fmaPeak({ threads: 0 })).toThrow(/threads must be between 1 and 256/);
+    expect(() => fmaPeak({ threads: 1, reps: 0 })).toThrow(/reps must be between 1 and 1000/);
   });
 });

@@ -414,6 +414,17 @@ static Napi::Value MemoryReadCeiling(const Napi::CallbackInfo &info) {
     return Napi::Number::New(env, gbps);
 }
 
+// fmaPeak(threads, reps) -> GFLOP/s
+static Napi::Value FmaPeak(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "fmaPeak";
+    size_t threads, reps;
+    if (!k3::get_size(info, 0, fn, "threads", &threads) || !k3::get_size(info, 1, fn, "reps", &reps)) return env.Undefined();
+    if (threads < 1 || threads > 256) return k3::fail(env, fn, "threads must be between 1 and 256", true), env.Undefined();
+    if (reps < 1 || reps > 1000) return k3::fail(env, fn, "reps must be between 1 and 1000", true), env.Undefined();
+    return Napi::Number::New(env, k3_fma_peak((int)threads, (int)reps));
+}
+
 // ---------------------------------------------------------------- the shared table
 
 static Napi::Value Api(const Napi::CallbackInfo &info) {
@@ -461,6 +472,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["softmax"] = Napi::Function::New(env, Softmax);
     exports["topK"] = Napi::Function::New(env, TopK);
     exports["memoryReadCeiling"] = Napi::Function::New(env, MemoryReadCeiling);
+    exports["fmaPeak"] = Napi::Function::New(env, FmaPeak);
     exports["api"] = Napi::Function::New(env, Api);
     return exports;
 }

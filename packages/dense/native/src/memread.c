@@ -1,4 +1,5 @@
 /* memread.c: the memory-read ceiling (see memread.h) and its scalar fallback. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -53,5 +54,52 @@ double k3_memory_read_ceiling(size_t bytes, int threads, int reps) {
         if (gbps > best) best = gbps;
     }
     free(p);
+    return best;
+}
+
+float k3_fma_chains_scalar(size_t iters) {
+    float a[16];
+    for (int j = 0; j < 16; j++) a[j] = (float)j;
+    for (size_t i = 0; i < iters; i++)
+        for (int j = 0; j < 16; j++) a[j] = fmaf(a[j], 0.999999f, 1e-7f);
+    float s = 0.0f;
+    for (int j = 0; j < 16; j++) s += a[j];
+    return s;
+}
+
+typedef struct {
+    float (*chains)(size_t);
+    size_t iters;
+    volatile float sink[256];
+} fma_job;
+
+static void fma_task(void *ctx, int i) {
+    fma_job *job = ctx;
+    job->sink[i & 255] = job->chains(job->iters);
+}
+
+double k3_fma_peak(int threads, int reps) {
+    if (threads < 1) threads = 1;
+    fma_job job = {.iters = 1};
+    double lanes;
+    switch (k3_cpu_level()) {
+        case K3_SIMD_AVX512: job.chains = k3_fma_chains_avx512; lanes = 16; break;
+        case K3_SIMD_AVX2: job.chains = k3_fma_chains_avx2; lanes = 8; break;
+        default: job.chains = k3_fma_chains_scalar; lanes = 1; break;
+    }
+    /* calibrate: grow the pass until one task takes >= 20 ms */
+    for (;;) {
+        double t0 = now_seconds();
+        job.chains(job.iters);
+        if (now_seconds() - t0 >= 0.02 || job.iters > ((size_t)1 << 40)) break;
+        job.iters *= 2;
+    }
+    double best = 0.0;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_seconds();
+        k3_pool_parallel_for(threads, fma_task, &job);
+        double gflops = (double)threads * (double)job.iters * 16.0 * lanes * 2.0 / (now_seconds() - t0) / 1e9;
+        if (gflops > best) best = gflops;
+    }
     return best;
 }

@@ -14,4 +14,13 @@ float k3_memread_sum_avx512(const float *p, size_t n);
 /* Best GB/s (1e9 B/s) of `reps` passes over `bytes` with `threads` pool tasks; <0 if out of memory. */
 double k3_memory_read_ceiling(size_t bytes, int threads, int reps);
 
+/* FMA peak: `iters` x 16 independent FMA chains (zmm / ymm / scalar fmaf); the value defeats dead-code removal. */
+float k3_fma_chains_scalar(size_t iters);
+float k3_fma_chains_avx2(size_t iters);
+float k3_fma_chains_avx512(size_t iters);
+
+/* Best GFLOP/s (2 flops per FMA lane) of `reps` timed passes with `threads` pool tasks, each task
+   running the chains of the process's best SIMD level for about 20 ms. */
+double k3_fma_peak(int threads, int reps);
+
 #endif

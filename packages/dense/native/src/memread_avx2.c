@@ -29,3 +29,14 @@ float k3_memread_sum_avx2(const float *p, size_t n) {
     _mm256_storeu_ps(lanes, a0);
     return lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
 }
+
+float k3_fma_chains_avx2(size_t iters) {
+    __m256 a[16], m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    for (int j = 0; j < 16; j++) a[j] = _mm256_set1_ps((float)j);
+    for (size_t i = 0; i < iters; i++)
+        for (int j = 0; j < 16; j++) a[j] = _mm256_fmadd_ps(a[j], m, c);
+    for (int j = 1; j < 16; j++) a[0] = _mm256_add_ps(a[0], a[j]);
+    float out[8];
+    _mm256_storeu_ps(out, a[0]);
+    return out[0] + out[7];
+}

@@ -19,3 +19,12 @@ float k3_memread_sum_avx512(const float *p, size_t n) {
                        _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
     return _mm512_reduce_add_ps(a0);
 }
+
+float k3_fma_chains_avx512(size_t iters) {
+    __m512 a[16], m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    for (int j = 0; j < 16; j++) a[j] = _mm512_set1_ps((float)j);
+    for (size_t i = 0; i < iters; i++)
+        for (int j = 0; j < 16; j++) a[j] = _mm512_fmadd_ps(a[j], m, c);
+    for (int j = 1; j < 16; j++) a[0] = _mm512_add_ps(a[0], a[j]);
+    return _mm512_reduce_add_ps(a[0]);
+}
