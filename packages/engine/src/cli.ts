@@ -355,7 +355,19 @@ async function cmdRun(argv: string[]): Promise<number> {
   // The tiny model's matrices are too small to split across threads profitably.
   if (embedded && eo.threads === undefined) eo.threads = 1;
   const engine = await Engine.load(dir, eo);
+  try {
+    return await runLoaded(engine, values, { dir, embedded, given, reference, tfMin, effort, sampling, eo, err });
+  } finally {
+    engine.close(); // the stores' reader threads stop here, not in Node's teardown
+  }
+}
 
+async function runLoaded(
+  engine: Engine,
+  values: Values,
+  o: { dir: string; embedded: boolean; given: string[]; reference: ReturnType<typeof loadReference> | null; tfMin: number; effort: string | undefined; sampling: ReturnType<typeof samplingOptions>; eo: EngineOptions; err: (l: string) => unknown },
+): Promise<number> {
+  const { dir, embedded, given, reference, tfMin, effort, sampling, eo, err } = o;
   let prompt: number[];
   if (values.ids !== undefined) {
     prompt = String(values.ids)
@@ -427,12 +439,11 @@ async function cmdRun(argv: string[]): Promise<number> {
 }
 
 /** `k3 run --tf-check`: teacher-forced agreement with a reference; exit 0 when it reaches `min`. */
-async function tfCheck(engine: Engine, prompt: number[], continuation: number[], o: { chunkSize?: number; json?: string; min: number; err: (l: string) => void }): Promise<number> {
+async function tfCheck(engine: Engine, prompt: number[], continuation: number[], o: { chunkSize?: number; json?: string; min: number; err: (l: string) => unknown }): Promise<number> {
   o.err(`teacher forcing: ${prompt.length} prompt tokens + ${continuation.length} reference tokens, one prefill pass`);
   const r = await teacherForced(engine.model, prompt, continuation, { chunkSize: o.chunkSize });
   process.stdout.write(formatTeacherForcing(r) + "\n");
   writeJson(o.json, { prompt_ids: prompt, reference_ids: continuation, ...r });
-  engine.close();
   return r.agreement >= o.min ? EXIT_OK : EXIT_RUNTIME;
 }
 
@@ -520,6 +531,14 @@ async function cmdChat(argv: string[]): Promise<number> {
   const { dir, embedded } = modelDir(values);
   if (embedded) process.stderr.write(EMBEDDED_NOTE + "\n");
   const engine = await Engine.load(dir, engineOptions(values, tokens, (l) => process.stderr.write(l + "\n")));
+  try {
+    return await chatLoop(engine, values);
+  } finally {
+    engine.close();
+  }
+}
+
+async function chatLoop(engine: Engine, values: Values): Promise<number> {
   const session = new ChatSession(engine, {
     system: values.system as string | undefined,
     thinking: !values["no-think"],
@@ -635,14 +654,18 @@ async function cmdBench(argv: string[]): Promise<number> {
   if (values.help) return print(HELP.bench);
   const { dir, embedded } = modelDir(values);
   if (embedded) process.stderr.write("(embedded tiny model: random weights; measures the pipeline, not a real model)\n");
-  const engine = await Engine.load(dir, engineOptions(values, tokens, (l) => process.stderr.write(l + "\n")));
   const n = num(values, "prompt-tokens", 128, (x) => Number.isInteger(x) && x >= 1, "an integer >= 1");
   const gen = num(values, "gen", 32, (x) => Number.isInteger(x) && x >= 1, "an integer >= 1");
-  // A deterministic prompt of ordinary ids (no specials).
-  const prompt = Array.from({ length: n }, (_, i) => (i * 7919 + 13) % engine.tokenizer.nRanks);
-  const r = await engine.complete(prompt, { maxTokens: gen, stopIds: [], temperature: 0 });
-  process.stdout.write(formatReport(r.report) + "\n");
-  return EXIT_OK;
+  const engine = await Engine.load(dir, engineOptions(values, tokens, (l) => process.stderr.write(l + "\n")));
+  try {
+    // A deterministic prompt of ordinary ids (no specials).
+    const prompt = Array.from({ length: n }, (_, i) => (i * 7919 + 13) % engine.tokenizer.nRanks);
+    const r = await engine.complete(prompt, { maxTokens: gen, stopIds: [], temperature: 0 });
+    process.stdout.write(formatReport(r.report) + "\n");
+    return EXIT_OK;
+  } finally {
+    engine.close();
+  }
 }
 
 /** --json FILE: the value as indented JSON into FILE, or to stdout for "-"; nothing when absent. */

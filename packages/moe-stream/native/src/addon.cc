@@ -144,6 +144,14 @@ class Store : public Napi::ObjectWrap<Store> {
             CloseFiles();
             { k3::fail(env, kFn, message); return; }
         }
+        // A store never closed must still stop cleanly at process exit. Node tears the env down in
+        // an order we do not control: the thread-safe function may be deleted (and the wrapper
+        // finalized from inside that deletion) before ~Store runs, and releasing it then aborts
+        // (uv_mutex_lock on a destroyed mutex). A cleanup hook registered after the tsfn runs
+        // before the tsfn's own (hooks run last-in first-out): the readers are joined and the
+        // tsfn released while both are still valid; ~Store later finds nothing left to do.
+        env_ = env;
+        if (napi_add_env_cleanup_hook(env, EnvCleanup, this) == napi_ok) hooked_ = true;
     }
 
     ~Store() { Shutdown(); }
@@ -160,7 +168,17 @@ class Store : public Napi::ObjectWrap<Store> {
         files_.clear();
     }
 
+    static void EnvCleanup(void *arg) {
+        Store *s = static_cast<Store *>(arg);
+        s->hooked_ = false;  // the hook is being run: it must not remove itself
+        s->Shutdown();
+    }
+
     void Shutdown() {
+        if (hooked_) {
+            hooked_ = false;
+            napi_remove_env_cleanup_hook(env_, EnvCleanup, this);
+        }
         if (pool_) {
             k3_read_pool_destroy(pool_);  // joins readers; queued jobs are reported as cancelled
             pool_ = nullptr;
@@ -297,6 +315,8 @@ class Store : public Napi::ObjectWrap<Store> {
     Napi::Reference<Napi::ArrayBuffer> arena_ref_;
     Tsfn tsfn_;
     k3_read_pool *pool_ = nullptr;
+    napi_env env_ = nullptr;
+    bool hooked_ = false;
 };
 
 // ---------------------------------------------------------------- module
