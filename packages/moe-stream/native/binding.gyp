@@ -9,6 +9,7 @@
         "src/direct_file.c",
         "src/pool_bench.c",
         "src/read_pool.c",
+        "src/resident_load.c",
         "src/uring.c",
         "src/uring_reader.c"
       ],

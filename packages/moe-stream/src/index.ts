@@ -68,3 +68,13 @@ export {
   type CacheTraceRequest,
   type CacheSimResult,
 } from "./cache-sim.js";
+export {
+  loadResidentRanges,
+  loadCeiling,
+  planBlocks,
+  type ResidentRange,
+  type ResidentLoad,
+  type ResidentLoadOptions,
+  type ResidentLoadStats,
+  type Prefault,
+} from "./resident-load.js";

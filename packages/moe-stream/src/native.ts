@@ -63,6 +63,29 @@ export interface MoeStreamBinding {
   supersetBytes(length: number, align: number): number;
   readCeiling(paths: string[], file: Uint32Array, offset: Float64Array, length: Float64Array, qd: number, direct: boolean): { bytes: number; seconds: number };
   dropFileCache(path: string): number;
+  loadResident(
+    paths: string[],
+    file: Uint32Array,
+    start: Float64Array,
+    end: Float64Array,
+    options: { pieceBytes: number; threads: number; engine: "auto" | "io_uring" | "pread"; direct: boolean; prefault: "none" | "huge" | "populate"; fault?: "eio" | "short" | "direct-einval"; faultAfter?: number },
+    onProgress?: (doneBytes: number, totalBytes: number) => void,
+  ): {
+    blocks: ArrayBuffer[];
+    bases: number[];
+    stats: {
+      reads: number;
+      deviceBytes: number;
+      requestedBytes: number;
+      directReads: number;
+      bufferedReads: number;
+      mappedBytes: number;
+      seconds: number;
+      engine: "io_uring" | "io_uring+sqpoll" | "pread";
+      engineNote: string;
+      prefault: "none" | "huge" | "populate";
+    };
+  };
   poolBench(paths: string[], file: Uint32Array, offset: Float64Array, length: Float64Array, qd: number, engine: "io_uring" | "pread", direct: boolean): { bytes: number; seconds: number; cpuSeconds: number; engine: "io_uring" | "pread" };
 }
 

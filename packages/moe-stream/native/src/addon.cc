@@ -3,6 +3,7 @@
 // thread-safe function (so JS gets a per-expert completion while other reads are in flight).
 #include <napi.h>
 #include <cerrno>
+#include <fcntl.h>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@ extern "C" {
 #include "direct_file.h"
 #include "pool_bench.h"
 #include "read_pool.h"
+#include "resident_load.h"
 #include "uring.h"
 }
 
@@ -416,6 +418,136 @@ static Napi::Value PoolBench(const Napi::CallbackInfo &info) {
     return out;
 }
 
+// loadResident(paths[], file Uint32Array, start Float64Array, end Float64Array,
+//              {pieceBytes, threads, engine, direct, prefault}, onProgress?(doneBytes, totalBytes))
+//   -> {blocks: ArrayBuffer[], bases: number[], stats}: each block [start, end) of its file read by
+//   the read pool straight into its own 2 MiB-aligned memory; file byte x at blocks[i][x - bases[i]].
+//   Each ArrayBuffer owns its memory (unmapped when collected); none exceeds 4 GiB.
+struct LoadProgress {
+    Napi::Env env;
+    Napi::Function fn;
+};
+
+static void load_progress(void *ctx, uint64_t done, uint64_t total) {
+    LoadProgress *p = static_cast<LoadProgress *>(ctx);
+    p->fn.Call({Napi::Number::New(p->env, (double)done), Napi::Number::New(p->env, (double)total)});
+}
+
+static Napi::Value LoadResident(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "loadResident";
+    if (info.Length() < 5 || !info[0].IsArray() || !info[1].IsTypedArray() || !info[2].IsTypedArray() || !info[3].IsTypedArray() ||
+        !info[4].IsObject())
+        return k3::fail(env, fn, "expected (paths[], Uint32Array file, Float64Array start, Float64Array end, options, onProgress?)"), env.Undefined();
+    Napi::Array paths = info[0].As<Napi::Array>();
+    Napi::TypedArray f = info[1].As<Napi::TypedArray>(), s = info[2].As<Napi::TypedArray>(), e = info[3].As<Napi::TypedArray>();
+    if (f.TypedArrayType() != napi_uint32_array || s.TypedArrayType() != napi_float64_array || e.TypedArrayType() != napi_float64_array ||
+        f.ElementLength() != s.ElementLength() || f.ElementLength() != e.ElementLength())
+        return k3::fail(env, fn, "file/start/end must be Uint32Array/Float64Array/Float64Array of one length"), env.Undefined();
+    Napi::Object o = info[4].As<Napi::Object>();
+    auto num = [&](const char *k, double dflt) { Napi::Value v = o.Get(k); return v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : dflt; };
+    double piece = num("pieceBytes", 8 << 20), threads = num("threads", 8);
+    if (!(piece >= (2 << 20)) || piece > (double)(1u << 30) || (uint64_t)piece % (2u << 20) != 0)
+        return k3::fail(env, fn, "pieceBytes must be a multiple of 2 MiB in [2 MiB, 1 GiB]", true), env.Undefined();
+    if (!(threads >= 1 && threads <= 256)) return k3::fail(env, fn, "threads must be in [1, 256]", true), env.Undefined();
+    std::string eng = o.Get("engine").IsString() ? o.Get("engine").As<Napi::String>().Utf8Value() : "auto";
+    int engine = eng == "auto" ? K3_ENGINE_AUTO : eng == "pread" ? K3_ENGINE_PREAD : eng == "io_uring" ? K3_ENGINE_URING : -1;
+    if (engine < 0) return k3::fail(env, fn, "engine must be \"auto\", \"io_uring\" or \"pread\"", true), env.Undefined();
+    std::string pf = o.Get("prefault").IsString() ? o.Get("prefault").As<Napi::String>().Utf8Value() : "populate";
+    int prefault = pf == "none" ? K3_PREFAULT_NONE : pf == "huge" ? K3_PREFAULT_HUGE : pf == "populate" ? K3_PREFAULT_POPULATE : -1;
+    if (prefault < 0) return k3::fail(env, fn, "prefault must be \"none\", \"huge\" or \"populate\"", true), env.Undefined();
+    bool direct = o.Get("direct").IsBoolean() ? o.Get("direct").As<Napi::Boolean>().Value() : true;
+    bool has_progress = info.Length() > 5 && info[5].IsFunction();
+    // Test hook: {faultAfter, fault: "eio" | "short" | "direct-einval"} for one read of the load.
+    std::string fault = o.Get("fault").IsString() ? o.Get("fault").As<Napi::String>().Utf8Value() : "";
+    int fault_kind = fault == "eio" ? K3_FAULT_EIO : fault == "short" ? K3_FAULT_SHORT : fault == "direct-einval" ? K3_FAULT_DIRECT_EINVAL : 0;
+    if (!fault.empty() && !fault_kind) return k3::fail(env, fn, "fault must be \"eio\", \"short\" or \"direct-einval\"", true), env.Undefined();
+
+    size_t n = f.ElementLength();
+    const uint32_t *fd = f.As<Napi::Uint32Array>().Data();
+    const double *sd = s.As<Napi::Float64Array>().Data(), *ed = e.As<Napi::Float64Array>().Data();
+    std::vector<k3_load_block> blocks(n);
+    for (size_t i = 0; i < n; i++) {
+        if (fd[i] >= paths.Length()) return k3::fail(env, fn, "a file index is past the paths", true), env.Undefined();
+        if (!(sd[i] >= 0) || !(ed[i] > sd[i]) || ed[i] > (double)(1ull << 52))
+            return k3::fail(env, fn, "block " + std::to_string(i) + ": bad start/end", true), env.Undefined();
+        if (ed[i] - sd[i] > (double)(0xffffffffull - 8192))
+            return k3::fail(env, fn, "block " + std::to_string(i) + ": above 4 GiB (one JS buffer cannot hold it)", true), env.Undefined();
+        blocks[i] = {};
+        blocks[i].file = fd[i];
+        blocks[i].start = (uint64_t)sd[i];
+        blocks[i].end = (uint64_t)ed[i];
+    }
+    std::vector<k3_file> files(paths.Length());
+    for (auto &x : files) x.fd_direct = x.fd_buffered = -1;
+    auto close_files = [&]() {
+        for (auto &x : files)
+            if (x.fd_buffered >= 0 || x.fd_direct >= 0) k3_file_close(&x);
+    };
+    for (uint32_t i = 0; i < paths.Length(); i++) {
+        Napi::Value v = paths[i];
+        if (!v.IsString()) return close_files(), k3::fail(env, fn, "paths must be strings"), env.Undefined();
+        std::string p = v.As<Napi::String>();
+        char message[K3_ERR_MESSAGE];
+        if (k3_file_open(&files[i], p.c_str(), direct, message, sizeof message) != 0) return close_files(), k3::fail(env, fn, message), env.Undefined();
+        posix_fadvise(files[i].fd_buffered, 0, 0, POSIX_FADV_SEQUENTIAL); /* the buffered fallback reads whole ranges in order */
+    }
+    LoadProgress lp{env, has_progress ? info[5].As<Napi::Function>() : Napi::Function()};
+    k3_load_config cfg = {};
+    cfg.files = files.data();
+    cfg.n_files = (uint32_t)files.size();
+    cfg.piece_bytes = (uint64_t)piece;
+    cfg.threads = (int)threads;
+    cfg.engine = engine;
+    cfg.prefault = prefault;
+    cfg.progress = has_progress ? load_progress : nullptr;
+    cfg.progress_ctx = &lp;
+    cfg.progress_ms = 250;
+    cfg.fault_kind = fault_kind;
+    cfg.fault_after = (int64_t)num("faultAfter", 0);
+    k3_load_stats st;
+    char message[512] = "";
+    int rc = k3_resident_load(&cfg, blocks.data(), (int)n, &st, message, sizeof message);
+    close_files();
+    if (env.IsExceptionPending()) {  // the progress callback threw
+        if (rc == 0) for (auto &b : blocks) k3_resident_block_free(b.data, b.owned);
+        return env.Undefined();
+    }
+    if (rc != 0) return k3::fail(env, fn, message[0] ? message : strerror(rc)), env.Undefined();
+    Napi::Array out = Napi::Array::New(env, n);
+    Napi::Array bases = Napi::Array::New(env, n);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t *owned = new uint64_t(blocks[i].owned);
+        Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
+            env, blocks[i].data, (size_t)blocks[i].bytes,
+            [](Napi::Env env, void *data, uint64_t *owned) {
+                Napi::MemoryManagement::AdjustExternalMemory(env, -(int64_t)*owned);
+                k3_resident_block_free(static_cast<uint8_t *>(data), *owned);
+                delete owned;
+            },
+            owned);
+        Napi::MemoryManagement::AdjustExternalMemory(env, (int64_t)blocks[i].owned);
+        out[i] = ab;
+        bases[i] = Napi::Number::New(env, (double)blocks[i].base);
+    }
+    Napi::Object so = Napi::Object::New(env);
+    so["reads"] = Napi::Number::New(env, (double)st.reads);
+    so["deviceBytes"] = Napi::Number::New(env, (double)st.device_bytes);
+    so["requestedBytes"] = Napi::Number::New(env, (double)st.requested_bytes);
+    so["directReads"] = Napi::Number::New(env, (double)st.direct_reads);
+    so["bufferedReads"] = Napi::Number::New(env, (double)st.buffered_reads);
+    so["mappedBytes"] = Napi::Number::New(env, (double)st.mapped_bytes);
+    so["seconds"] = Napi::Number::New(env, st.seconds);
+    so["engine"] = Napi::String::New(env, st.engine == K3_ENGINE_IN_USE_URING_SQPOLL ? "io_uring+sqpoll" : st.engine == K3_ENGINE_IN_USE_URING ? "io_uring" : "pread");
+    so["engineNote"] = Napi::String::New(env, st.engine_note);
+    so["prefault"] = Napi::String::New(env, st.prefault_used == K3_PREFAULT_POPULATE ? "populate" : st.prefault_used == K3_PREFAULT_HUGE ? "huge" : "none");
+    Napi::Object r = Napi::Object::New(env);
+    r["blocks"] = out;
+    r["bases"] = bases;
+    r["stats"] = so;
+    return r;
+}
+
 static Napi::Value DropFileCache(const Napi::CallbackInfo &info) {
     if (info.Length() < 1 || !info[0].IsString()) return k3::fail(info.Env(), "dropFileCache", "path must be a string"), info.Env().Undefined();
     std::string p = info[0].As<Napi::String>();
@@ -437,6 +569,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["poolBench"] = Napi::Function::New(env, PoolBench);
     exports["NativeExpertStore"] = Store::Define(env);
     exports["supersetBytes"] = Napi::Function::New(env, SupersetBytes);
+    exports["loadResident"] = Napi::Function::New(env, LoadResident);
     return exports;
 }
 

@@ -1,0 +1,185 @@
+/**
+ * Resident loading at disk speed: byte ranges of shard files (a model's resident tensors) read by
+ * the store's read pool (io_uring or pread threads, O_DIRECT where the filesystem allows, buffered
+ * with the pages dropped after each read elsewhere) in large aligned pieces, several in flight,
+ * straight into their final memory.
+ *
+ * Ranges close together in one file are merged into blocks (the gaps are read too); every block
+ * is its own 2 MiB-aligned, huge-page-backed ArrayBuffer (at most `maxBlockBytes`, or one range
+ * when a single range is larger; never above 4 GiB), pre-faulted with MADV_POPULATE_WRITE ahead of
+ * its reads (no 4 KiB first-touch fault storm), and a range comes back as a view of its block. A
+ * block keeps the file's alignment modulo 4096, so a tensor at an 8-aligned file offset is an
+ * 8-aligned view; one at an odd offset is still exact, only not element-aligned.
+ */
+import { MoeStreamError } from "./errors.js";
+import { resolveIoEngine, type IoEngine, type IoEngineInUse } from "./io-engine.js";
+import { dropPageCache, measureReadEngine } from "./io-stats.js";
+import { native } from "./native.js";
+import { ProgressMeter, type Progress } from "./progress.js";
+
+export interface ResidentRange {
+  file: string;
+  offset: number;
+  length: number;
+}
+
+/** How destination pages are faulted in: by the reads (4 KiB or huge pages) or up front per block. */
+export type Prefault = "none" | "huge" | "populate";
+
+export interface ResidentLoadOptions {
+  /** Read piece size (a multiple of 2 MiB; default 8 MiB). */
+  pieceBytes?: number;
+  /** Reads in flight (default 8). */
+  readers?: number;
+  ioEngine?: IoEngine;
+  /** O_DIRECT where the filesystem allows (default true). */
+  direct?: boolean;
+  /** Default "populate". */
+  prefault?: Prefault;
+  /** Largest block made of several ranges (default 1 GiB). */
+  maxBlockBytes?: number;
+  /** Ranges of one file at most this far apart share a block (default 64 KiB). */
+  mergeGapBytes?: number;
+  onProgress?: (p: Progress) => void;
+  /** Test hook: the read after `after` reads fails (eio), comes back short, or has its O_DIRECT refused with EINVAL. */
+  injectFault?: { after: number; kind: "eio" | "short" | "direct-einval" };
+}
+
+export interface ResidentLoadStats {
+  /** Bytes of the ranges (what the caller asked for). */
+  bytes: number;
+  /** Bytes the blocks span (ranges + merged gaps). */
+  blockBytes: number;
+  /** Bytes the device transferred (aligned supersets included). */
+  deviceBytes: number;
+  blocks: number;
+  reads: number;
+  directReads: number;
+  bufferedReads: number;
+  /** Wall seconds of the native load (mapping, faulting, reading). */
+  seconds: number;
+  engine: IoEngineInUse;
+  engineNote: string;
+  prefault: Prefault;
+  pieceBytes: number;
+  readers: number;
+  direct: boolean;
+}
+
+export interface ResidentLoad {
+  /** The bytes of range i (a view of its block; no copy). */
+  view(i: number): Uint8Array;
+  readonly stats: ResidentLoadStats;
+  /** The blocks as read: file, [start, end). For measuring the same reads again (loadCeiling). */
+  readonly blocks: ReadonlyArray<{ file: string; start: number; end: number }>;
+}
+
+const MIB = 1 << 20;
+
+/** Groups ranges into blocks: same file, sorted, gaps <= mergeGap, each block <= maxBlock unless one range is larger. */
+export function planBlocks(ranges: readonly ResidentRange[], maxBlock: number, mergeGap: number): { blocks: { file: string; start: number; end: number }[]; of: Int32Array } {
+  const order = ranges.map((_, i) => i).sort((a, b) => (ranges[a].file < ranges[b].file ? -1 : ranges[a].file > ranges[b].file ? 1 : ranges[a].offset - ranges[b].offset));
+  const blocks: { file: string; start: number; end: number }[] = [];
+  const of = new Int32Array(ranges.length);
+  for (const i of order) {
+    const r = ranges[i];
+    if (!Number.isSafeInteger(r.offset) || !Number.isSafeInteger(r.length) || r.offset < 0 || r.length < 0) throw new MoeStreamError(`resident range ${i} of ${r.file}: bad offset ${r.offset} / length ${r.length}`);
+    const end = r.offset + Math.max(1, r.length);
+    const b = blocks[blocks.length - 1];
+    if (b && b.file === r.file && r.offset - b.end <= mergeGap && Math.max(end, b.end) - b.start <= maxBlock) {
+      b.end = Math.max(b.end, end);
+    } else {
+      blocks.push({ file: r.file, start: r.offset, end });
+    }
+    of[i] = blocks.length - 1;
+  }
+  return { blocks, of };
+}
+
+/** Reads `ranges` into resident memory (see the module comment). Errors name the file and offsets. */
+export function loadResidentRanges(ranges: readonly ResidentRange[], opts: ResidentLoadOptions = {}): ResidentLoad {
+  const pieceBytes = opts.pieceBytes ?? 8 * MIB;
+  const readers = opts.readers ?? 8;
+  const direct = opts.direct ?? true;
+  const prefault = opts.prefault ?? "populate";
+  if (!Number.isSafeInteger(pieceBytes) || pieceBytes < 2 * MIB || pieceBytes % (2 * MIB) !== 0 || pieceBytes > 1 << 30)
+    throw new MoeStreamError(`resident load: piece of ${pieceBytes} bytes, expected a multiple of 2 MiB up to 1 GiB`);
+  if (!Number.isInteger(readers) || readers < 1 || readers > 256) throw new MoeStreamError(`resident load: ${readers} readers, expected 1..256`);
+  const { engine } = resolveIoEngine(opts.ioEngine);
+  const { blocks, of } = planBlocks(ranges, opts.maxBlockBytes ?? 1 << 30, opts.mergeGapBytes ?? 64 << 10);
+  const files = [...new Set(blocks.map((b) => b.file))];
+  const index = new Map(files.map((f, i) => [f, i]));
+  const total = ranges.reduce((a, r) => a + r.length, 0);
+  const meter = new ProgressMeter("load", blocks.reduce((a, b) => a + b.end - b.start, 0));
+  let seen = 0;
+  const progress = opts.onProgress
+    ? (done: number) => {
+        meter.add(done - seen);
+        seen = done;
+        opts.onProgress!(meter.snapshot(`${blocks.length} blocks`));
+      }
+    : undefined;
+  let r: ReturnType<typeof native.loadResident>;
+  try {
+    r = native.loadResident(
+      files,
+      Uint32Array.from(blocks, (b) => index.get(b.file)!),
+      Float64Array.from(blocks, (b) => b.start),
+      Float64Array.from(blocks, (b) => b.end),
+      { pieceBytes, threads: readers, engine, direct, prefault, ...(opts.injectFault ? { fault: opts.injectFault.kind, faultAfter: opts.injectFault.after } : {}) },
+      progress,
+    );
+  } catch (e) {
+    throw new MoeStreamError(`resident load: ${(e as Error).message}`);
+  }
+  if (progress) opts.onProgress!(meter.snapshot(`${blocks.length} blocks`, true));
+  const s = r.stats;
+  return {
+    blocks,
+    stats: {
+      bytes: total,
+      blockBytes: blocks.reduce((a, b) => a + b.end - b.start, 0),
+      deviceBytes: s.deviceBytes,
+      blocks: blocks.length,
+      reads: s.reads,
+      directReads: s.directReads,
+      bufferedReads: s.bufferedReads,
+      seconds: s.seconds,
+      engine: s.engine,
+      engineNote: s.engineNote,
+      prefault: s.prefault,
+      pieceBytes,
+      readers,
+      direct,
+    },
+    view(i: number): Uint8Array {
+      const b = of[i];
+      const rg = ranges[i];
+      return new Uint8Array(r.blocks[b], rg.offset - r.bases[b], rg.length);
+    },
+  };
+}
+
+/**
+ * The ceiling of a load: the same blocks cut into the same pieces, read again by the same engine at
+ * the same depth (O_DIRECT when `direct`, into a reused buffer: disk time only), each file's page
+ * cache dropped first (POSIX_FADV_DONTNEED). GB = 1e9 bytes.
+ */
+export function loadCeiling(
+  blocks: ReadonlyArray<{ file: string; start: number; end: number }>,
+  opts: { pieceBytes?: number; readers?: number; engine: "io_uring" | "pread"; direct?: boolean },
+): { bytes: number; seconds: number; gbPerSec: number; engine: "io_uring" | "pread"; cacheDrop: "fadvise-dontneed" } {
+  const P = opts.pieceBytes ?? 8 * MIB;
+  const reads: { file: string; offset: number; length: number }[] = [];
+  for (const b of blocks) {
+    const base = Math.floor(b.start / 4096) * 4096;
+    for (let lo = base; lo < b.end; lo += P) {
+      const from = Math.max(lo, b.start);
+      const to = Math.min(lo + P, b.end);
+      if (to > from) reads.push({ file: b.file, offset: from, length: to - from });
+    }
+  }
+  for (const f of new Set(blocks.map((b) => b.file))) dropPageCache(f);
+  const m = measureReadEngine(reads, { engine: opts.engine, queueDepth: opts.readers ?? 8, direct: opts.direct ?? true });
+  return { bytes: m.bytes, seconds: m.seconds, gbPerSec: m.gbPerSec, engine: m.engine, cacheDrop: "fadvise-dontneed" };
+}
