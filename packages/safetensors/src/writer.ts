@@ -152,8 +152,8 @@ export class SafetensorsWriter {
     }
   }
 
-  /** Adds a tensor; `data` must hold exactly shape x dtype bytes. Returns its data_offsets. */
-  add(name: string, dtype: Dtype, shape: readonly number[], data: ArrayBufferView): [number, number] {
+  /** Checks that `name` may be added next; returns its byte size. */
+  private admit(name: string, dtype: Dtype, shape: readonly number[]): number {
     if (this.state !== "open") fail(`the writer is ${this.state}`, this.path, name);
     const bytes = specBytes(name, dtype, shape, this.path);
     if (this.names.has(name)) fail("a tensor of this name was already added", this.path, name);
@@ -164,13 +164,47 @@ export class SafetensorsWriter {
         fail(`the plan expects ${JSON.stringify(want.name)} ${want.dtype} [${want.shape.join(", ")}] next`, this.path, name);
       }
     }
-    const view = bytesOf(data);
-    if (view.byteLength !== bytes) fail(`${dtype} [${shape.join(", ")}] needs ${bytes} bytes but the data has ${view.byteLength}`, this.path, name);
-    this.writeAt(view, this.dataStart + this.cursor);
+    return bytes;
+  }
+
+  private commit(name: string, dtype: Dtype, shape: readonly number[], bytes: number): [number, number] {
     this.entries.push({ name, dtype, shape: [...shape], begin: this.cursor, end: this.cursor + bytes });
     this.names.add(name);
     this.cursor += bytes;
     return [this.cursor - bytes, this.cursor];
+  }
+
+  /** Adds a tensor; `data` must hold exactly shape x dtype bytes. Returns its data_offsets. */
+  add(name: string, dtype: Dtype, shape: readonly number[], data: ArrayBufferView): [number, number] {
+    const bytes = this.admit(name, dtype, shape);
+    const view = bytesOf(data);
+    if (view.byteLength !== bytes) fail(`${dtype} [${shape.join(", ")}] needs ${bytes} bytes but the data has ${view.byteLength}`, this.path, name);
+    this.writeAt(view, this.dataStart + this.cursor);
+    return this.commit(name, dtype, shape, bytes);
+  }
+
+  /**
+   * Adds a tensor whose bytes arrive in pieces, in order (for tensors larger than one buffer can
+   * hold: Node caps a typed array near 2^32 bytes and one write at 2^31-1). The pieces must add up
+   * to exactly shape x dtype bytes; a piece past the end or a short total aborts the writer (its
+   * temp file is removed) and throws, since the data section would be left inconsistent.
+   */
+  addChunks(name: string, dtype: Dtype, shape: readonly number[], chunks: Iterable<ArrayBufferView>): [number, number] {
+    const bytes = this.admit(name, dtype, shape);
+    let done = 0;
+    try {
+      for (const chunk of chunks) {
+        const view = bytesOf(chunk);
+        if (done + view.byteLength > bytes) fail(`${dtype} [${shape.join(", ")}] needs ${bytes} bytes but the pieces hold more (${done + view.byteLength} so far)`, this.path, name);
+        this.writeAt(view, this.dataStart + this.cursor + done);
+        done += view.byteLength;
+      }
+      if (done !== bytes) fail(`${dtype} [${shape.join(", ")}] needs ${bytes} bytes but the pieces hold ${done}`, this.path, name);
+    } catch (err) {
+      this.abort();
+      throw err;
+    }
+    return this.commit(name, dtype, shape, bytes);
   }
 
   /** Writes the header, syncs and renames the temp file into place. Returns the path. */
@@ -278,6 +312,7 @@ export class ShardedCheckpointWriter {
   private totalBytes = 0;
   private readonly tag = `${process.pid}.${randomBytes(4).toString("hex")}`;
   private state: "open" | "finished" | "aborted" = "open";
+  private planned = false;
 
   constructor(dir: string, options: ShardedWriterOptions = {}) {
     this.dir = resolve(dir);
@@ -289,13 +324,15 @@ export class ShardedCheckpointWriter {
     return join(this.dir, `.shard-${i}.${this.tag}.safetensors`);
   }
 
-  private open(): SafetensorsWriter {
+  private open(plan?: readonly TensorSpec[]): SafetensorsWriter {
     if (!this.current) {
       this.current = new SafetensorsWriter(this.tempShard(this.finished.length), {
         metadata: this.options.shardMetadata,
         headerReserve: this.options.headerReserve,
         fsync: this.options.fsync,
+        plan,
       });
+      this.planned = !!plan;
     }
     return this.current;
   }
@@ -306,18 +343,51 @@ export class ShardedCheckpointWriter {
     if (!this.current) return;
     this.finished.push(this.current.finish());
     this.current = null;
+    this.planned = false;
   }
 
-  add(name: string, dtype: Dtype, shape: readonly number[], data: ArrayBufferView): void {
+  /**
+   * Ends the current shard (if any) and starts one whose tensors are `plan`, in order: its header
+   * is written first, so the shard's data is never copied (see SafetensorsWriter's `plan`).
+   * maxShardBytes does not split a planned shard.
+   */
+  startShard(plan: readonly TensorSpec[]): void {
+    if (this.state !== "open") fail(`the writer is ${this.state}`, this.dir);
+    this.nextShard();
+    this.open(plan);
+  }
+
+  private admit(name: string, size: number): SafetensorsWriter {
     if (this.state !== "open") fail(`the writer is ${this.state}`, this.dir, name);
     if (this.names.has(name)) fail("a tensor of this name was already added", this.dir, name);
-    const size = bytesOf(data).byteLength;
     const max = this.options.maxShardBytes;
-    if (max !== undefined && this.current && this.current.count > 0 && this.current.dataBytes + size > max) this.nextShard();
-    this.open().add(name, dtype, shape, data);
+    if (max !== undefined && !this.planned && this.current && this.current.count > 0 && this.current.dataBytes + size > max) this.nextShard();
+    return this.open();
+  }
+
+  private commit(name: string, size: number): void {
     this.names.add(name);
     this.weightMap.push([name, this.finished.length]);
     this.totalBytes += size;
+  }
+
+  add(name: string, dtype: Dtype, shape: readonly number[], data: ArrayBufferView): void {
+    const size = bytesOf(data).byteLength;
+    this.admit(name, size).add(name, dtype, shape, data);
+    this.commit(name, size);
+  }
+
+  /** add() with the bytes in pieces (see SafetensorsWriter.addChunks); a failure aborts the whole checkpoint. */
+  addChunks(name: string, dtype: Dtype, shape: readonly number[], chunks: Iterable<ArrayBufferView>): void {
+    const size = specBytes(name, dtype, shape, this.dir);
+    const w = this.admit(name, size);
+    try {
+      w.addChunks(name, dtype, shape, chunks);
+    } catch (err) {
+      this.abort();
+      throw err;
+    }
+    this.commit(name, size);
   }
 
   /** Finishes the last shard, renames all shards and writes the index. Returns the shard paths. */
