@@ -44,6 +44,7 @@ commands:
   download       fetch a checkpoint from the hub: pinned revision, free-space check, resume, sha256-verified
   compare-logits compare two --dump-logits files (max/rel-L2 difference, first argmax change)
   cache-sim      replay a --dump-cache-trace through other expert-cache sizes and policies (no model)
+  synth          write a synthetic checkpoint at the published K3 (or Kimi-Linear-48B) widths
 
 global: --help, --version, --list-presets
 exit codes: 0 ok; 1 runtime failure or memory plan exceeds 95% of MemAvailable;
@@ -184,6 +185,31 @@ of other sizes: the hit rate of the store's LRU, S3-FIFO, Belady's offline bound
 each layer's hottest experts, the cache size in GB and the expert bytes read per token under LRU,
 so --cache-gb can be chosen without re-running the model. Default sizes: 0, 1, 2, 4, ... experts
 per layer and the run's own.
+`,
+  synth: `usage: k3 synth --out DIR [--layers N] [--experts E] [--vocab V] [--seed S] [--kimi-linear]
+                [--tokenizer FILE] [--force]
+
+Writes a checkpoint with random weights at the published widths: Kimi K3 (hidden 7168, 96 KDA heads
+x 128, MLA q_lora 1536 / kv_lora 512, dense layer 0 of 33,792, 896 MXFP4 experts top-16, vocab
+163,840) or with --kimi-linear Kimi-Linear-48B-A3B (hidden 2304, 32 heads, 256 bf16 experts top-8).
+Only the layer count and, when given, the expert count and vocabulary differ from the published
+config. Tensor names, dtypes, shapes, expert order, shards and index are laid out as released.
+Same options and seed => byte-identical files. Progress: a bar on a TTY, a line every 5 s otherwise.
+
+  --out DIR            output directory (created; refused if it holds a checkpoint, unless --force)
+  --layers N           num_hidden_layers (default 4; K3 1..93, 48B 1..27). Layer 0 is KDA + the dense
+                       MLP, the rest MoE; the MLA layers are the released ones (ONE-based 4, 8, ...)
+                       that are <= N, or the last layer when N < 4 (N=4: layer 3 MLA; N=2: layer 1)
+  --experts E          num_experts (default 896, 48B 256; at least num_experts_per_token: 16, 48B 8)
+  --vocab V            vocab_size = ranks + 256 specials (default 163840; at least 512)
+  --seed S             seed of every value (default 0)
+  --kimi-linear        Kimi-Linear-48B-A3B shapes (flat config, model. prefix, bf16 experts)
+  --tokenizer FILE     copy this tiktoken.model (e.g. the real Kimi one) instead of writing a
+                       synthetic rank file; it must have vocab - 256 ranks
+  --force              replace the checkpoint files already in DIR (other files are left alone)
+
+Sizes (K3, full vocab): embed + lm_head 4.70 GB; layer 0 2.34 GB; an MoE layer 1.27 GB (KDA) or
+0.84 GB (MLA) + 17.55 MB per expert. E.g. --layers 4 --experts 64: 12.3 GB; --layers 2 --experts 896: 24.4 GB.
 `,
   bench: `usage: k3 bench [--prompt-tokens N] [--gen N] [options]
 
@@ -649,6 +675,40 @@ async function cmdDoctor(argv: string[]): Promise<number> {
   return ok ? EXIT_OK : EXIT_RUNTIME;
 }
 
+async function cmdSynth(argv: string[]): Promise<number> {
+  const { values, positionals } = parsePositional("synth", argv, {
+    out: { type: "string" },
+    layers: { type: "string" },
+    experts: { type: "string" },
+    vocab: { type: "string" },
+    seed: { type: "string" },
+    "kimi-linear": { type: "boolean" },
+    tokenizer: { type: "string" },
+    force: { type: "boolean" },
+  });
+  if (values.help) return print(HELP.synth);
+  if (positionals.length) throw new UsageError(`k3 synth: unexpected argument ${JSON.stringify(positionals[0])} (see k3 synth --help)`);
+  if (typeof values.out !== "string" || values.out === "") throw new UsageError("k3 synth: --out DIR is required (see k3 synth --help)");
+  const count = (key: string) => (values[key] === undefined ? undefined : num(values, key, 0, (x) => Number.isSafeInteger(x) && x >= 0, "a non-negative integer"));
+  const { synthesize, synthProgressPrinter } = await import("./synth.js");
+  const r = synthesize({
+    out: values.out,
+    family: values["kimi-linear"] ? "kimi-linear" : "k3",
+    layers: count("layers"),
+    experts: count("experts"),
+    vocab: count("vocab"),
+    seed: count("seed"),
+    tokenizer: values.tokenizer as string | undefined,
+    force: !!values.force,
+    onProgress: synthProgressPrinter(process.stderr),
+  });
+  process.stderr.write(
+    `wrote ${r.dir}: ${r.tensors} tensors in ${r.shards.length} shards, ${(r.fileBytes / GB).toFixed(3)} GB in ${r.seconds.toFixed(1)} s ` +
+      `(${(r.fileBytes / 1e9 / r.seconds).toFixed(2)} GB/s); layers ${r.layerMap}\n`,
+  );
+  return EXIT_OK;
+}
+
 async function cmdBench(argv: string[]): Promise<number> {
   const { values, tokens } = parse("bench", argv, { "prompt-tokens": { type: "string" }, gen: { type: "string" } });
   if (values.help) return print(HELP.bench);
@@ -720,6 +780,8 @@ export async function main(argv: string[]): Promise<number> {
         return await cmdCompareLogits(rest);
       case "download":
         return await cmdDownload(rest);
+      case "synth":
+        return await cmdSynth(rest);
       default:
         throw new UsageError(`k3: unknown command ${JSON.stringify(command)}\n\n${GLOBAL_HELP}`);
     }

@@ -22,3 +22,5 @@ export { LogitsDumper, readLogits, compareLogits, formatComparison, LOGITS_FORMA
 export { ngramDraft, SpeculativeDecoder, type Drafter, type NgramDraftOptions, type SpeculationStats } from "./speculative.js";
 export { ExpertTraceRecorder, cacheSimReport, formatCacheSim, TRACE_FILE, HIST_FILE, type TraceMeta, type CacheSimReport, type CacheSimRow } from "./cache-trace.js";
 export { runDoctor, type DoctorOptions } from "./doctor.js";
+export { publishedK3Config, publishedKimiLinearConfig, releasedFullAttnLayers, complementLayers } from "./published.js";
+export { synthesize, synthConfig, synthPlan, synthFullAttnLayers, syntheticRankFile, synthProgressPrinter, ciCheckpointOptions, synthCiCheckpoint, e8m0For, tensorByteSize, BLOCK_ELEMENTS, type SynthOptions, type SynthResult, type SynthProgress, type SynthShard, type SynthTensor, type SynthFill, type SynthFamily } from "./synth.js";

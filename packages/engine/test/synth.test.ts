@@ -1,0 +1,281 @@
+/**
+ * `k3 synth`: the published config with only the counts changed, the released layout and byte
+ * census at real widths (from the plan, nothing written), and — at the tiny fixture widths through
+ * the same generator — files that @k3/safetensors and the engine accept, determinism by seed,
+ * valid MXFP4 scales, and refused arguments.
+ */
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setThreadCount } from "@k3/dense";
+import { openCheckpointSync } from "@k3/safetensors";
+import { loadKimiTokenizer } from "@k3/tiktoken-bpe";
+import { afterAll, describe, expect, it } from "vitest";
+import { parseConfig } from "../src/config.js";
+import { Engine } from "../src/engine.js";
+import { GB } from "../src/presets.js";
+import { publishedK3Config, publishedKimiLinearConfig } from "../src/published.js";
+import { ciCheckpointOptions, e8m0For, synthConfig, synthesize, synthPlan, syntheticRankFile, tensorByteSize, type SynthTensor } from "../src/synth.js";
+import { captureCli, rawConfig, TINY_48B, TINY_K3 } from "./helpers.js";
+
+const bigBox = { totalBytes: 256 * GB, availableBytes: 250 * GB };
+const dirs: string[] = [];
+function temp(): string {
+  const d = mkdtempSync(join(tmpdir(), "k3-synth-"));
+  dirs.push(d);
+  return d;
+}
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+const sum = (ts: SynthTensor[]) => ts.reduce((a, t) => a + tensorByteSize(t), 0);
+
+describe("published configs", () => {
+  it("K3 holds the anchor.md §1 values and parses", () => {
+    const c = publishedK3Config();
+    const t = c.text_config;
+    expect([c.model_type, c.bos_token_id, c.eos_token_id, c.pad_token_id, c.media_placeholder_token_id, c.tie_word_embeddings]).toEqual(["kimi_k3", 163584, 163586, 163839, 163605, false]);
+    expect([t.hidden_size, t.num_hidden_layers, t.vocab_size, t.rms_norm_eps, t.max_position_embeddings]).toEqual([7168, 93, 163840, 1e-5, 1048576]);
+    expect([t.hidden_act, t.activation_situ_beta, t.activation_situ_linear_beta]).toEqual(["situ", 4, 25]);
+    const la = t.linear_attn_config;
+    expect([la.num_heads, la.head_dim, la.short_conv_kernel_size, la.gate_lower_bound, la.use_full_rank_gate]).toEqual([96, 128, 4, -5, true]);
+    expect(la.full_attn_layers).toHaveLength(24);
+    expect(la.full_attn_layers.slice(-3)).toEqual([88, 92, 93]);
+    expect(la.kda_layers).toHaveLength(69);
+    expect([t.num_attention_heads, t.num_key_value_heads, t.q_lora_rank, t.kv_lora_rank, t.qk_nope_head_dim, t.qk_rope_head_dim, t.v_head_dim]).toEqual([96, 96, 1536, 512, 128, 64, 128]);
+    expect([t.num_experts, t.num_experts_per_token, t.num_shared_experts, t.routed_expert_hidden_size, t.moe_intermediate_size]).toEqual([896, 16, 2, 3584, 3072]);
+    expect([t.intermediate_size, t.first_k_dense_replace, t.moe_layer_freq, t.routed_scaling_factor, t.attn_res_block_size, t.num_nextn_predict_layers]).toEqual([33792, 1, 1, 1, 12, 0]);
+    expect(c.quantization_config.format).toBe("mxfp4-pack-quantized");
+    const cfg = parseConfig(c);
+    expect(cfg.family).toBe("k3");
+    expect(cfg.layerKinds.filter((k) => k === "mla")).toHaveLength(24);
+  });
+
+  it("Kimi-Linear-48B holds the architecture.md §0 values and parses", () => {
+    const c = publishedKimiLinearConfig();
+    expect([c.hidden_size, c.num_hidden_layers, c.vocab_size, c.intermediate_size, c.kv_lora_rank, c.q_lora_rank]).toEqual([2304, 27, 163840, 9216, 512, null]);
+    expect([c.linear_attn_config.num_heads, c.linear_attn_config.head_dim, c.num_attention_heads]).toEqual([32, 128, 32]);
+    expect(c.linear_attn_config.full_attn_layers).toEqual([4, 8, 12, 16, 20, 24, 27]);
+    expect([c.num_experts, c.num_experts_per_token, c.num_shared_experts, c.moe_intermediate_size, c.routed_scaling_factor, c.hidden_act]).toEqual([256, 8, 1, 1024, 2.446, "silu"]);
+    expect(parseConfig(c).family).toBe("kimi-linear");
+  });
+
+  it("synthConfig changes only the counts (and the special ids that follow the vocabulary)", () => {
+    const pub = publishedK3Config();
+    const c = synthConfig({ layers: 4, experts: 64 });
+    const t = c.text_config;
+    expect([t.num_hidden_layers, t.num_experts, t.linear_attn_config.full_attn_layers, t.linear_attn_config.kda_layers]).toEqual([4, 64, [4], [1, 2, 3]]);
+    const strip = (x: any) => {
+      const y = structuredClone(x);
+      for (const k of ["num_hidden_layers", "num_experts"]) delete y.text_config[k];
+      delete y.text_config.linear_attn_config.full_attn_layers;
+      delete y.text_config.linear_attn_config.kda_layers;
+      return y;
+    };
+    expect(strip(c)).toEqual(strip(pub));
+    const v = synthConfig({ layers: 2, vocab: 4096 });
+    expect([v.text_config.vocab_size, v.bos_token_id, v.eos_token_id, v.pad_token_id, v.media_placeholder_token_id, v.text_config.eos_token_id]).toEqual([4096, 3840, 3842, 4095, 3861, 3842]);
+    expect(v.text_config.linear_attn_config.full_attn_layers).toEqual([2]); // N < 4: the last layer is MLA
+    expect(synthConfig({ layers: 9 }).text_config.linear_attn_config.full_attn_layers).toEqual([4, 8]);
+    expect(synthConfig({ layers: 93 }).text_config.linear_attn_config.full_attn_layers).toEqual(pub.text_config.linear_attn_config.full_attn_layers);
+    const kl = synthConfig({ family: "kimi-linear", layers: 4, experts: 32 });
+    expect([kl.num_hidden_layers, kl.num_experts, kl.linear_attn_config.full_attn_layers, kl.hidden_size]).toEqual([4, 32, [4], 2304]);
+  });
+});
+
+describe("plan at real widths (nothing written)", () => {
+  const plan = synthPlan(synthConfig({ layers: 4, experts: 64 }));
+  const all = plan.flatMap((s) => s.tensors);
+  const layer = (l: number) => all.filter((t) => t.name.startsWith(`language_model.model.layers.${l}.`));
+
+  it("matches the byte census of the release (anchor.md §1.6)", () => {
+    const attnAndNorms = (l: number) => sum(layer(l).filter((t) => /self_attn\.|layernorm|_res_/.test(t.name)));
+    expect(attnAndNorms(1)).toBe(887_886_848); // a KDA layer
+    expect(attnAndNorms(3)).toBe(464_478_208); // an MLA layer (its attention + the six norms, as the census counts it)
+    const moe = (re: RegExp) => sum(layer(2).filter((t) => re.test(t.name)));
+    expect(moe(/block_sparse_moe\.gate\./)).toBe(64 * (7168 * 2 + 4)); // 12,848,640 B with the released 896
+    const released = synthPlan(synthConfig({ layers: 2 })).flatMap((s) => s.tensors);
+    expect(sum(released.filter((t) => /layers\.1\.block_sparse_moe\.gate\./.test(t.name)))).toBe(12_848_640);
+    expect(sum(released.filter((t) => /layers\.1\.block_sparse_moe\.experts\./.test(t.name)))).toBe(896 * 17_547_264);
+    expect(moe(/routed_expert_/)).toBe(102_767_616);
+    expect(moe(/shared_experts/)).toBe(264_241_152);
+    expect(moe(/experts\.17\./)).toBe(17_547_264);
+    expect(sum(layer(0).filter((t) => t.name.includes(".mlp."))) + attnAndNorms(0)).toBe(887_886_848 + 3 * 33792 * 7168 * 2);
+    expect(sum(all.filter((t) => /embed_tokens|lm_head/.test(t.name)))).toBe(2 * 163840 * 7168 * 2);
+    const w1 = all.find((t) => t.name.endsWith("layers.1.block_sparse_moe.experts.0.w1.weight_packed"))!;
+    const s2 = all.find((t) => t.name.endsWith("layers.1.block_sparse_moe.experts.0.w2.weight_scale"))!;
+    expect([w1.dtype, w1.shape, s2.dtype, s2.shape]).toEqual(["U8", [3072, 1792], "U8", [3584, 96]]);
+  });
+
+  it("dtypes as released: bf16 matrices and norms, F32 small KDA/router vectors", () => {
+    const f32 = all.filter((t) => t.dtype === "F32").map((t) => t.name.replace(/.*\./, ""));
+    expect(new Set(f32)).toEqual(new Set(["A_log", "dt_bias", "weight", "e_score_correction_bias"]));
+    for (const t of all.filter((t) => t.dtype === "F32" && t.name.endsWith("weight"))) expect(t.name).toMatch(/(conv1d|o_norm)\.weight$/);
+    for (const t of all.filter((t) => t.dtype === "U8")) expect(t.name).toMatch(/experts\.\d+\.w[123]\.weight_(packed|scale)$/);
+  });
+
+  it("layout: shard 1 = embed + layer 0, one shard per layer, then the head; trunk sorted, then experts 0,1,10,… with six adjacent", () => {
+    expect(plan.map((s) => s.label)).toEqual(["embed + layer 0", "layer 1", "layer 2", "layer 3", "norm + lm_head"]);
+    const s1 = plan[1].tensors.map((t) => t.name);
+    const firstExpert = s1.findIndex((n) => n.includes(".experts."));
+    const trunk = s1.slice(0, firstExpert);
+    expect(trunk).toEqual([...trunk].sort());
+    expect(s1.slice(firstExpert).every((n) => n.includes(".experts."))).toBe(true);
+    const ids = s1.slice(firstExpert).map((n) => n.match(/experts\.(\d+)\./)![1]);
+    const order = [...new Set(ids)];
+    expect(order.slice(0, 4)).toEqual(["0", "1", "10", "11"]);
+    expect(order).toEqual([...order].sort());
+    for (let i = 0; i < ids.length; i += 6) expect(new Set(ids.slice(i, i + 6)).size).toBe(1);
+    expect(s1.slice(firstExpert, firstExpert + 6).map((n) => n.replace(/.*experts\.0\./, ""))).toEqual([
+      "w1.weight_packed", "w1.weight_scale", "w2.weight_packed", "w2.weight_scale", "w3.weight_packed", "w3.weight_scale",
+    ]);
+    // With 4 layers, layer 3 is the one MLA layer.
+    expect(layer(3).some((t) => t.name.endsWith("self_attn.kv_b_proj.weight"))).toBe(true);
+    expect(layer(2).some((t) => t.name.endsWith("self_attn.A_log"))).toBe(true);
+  });
+
+  it("Kimi-Linear-48B: model. prefix, bf16 experts, g_a/g_b gate, q_proj", () => {
+    const kl = synthPlan(synthConfig({ family: "kimi-linear", layers: 4, experts: 32 })).flatMap((s) => s.tensors);
+    const get = (n: string) => kl.find((t) => t.name === n);
+    expect(get("model.embed_tokens.weight")?.shape).toEqual([163840, 2304]);
+    expect(get("lm_head.weight")?.shape).toEqual([163840, 2304]);
+    expect(get("model.layers.1.block_sparse_moe.experts.10.w1.weight")).toMatchObject({ dtype: "BF16", shape: [1024, 2304] });
+    expect(get("model.layers.1.self_attn.A_log")).toMatchObject({ dtype: "F32", shape: [1, 1, 32, 1] });
+    expect(get("model.layers.1.self_attn.g_b_proj.weight")?.shape).toEqual([4096, 128]);
+    expect(get("model.layers.3.self_attn.q_proj.weight")?.shape).toEqual([32 * 192, 2304]);
+    expect(get("model.layers.3.self_attn.kv_b_proj.weight")?.shape).toEqual([32 * 256, 512]);
+    expect(get("model.layers.0.mlp.gate_proj.weight")?.shape).toEqual([9216, 2304]);
+    expect(get("model.layers.1.block_sparse_moe.shared_experts.down_proj.weight")?.shape).toEqual([2304, 1024]);
+  });
+
+  it("the CI fixture recipe is the smallest real-width K3: 2 layers, 16 experts, vocab 4096, ~3.6 GB", () => {
+    const o = ciCheckpointOptions("/nowhere");
+    const p = synthPlan(synthConfig(o)).flatMap((s) => s.tensors);
+    const bytes = sum(p);
+    expect(bytes).toBeGreaterThan(3.5e9);
+    expect(bytes).toBeLessThan(3.65e9);
+    expect(parseConfig(synthConfig(o)).layerKinds).toEqual(["kda", "mla"]);
+  });
+});
+
+describe("MXFP4 scales", () => {
+  it("give expert weights an rms near 1/sqrt(fan_in), and are never 0xFF", () => {
+    const lut = [0, 0.5, 1, 1.5, 2, 3, 4, 6];
+    const ms = lut.reduce((a, v) => a + v * v, 0) / 8;
+    for (const fanIn of [3584, 3072, 64, 32]) {
+      const s = e8m0For(1 / Math.sqrt(fanIn));
+      expect(s).toBeLessThan(254);
+      const rms = Math.sqrt(ms * (2 ** (2 * (s - 127)) + 2 ** (2 * (s - 126))) / 2);
+      expect(rms * Math.sqrt(fanIn)).toBeGreaterThan(0.7);
+      expect(rms * Math.sqrt(fanIn)).toBeLessThan(1.42);
+    }
+  });
+});
+
+describe("writing at the tiny widths (same generator and layout)", async () => {
+  setThreadCount(1);
+  const base = rawConfig(TINY_K3);
+  const a = temp();
+  const b = temp();
+  const c = temp();
+  const ra = synthesize({ out: a, layers: 5, experts: 8, seed: 7, baseConfig: base, fsync: false });
+  synthesize({ out: b, layers: 5, experts: 8, seed: 7, baseConfig: base, fsync: false });
+  synthesize({ out: c, layers: 5, experts: 8, seed: 8, baseConfig: base, fsync: false });
+
+  it("is byte-identical for the same seed and differs for another", () => {
+    const files = readdirSync(a).sort();
+    expect(files).toEqual(readdirSync(b).sort());
+    expect(files).toContain("model-00006-of-00006.safetensors");
+    for (const f of files) expect(readFileSync(join(a, f)).equals(readFileSync(join(b, f))), f).toBe(true);
+    expect(readFileSync(join(a, "model-00002-of-00006.safetensors")).equals(readFileSync(join(c, "model-00002-of-00006.safetensors")))).toBe(false);
+  });
+
+  it("validates through @k3/safetensors: every planned tensor present with its dtype and shape, index total", () => {
+    const ck = openCheckpointSync(a);
+    const plan = synthPlan(ra.config).flatMap((s) => s.tensors);
+    expect([...ck.names()].sort()).toEqual(plan.map((t) => t.name).sort());
+    for (const t of plan) {
+      const info = ck.get(t.name);
+      expect([info.dtype, info.shape]).toEqual([t.dtype, t.shape]);
+    }
+    const index = JSON.parse(readFileSync(join(a, "model.safetensors.index.json"), "utf8"));
+    expect(index.metadata.total_size).toBe(ra.dataBytes);
+    // Scales: only the two chosen exponents.
+    for (const n of plan.filter((t) => t.name.endsWith("weight_scale")).map((t) => t.name)) {
+      const bytes = ck.readSync(n);
+      const want = e8m0For(1 / Math.sqrt(n.includes(".w2.") ? 32 : 64));
+      for (const x of bytes) expect(x === want || x === want + 1).toBe(true);
+    }
+    ck.closeSync();
+  });
+
+  it("the engine loads it and generates finite logits (K3 and Kimi-Linear)", async () => {
+    const kl = temp();
+    synthesize({ out: kl, family: "kimi-linear", layers: 4, experts: 4, seed: 1, baseConfig: rawConfig(TINY_48B), fsync: false });
+    for (const dir of [a, kl]) {
+      const engine = await Engine.load(dir, { mem: bigBox, preset: "laptop" });
+      let finite = true;
+      const r = await engine.complete(engine.encodeText("hello world"), { maxTokens: 2, stopIds: [], onLogits: (l) => (finite &&= l.every(Number.isFinite)) });
+      expect(r.ids).toHaveLength(2);
+      expect(finite).toBe(true);
+      engine.close();
+    }
+  });
+
+  it("refuses an existing checkpoint without --force and replaces it with", () => {
+    expect(() => synthesize({ out: a, layers: 5, experts: 8, seed: 7, baseConfig: base, fsync: false })).toThrow(/already holds a checkpoint.*--force/);
+    writeFileSync(join(a, "notes.txt"), "mine");
+    synthesize({ out: a, layers: 4, experts: 8, seed: 7, baseConfig: base, fsync: false, force: true });
+    const files = readdirSync(a);
+    expect(files).toContain("notes.txt");
+    expect(files.filter((f) => f.endsWith(".safetensors"))).toHaveLength(5);
+  });
+});
+
+describe("tokenizer", () => {
+  it("the synthetic rank file is valid and round-trips text", () => {
+    const dir = temp();
+    writeFileSync(join(dir, "tiktoken.model"), syntheticRankFile(3840));
+    expect(syntheticRankFile(3840).equals(syntheticRankFile(3840))).toBe(true);
+    const tok = loadKimiTokenizer(dir, { specials: "k3" });
+    expect(tok.nRanks).toBe(3840);
+    const text = "hello world, 12 € ünïcode";
+    const ids = tok.encode(text);
+    expect(tok.decode(ids)).toBe(text);
+    expect(ids.length).toBeLessThan(text.length);
+  });
+
+  it("--tokenizer must have vocab - 256 ranks", () => {
+    const dir = temp();
+    const f = join(dir, "tiktoken.model");
+    writeFileSync(f, syntheticRankFile(300));
+    expect(() => synthesize({ out: join(dir, "x"), layers: 2, vocab: 4096, tokenizer: f })).toThrow(/has 300 ranks but vocab 4096 needs 3840/);
+  });
+});
+
+describe("bad arguments", () => {
+  it("are refused naming the option and the allowed range", () => {
+    const out = join(temp(), "never");
+    expect(() => synthesize({ out, layers: 0 })).toThrow(/--layers 0: expected an integer number of layers \(K3 has 93\) in 1\.\.93/);
+    expect(() => synthesize({ out, layers: 94 })).toThrow(/--layers 94/);
+    expect(() => synthesize({ out, family: "kimi-linear", layers: 28 })).toThrow(/Kimi-Linear-48B has 27/);
+    expect(() => synthesize({ out, experts: 8 })).toThrow(/--experts 8: .*num_experts_per_token = 16/);
+    expect(() => synthesize({ out, experts: 897 })).toThrow(/--experts 897: .*896/);
+    expect(() => synthesize({ out, vocab: 300 })).toThrow(/--vocab 300: .*512\.\.163840/);
+    expect(() => synthesize({ out, seed: -1 })).toThrow(/--seed -1/);
+  });
+
+  it("the CLI: usage errors exit 2 with the reason, --help exits 0", async () => {
+    const none = await captureCli(["synth"]);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/--out DIR is required/);
+    const bad = await captureCli(["synth", "--out", join(temp(), "x"), "--layers", "two"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--layers two: expected a non-negative integer/);
+    const unknown = await captureCli(["synth", "--out", "x", "--widths", "7"]);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/widths/);
+    const help = await captureCli(["synth", "--help"]);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/--kimi-linear/);
+  });
+});
