@@ -20,6 +20,7 @@ import { StoreStateError, ExpertReadError, BudgetError, CheckpointError, MoeStre
 import type { ExpertLocation } from "./checkpoint.js";
 import { native, type NativeExpertStore, type NativeReadDone } from "./native.js";
 import { openNativeStore, type IoEngine, type IoEngineInUse } from "./io-engine.js";
+import { ArenaViews } from "./arena-views.js";
 
 export interface ExpertStoreOptions {
   /** Every expert the store may serve (all layers). */
@@ -137,7 +138,7 @@ export class ExpertStore {
   readonly prefetchSlots: number;
   private readonly fileAlign: number[];
   private readonly nativeStore: NativeExpertStore;
-  private readonly arena: Uint8Array;
+  private readonly arena: ArenaViews;
   private readonly locations = new Map<number, ExpertLocation>();
   private readonly fileIndex = new Map<string, number>();
   private readonly entries = new Map<number, Entry>();
@@ -194,7 +195,7 @@ export class ExpertStore {
     this.slotsPerLayer = slotsPerLayer;
     this.ioSlots = ioSlots;
     this.arenaBytes = bytes;
-    this.arena = new Uint8Array(this.nativeStore.arena());
+    this.arena = new ArenaViews(this.nativeStore, "ExpertStore");
     this.fileAlign = this.files.map((_, i) => this.nativeStore.fileInfo(i).offsetAlign);
     // Hostile or stale locations fail here, naming the expert, instead of mid-generation.
     const sizes = this.files.map((_, i) => this.nativeStore.fileInfo(i).size);
@@ -365,6 +366,7 @@ export class ExpertStore {
     this.lastNative = { deviceBytes: n.deviceBytes, reads: n.reads, directReads: n.directReads, bufferedReads: n.bufferedReads, busyNs: n.busyNs, engine: n.engine, engineNote: n.engineNote };
     this.closed = true;
     this.nativeStore.close(); // reads in flight finish; queued ones come back cancelled
+    this.arena.clear(); // the arena is freed once the handles still held are collected
     const err = () => new StoreStateError("ExpertStore: closed while the read was waiting for a slot");
     for (const e of this.slotWaiters.splice(0)) {
       this.entries.delete(key(e.layer, e.id));
@@ -453,7 +455,8 @@ export class ExpertStore {
     if (--this.pending === 0 && !this.closed) this.nativeStore.unref();
     if (!e) return;
     this.counters.readNs += Math.max(0, d.endNs - d.startNs);
-    if ((d.cancelled || d.status !== 0) && !e.failure) e.failure = d;
+    // A read that finished while close() ran: the arena can no longer be viewed, so it fails as cancelled.
+    if ((d.cancelled || d.status !== 0 || this.closed) && !e.failure) e.failure = this.closed && !d.cancelled && d.status === 0 ? { ...d, cancelled: true } : d;
     if (e.dataOffset < 0 && d.status === 0) e.dataOffset = d.dataOffset;
     if (--e.piecesLeft > 0) return;
     if (e.failure) return this.fail(e, e.failure);
@@ -486,13 +489,13 @@ export class ExpertStore {
   }
 
   private handle(e: Entry, source: ExpertSource): ExpertHandle {
-    const start = e.slot * this.slotBytes + e.dataOffset;
+    const bytes = this.arena.bytes(e.slot * this.slotBytes, this.slotBytes, e.dataOffset, e.loc.byteLength);
     let released = false;
     return {
       layer: e.layer,
       id: e.id,
       location: e.loc,
-      bytes: this.arena.subarray(start, start + e.loc.byteLength),
+      bytes,
       source,
       readId: e.readId,
       release: () => {

@@ -42,7 +42,8 @@ export interface NativeExpertStore {
   ref(): void;
   unref(): void;
   close(): void;
-  arena(): ArrayBuffer;
+  /** A view of [byteOffset, +byteLength) of the arena (<= 2^32 bytes; it keeps the arena alive). */
+  view(byteOffset: number, byteLength: number): ArrayBuffer;
 }
 
 export interface MoeStreamBinding {

@@ -17,6 +17,7 @@ import { crc32 } from "node:zlib";
 import { BudgetError, ChecksumError, MoeStreamError, StoreStateError, formatBytes } from "./errors.js";
 import { type NativeExpertStore, type NativeReadDone } from "./native.js";
 import { openNativeStore, type IoEngine, type IoEngineInUse } from "./io-engine.js";
+import { ArenaViews } from "./arena-views.js";
 import { readTrunkManifest, TRUNK_FILE, type TrunkManifest, type TrunkTensor } from "./trunk-pack.js";
 
 export interface TrunkChunk {
@@ -103,7 +104,7 @@ export class TrunkChunkStreamer {
   readonly arenaBytes: number;
   private readonly chunks: Map<number, ChunkPlan[]>;
   private readonly nativeStore: NativeExpertStore;
-  private readonly arena: Uint8Array;
+  private readonly arena: ArenaViews;
   private readonly slots: Slot[] = [];
   private readonly order: ChunkPlan[]; // every chunk of the schedule, in streaming order
   private readonly verify: boolean;
@@ -143,7 +144,7 @@ export class TrunkChunkStreamer {
       this.nativeStore.close();
       throw new MoeStreamError(`${join(opts.dir, TRUNK_FILE)}: ${size} bytes, the manifest says ${this.manifest.bytes} (truncated or from another pack)`);
     }
-    this.arena = new Uint8Array(this.nativeStore.arena());
+    this.arena = new ArenaViews(this.nativeStore, "TrunkChunkStreamer");
     for (let i = 0; i < ringSlots; i++) this.slots.push({ index: i, chunk: null, loading: null, inUse: false });
   }
 
@@ -193,8 +194,8 @@ export class TrunkChunkStreamer {
         tensor: (name) => {
           const t = byName.get(name);
           if (!t) throw new MoeStreamError(`trunk layer ${layer} chunk ${c.index}: no tensor ${name}`);
-          const at = s.index * this.slotBytes + (t.abs - base);
-          return this.arena.subarray(at, at + t.byteLength);
+          if (this.closed) throw new StoreStateError("TrunkChunkStreamer: used after close()");
+          return this.arena.bytes(s.index * this.slotBytes, this.slotBytes, t.abs - base, t.byteLength);
         },
         release: () => {
           if (released) return;
@@ -213,6 +214,7 @@ export class TrunkChunkStreamer {
     if (this.closed) return;
     this.closed = true;
     this.nativeStore.close();
+    this.arena.clear();
   }
 
   /** Fills free slots with the next chunks of the schedule (wrapping around), nearest first. */
@@ -249,8 +251,8 @@ export class TrunkChunkStreamer {
         this.counters.bytesRead += c.length;
         if (this.verify) {
           for (const [name, t] of c.tensors) {
-            const at = slot.index * this.slotBytes + (t.abs - c.start);
-            const got = crc32(this.arena.subarray(at, at + t.byteLength)) >>> 0;
+            if (this.closed) return;
+            const got = crc32(this.arena.bytes(slot.index * this.slotBytes, this.slotBytes, t.abs - c.start, t.byteLength)) >>> 0;
             if (got !== t.crc32) throw new ChecksumError(TRUNK_FILE, name, t.crc32, got);
           }
         }

@@ -13,6 +13,7 @@ import { crc32 } from "node:zlib";
 import { BudgetError, ChecksumError, MoeStreamError, StoreStateError, formatBytes } from "./errors.js";
 import { type NativeExpertStore, type NativeReadDone } from "./native.js";
 import { openNativeStore, type IoEngine, type IoEngineInUse } from "./io-engine.js";
+import { ArenaViews } from "./arena-views.js";
 import { readTrunkManifest, TRUNK_FILE, type TrunkGroup, type TrunkManifest, type TrunkTensor } from "./trunk-pack.js";
 
 export interface TrunkStreamerOptions {
@@ -80,7 +81,7 @@ export class TrunkStreamer {
   readonly manifest: TrunkManifest;
   private readonly groups = new Map<number, TrunkGroup>();
   private readonly nativeStore: NativeExpertStore;
-  private readonly arena: Uint8Array;
+  private readonly arena: ArenaViews;
   private readonly chunkBytes: number;
   private readonly pinned = new Map<number, number>(); // layer -> first chunk
   private readonly ring: RingSlot[] = [];
@@ -151,7 +152,7 @@ export class TrunkStreamer {
       this.nativeStore.close();
       throw new MoeStreamError(`${join(opts.dir, TRUNK_FILE)}: ${size} bytes, the manifest says ${this.manifest.bytes} (truncated or from another pack)`);
     }
-    this.arena = new Uint8Array(this.nativeStore.arena());
+    this.arena = new ArenaViews(this.nativeStore, "TrunkStreamer");
     let at = 0;
     for (const l of pinnedLayers) {
       this.pinned.set(l, at);
@@ -215,12 +216,18 @@ export class TrunkStreamer {
     if (this.closed) return;
     this.closed = true;
     this.nativeStore.close();
+    this.arena.clear();
   }
 
   // ---------------------------------------------------------------- internals
 
+  /** A tensor of group `g` as read into the chunks from `firstChunk` (one view per pinned layer / ring slot). */
+  private tensorBytes(g: TrunkGroup, firstChunk: number, t: TrunkTensor): Uint8Array {
+    const regionBytes = Math.ceil(g.byteLength / this.chunkBytes) * this.chunkBytes;
+    return this.arena.bytes(firstChunk * this.chunkBytes, this.pinned.get(g.layer!) === firstChunk ? regionBytes : this.ringSlotBytes, t.offset, t.byteLength);
+  }
+
   private view(g: TrunkGroup, firstChunk: number, pinned: boolean, onRelease: () => void): TrunkLayer {
-    const base = firstChunk * this.chunkBytes;
     let released = false;
     return {
       layer: g.layer!,
@@ -234,7 +241,8 @@ export class TrunkStreamer {
       tensor: (name) => {
         const t = g.tensors[name];
         if (!t) throw new MoeStreamError(`trunk layer ${g.layer}: no tensor ${name}`);
-        return this.arena.subarray(base + t.offset, base + t.offset + t.byteLength);
+        if (this.closed) throw new StoreStateError("TrunkStreamer: used after close()");
+        return this.tensorBytes(g, firstChunk, t);
       },
       release: () => {
         if (!released) {
@@ -307,9 +315,9 @@ export class TrunkStreamer {
     await Promise.all(reads);
     this.counters.bytesRead += g.byteLength;
     if (!verify) return;
-    const base = firstChunk * this.chunkBytes;
+    if (this.closed) return;
     for (const [name, t] of Object.entries(g.tensors)) {
-      const got = crc32(this.arena.subarray(base + t.offset, base + t.offset + t.byteLength)) >>> 0;
+      const got = crc32(this.tensorBytes(g, firstChunk, t)) >>> 0;
       if (got !== t.crc32) throw new ChecksumError(TRUNK_FILE, name, t.crc32, got);
     }
   }

@@ -84,6 +84,15 @@ inline bool mul_size(size_t a, size_t b, size_t *out) {
     return true;
 }
 
+/*
+ * The largest external ArrayBuffer any addon may hand to JS. Node 20 builds an external
+ * ArrayBuffer as a Buffer, whose limit is buffer.constants.MAX_LENGTH = 2^32 bytes (a typed array
+ * is capped there too). Past it napi_create_external_arraybuffer fails AFTER scheduling the
+ * finalizer, and node-addon-api's ArrayBuffer::New then frees its finalizer data a second time
+ * ("free(): double free detected in tcache 2"). Check the length against this before creating one.
+ */
+constexpr uint64_t kMaxExternalBytes = (uint64_t)1 << 32;
+
 }  // namespace k3
 
 #endif

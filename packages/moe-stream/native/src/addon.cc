@@ -3,6 +3,7 @@
 // thread-safe function (so JS gets a per-expert completion while other reads are in flight).
 #include <napi.h>
 #include <cerrno>
+#include <atomic>
 #include <fcntl.h>
 #include <cstring>
 #include <string>
@@ -42,6 +43,28 @@ static void CallJs(Napi::Env env, Napi::Function callback, std::nullptr_t *, k3_
 
 using Tsfn = Napi::TypedThreadSafeFunction<std::nullptr_t, k3_read_done, CallJs>;
 
+// ---------------------------------------------------------------- the arena
+
+// The arena is never handed to JS whole (above 2^32 bytes that cannot be one buffer: see
+// k3::kMaxExternalBytes). JS asks for views of ranges (a slot, a layer's chunks), each one external
+// ArrayBuffer holding a reference. The store holds one more until close() (or its finalizer, or
+// env teardown); the arena is freed once, when the last reference goes, whatever the order.
+struct ArenaOwner {
+    uint8_t *data;
+    uint64_t bytes;
+    int64_t accounted;       // bytes reported to V8 with AdjustExternalMemory
+    std::atomic<int> refs{1};  // finalizers run on the JS thread; atomic all the same
+};
+
+static void arena_release(ArenaOwner *a) {
+    if (a->refs.fetch_sub(1) == 1) {
+        k3_arena_free(a->data);
+        delete a;
+    }
+}
+
+static void arena_view_finalize(napi_env, void *, void *hint) { arena_release(static_cast<ArenaOwner *>(hint)); }
+
 // ---------------------------------------------------------------- the store
 
 class Store : public Napi::ObjectWrap<Store> {
@@ -52,7 +75,7 @@ class Store : public Napi::ObjectWrap<Store> {
                             InstanceMethod("stats", &Store::Stats), InstanceMethod("injectFault", &Store::InjectFault),
                             InstanceMethod("fileInfo", &Store::FileInfo), InstanceMethod("ref", &Store::Ref),
                             InstanceMethod("unref", &Store::Unref), InstanceMethod("close", &Store::Close),
-                            InstanceMethod("arena", &Store::Arena)});
+                            InstanceMethod("view", &Store::View)});
     }
 
     // new NativeExpertStore(files, slotBytes, slots, threads, direct, maxPrefetchInflight, prefault, onDone,
@@ -110,8 +133,8 @@ class Store : public Napi::ObjectWrap<Store> {
         }
         uint32_t mem_align = 4096;
         for (auto &f : files_) mem_align = f.mem_align > mem_align ? f.mem_align : mem_align;
-        arena_ = k3_arena_alloc(total, mem_align, info[6].As<Napi::Boolean>());
-        if (!arena_) {
+        uint8_t *arena = k3_arena_alloc(total, mem_align, info[6].As<Napi::Boolean>());
+        if (!arena) {
             CloseFiles();
             { k3::fail(env, kFn,
                                   "cannot allocate the " + std::to_string(total) + "-byte arena: " + strerror(errno),
@@ -119,18 +142,15 @@ class Store : public Napi::ObjectWrap<Store> {
         }
         slot_bytes_ = slot_bytes;
         n_slots_ = (uint32_t)slots;
-        // The arena outlives the store if JS still holds a view: the ArrayBuffer's finalizer frees it.
-        Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
-            env, arena_, total, [](Napi::Env, void *data) { k3_arena_free(static_cast<uint8_t *>(data)); });
-        arena_ref_ = Napi::Persistent(ab);
-        Napi::MemoryManagement::AdjustExternalMemory(env, (int64_t)total > INT32_MAX ? INT32_MAX : (int64_t)total);
+        arena_ = new ArenaOwner{arena, total, (int64_t)total > INT32_MAX ? INT32_MAX : (int64_t)total};
+        Napi::MemoryManagement::AdjustExternalMemory(env, arena_->accounted);
 
         tsfn_ = Tsfn::New(env, info[7].As<Napi::Function>(), "k3-moe-stream-reads", 0, 1);
         tsfn_.Unref(env);
         k3_read_pool_config cfg = {};
         cfg.files = files_.data();
         cfg.n_files = (uint32_t)files_.size();
-        cfg.arena = arena_;
+        cfg.arena = arena_->data;
         cfg.slot_bytes = slot_bytes;
         cfg.n_slots = n_slots_;
         cfg.threads = (int)threads;
@@ -144,6 +164,7 @@ class Store : public Napi::ObjectWrap<Store> {
         if (!pool_) {
             tsfn_.Release();
             CloseFiles();
+            DropArena(env);
             { k3::fail(env, kFn, message); return; }
         }
         // A store never closed must still stop cleanly at process exit. Node tears the env down in
@@ -156,7 +177,7 @@ class Store : public Napi::ObjectWrap<Store> {
         if (napi_add_env_cleanup_hook(env, EnvCleanup, this) == napi_ok) hooked_ = true;
     }
 
-    ~Store() { Shutdown(); }
+    ~Store() { Shutdown(nullptr); }
 
   private:
     static void OnDone(void *ctx, k3_read_done *done) {
@@ -173,10 +194,19 @@ class Store : public Napi::ObjectWrap<Store> {
     static void EnvCleanup(void *arg) {
         Store *s = static_cast<Store *>(arg);
         s->hooked_ = false;  // the hook is being run: it must not remove itself
-        s->Shutdown();
+        s->Shutdown(nullptr);
     }
 
-    void Shutdown() {
+    // The store's own reference (views keep theirs). env is null in teardown / finalizers.
+    void DropArena(napi_env env) {
+        if (!arena_) return;
+        if (env) Napi::MemoryManagement::AdjustExternalMemory(Napi::Env(env), -arena_->accounted);
+        arena_->accounted = 0;
+        arena_release(arena_);
+        arena_ = nullptr;
+    }
+
+    void Shutdown(napi_env env) {
         if (hooked_) {
             hooked_ = false;
             napi_remove_env_cleanup_hook(env_, EnvCleanup, this);
@@ -187,6 +217,7 @@ class Store : public Napi::ObjectWrap<Store> {
             tsfn_.Release();
         }
         CloseFiles();
+        DropArena(env);  // after the readers are joined: nothing writes into it any more
     }
 
     bool Open(Napi::Env env, const char *fn) {
@@ -304,17 +335,39 @@ class Store : public Napi::ObjectWrap<Store> {
     }
 
     Napi::Value Close(const Napi::CallbackInfo &info) {
-        Shutdown();
+        Shutdown(info.Env());
         return info.Env().Undefined();
     }
 
-    Napi::Value Arena(const Napi::CallbackInfo &info) { return arena_ref_.Value(); }
+    // view(byteOffset, byteLength) -> ArrayBuffer over that range of the arena (at most
+    // k3::kMaxExternalBytes); it keeps the arena alive until it is collected.
+    Napi::Value View(const Napi::CallbackInfo &info) {
+        Napi::Env env = info.Env();
+        const char *fn = "ExpertStore.view";
+        if (!arena_ || !pool_) return k3::fail(env, fn, "the store is closed"), env.Undefined();
+        size_t offset, length;
+        if (!k3::get_size(info, 0, fn, "byteOffset", &offset) || !k3::get_size(info, 1, fn, "byteLength", &length))
+            return env.Undefined();
+        if (offset > arena_->bytes || length > arena_->bytes - offset || length == 0)
+            return k3::fail(env, fn, "range [" + std::to_string(offset) + ", +" + std::to_string(length) + ") is not inside the " +
+                                         std::to_string(arena_->bytes) + "-byte arena", true),
+                   env.Undefined();
+        if (length > k3::kMaxExternalBytes)
+            return k3::fail(env, fn, "byteLength " + std::to_string(length) + " is above the " + std::to_string(k3::kMaxExternalBytes) +
+                                         " bytes one JS buffer can hold", true),
+                   env.Undefined();
+        arena_->refs.fetch_add(1);
+        napi_value ab;
+        // On failure Node 20 still runs the finalizer (later), which drops the reference taken above.
+        if (napi_create_external_arraybuffer(env, arena_->data + offset, length, arena_view_finalize, arena_, &ab) != napi_ok)
+            return k3::fail(env, fn, "cannot create a view of the arena"), env.Undefined();
+        return Napi::Value(env, ab);
+    }
 
     std::vector<k3_file> files_;
-    uint8_t *arena_ = nullptr;
+    ArenaOwner *arena_ = nullptr;
     uint64_t slot_bytes_ = 0;
     uint32_t n_slots_ = 0;
-    Napi::Reference<Napi::ArrayBuffer> arena_ref_;
     Tsfn tsfn_;
     k3_read_pool *pool_ = nullptr;
     napi_env env_ = nullptr;

@@ -463,6 +463,10 @@ static Napi::Value MapRange(const Napi::CallbackInfo &info) {
     if (!k3::get_size(info, 1, fn, "offset", &offset) || !k3::get_size(info, 2, fn, "length", &length)) return env.Undefined();
     std::string path = info[0].As<Napi::String>().Utf8Value();
     if (length == 0) return Napi::ArrayBuffer::New(env, 0);
+    if (length > k3::kMaxExternalBytes)
+        return k3::fail(env, fn, "length " + std::to_string(length) + " of " + path + " is above the " +
+                                     std::to_string(k3::kMaxExternalBytes) + " bytes one JS buffer can hold; map it in pieces", true),
+               env.Undefined();
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return k3::fail(env, fn, "cannot open " + path + ": " + strerror(errno)), env.Undefined();
     struct stat st;
