@@ -22,7 +22,7 @@ import { formatTeacherForcing, loadReference, teacherForced } from "./teacher-fo
 import { cacheSimReport, ExpertTraceRecorder, formatCacheSim } from "./cache-trace.js";
 import { compareLogits, formatComparison, LogitsDumper, readLogits } from "./logits-dump.js";
 import { downloadCheckpoint } from "./download.js";
-import { CACHE_POLICIES, type CachePolicy } from "@k3/moe-stream";
+import { CACHE_POLICIES, progressPrinter, type CachePolicy } from "@k3/moe-stream";
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -67,6 +67,10 @@ const MODEL_OPTIONS = `model and memory:
   --piece-mb N         read each expert in in-order N MiB pieces (default 4; 0 = one read per expert)
   --no-prefetch        no lookahead: do not read the next MoE layer's predicted experts ahead
                        (default on; both change I/O only, never the output)
+  --load-method M      pool (default): resident weights in one pass through the read pool (large aligned
+                       O_DIRECT pieces into pre-faulted huge pages) | per-tensor: one read per tensor (former path)
+  --load-ceiling       also measure the load's ceiling (the same reads, same engine, page cache dropped,
+                       before and after) and report load GB/s as a fraction of it
   --shard-dirs D1,D2   further directories holding shards (a checkpoint spread over several drives;
                        each shard in exactly one of --model and these)
   --layers N           run only layers 0..N-1, then the final norm and lm_head: a smoke test of a partly
@@ -233,6 +237,8 @@ const COMMON: ParseArgsConfig["options"] = {
   trunk: { type: "string" },
   "piece-mb": { type: "string" },
   "no-prefetch": { type: "boolean" },
+  "load-method": { type: "string" },
+  "load-ceiling": { type: "boolean" },
   "on-expert-error": { type: "string" },
   spec: { type: "string" },
   layers: { type: "string" },
@@ -312,6 +318,12 @@ function engineOptions(values: Values, tokens: { kind: string; name?: string }[]
   if (values.trunk !== undefined) opts.trunkDir = resolve(String(values.trunk));
   if (values["piece-mb"] !== undefined) opts.pieceMb = num(values, "piece-mb", 4, (x) => Number.isInteger(x) && x >= 0 && x <= 1024, "an integer number of MiB in 0..1024 (0 = one read per expert)");
   if (values["no-prefetch"]) opts.prefetch = false;
+  if (values["load-method"] !== undefined) {
+    if (!["pool", "per-tensor"].includes(values["load-method"] as string)) throw new UsageError(`--load-method ${values["load-method"]}: expected pool or per-tensor`);
+    opts.loadMethod = values["load-method"] as "pool" | "per-tensor";
+  }
+  if (values["load-ceiling"]) opts.loadCeiling = true;
+  if (!values.quiet) opts.onLoadProgress = progressPrinter(process.stderr);
   opts.shardDirs = shardDirsOf(values);
   if (values.layers !== undefined) opts.layers = num(values, "layers", 0, (x) => Number.isInteger(x) && x >= 1, "an integer number of layers >= 1");
   if (values.spec !== undefined) opts.spec = num(values, "spec", 0, (x) => Number.isInteger(x) && x >= 0 && x <= 8, "an integer draft length in 0..8 (0 = off)");

@@ -15,6 +15,7 @@ import { censusOf, type Census } from "./census.js";
 import { checkTokenizerMatch, configFingerprint, fnv1a64, readConfig, withLayers, type ModelConfig } from "./config.js";
 import { AbortError, UsageError } from "./errors.js";
 import type { KdaCore } from "./layers/kda.js";
+import type { Progress } from "@k3/moe-stream";
 import { Model, type ModelState } from "./model.js";
 import { DEFAULT_PROMPT_CACHE_BYTES, PromptCache, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
 import { budgetsFor, checkContextFits, checkPlanFits, fmtBytes, formatPlan, planMemory, readMemInfo, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
@@ -80,6 +81,16 @@ export interface EngineOptions {
    * in the report (expert_drops, expert_drop_details) and `k3` exits 4; "fail" stops at the first.
    */
   onExpertError?: "drop" | "fail";
+  /**
+   * How the resident weights are read: "pool" (default: one pass through the read pool in large
+   * aligned pieces, O_DIRECT, straight into pre-faulted huge-page memory) or "per-tensor" (one
+   * positioned read per tensor into a fresh buffer; the former path, kept for comparison).
+   */
+  loadMethod?: "pool" | "per-tensor";
+  /** Also measure the load's ceiling: the same reads by the same engine, page cache dropped, before and after (report.load.ceiling_gbps). */
+  loadCeiling?: boolean;
+  /** Progress of long loads (at least 512 MiB): bytes, rate, ETA (`progressPrinter` from @k3/moe-stream draws a bar). */
+  onLoadProgress?: (p: Progress) => void;
 }
 
 export interface GenerateOptions extends SamplingOptions {
@@ -252,6 +263,7 @@ export class Engine {
       onExpertError: options.onExpertError ?? "drop",
       layers: options.layers,
       shardDirs: options.shardDirs,
+      preload: options.loadMethod === "per-tensor" ? false : { ceiling: options.loadCeiling, onProgress: options.onLoadProgress },
       // Read pieces: 64 MiB, or the largest layer rounded up to 1 MiB when smaller (no oversized slots).
       trunk: streaming
         ? { dir: options.trunkDir!, pinnedLayers: plan.pinnedLayers, ringSlots: plan.ringSlots, chunkBytes: Math.min(64 << 20, Math.ceil(Math.max(...census.layerTrunkBytes) / (1 << 20)) * (1 << 20)) }
@@ -449,6 +461,7 @@ export class Engine {
       counters,
       wallSeconds: wall,
       io: { prefetch: this.model.prefetch, pieceBytes: this.model.pieceBytes, engine: store?.engine, engineNote: store?.engineNote },
+      load: this.model.loadStats,
     });
   }
 }

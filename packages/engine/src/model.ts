@@ -18,7 +18,8 @@ import type { ExpertTraceRecorder } from "./cache-trace.js";
 import { ExpertStore, MoeLayer, openCheckpointIndex, TrunkStreamer, type TrunkLayer } from "@k3/moe-stream";
 import { prefetchSlotsFor } from "./presets.js";
 import { emptyCounters, type RunCounters } from "./report.js";
-import { loadMatrix, loadVector, matvec, openWeights, WeightError, type Matrix, type WeightSource } from "./weights.js";
+import { classifyName, KIND_SHARED, KIND_TRUNK } from "@k3/safetensors";
+import { loadMatrix, loadVector, matvec, openWeights, preloadWeights, WeightError, type Matrix, type PreloadOptions, type WeightSource } from "./weights.js";
 
 export type LayerState = KdaState | MlaCache;
 
@@ -112,6 +113,30 @@ export interface LoadOptions {
    * turn comes (2 slots: reading L+1 overlaps computing L). Needs Model.open (async).
    */
   trunk?: { dir: string; pinnedLayers: number[]; ringSlots: number; chunkBytes?: number };
+  /**
+   * How the resident weights are read: in one pass at disk speed (default; see preloadWeights), or
+   * `false` for one positioned read per tensor into a fresh buffer (the former path, kept for comparison).
+   */
+  preload?: PreloadOptions | false;
+}
+
+/** What loading the resident weights took (the run report's `load`). */
+export interface LoadStats {
+  /** Wall seconds from the first read to the model being ready (reads + building the layers). */
+  seconds: number;
+  /** Wall seconds of the reads alone. */
+  readSeconds: number;
+  /** Bytes read from the checkpoint (tensors plus the small gaps merged into blocks). */
+  bytes: number;
+  /** Tensor bytes resident. */
+  tensorBytes: number;
+  /** GB/s of the same reads by the same engine, page cache dropped (null when not measured). */
+  ceilingGbps: number | null;
+  pageFaultsMinor: number;
+  userSeconds: number;
+  systemSeconds: number;
+  /** How it was read, e.g. "pool io_uring x8, 8 MiB pieces, O_DIRECT, prefault populate". */
+  method: string;
 }
 
 /** Default expert read piece: 4 MiB (the moe-stream bench's overlap rows). */
@@ -123,6 +148,8 @@ export class Model {
   readonly counters: RunCounters = emptyCounters();
   /** Bytes read while loading. */
   readonly loadBytes: number;
+  /** The resident load's time, bytes and read setup (set by Model.load). */
+  loadStats: LoadStats | null = null;
   private readonly embed: Uint16Array | Float32Array | null;
   /** Open checkpoint for the streamed embed/head (null when resident). */
   private readonly stream: WeightSource | null;
@@ -271,8 +298,39 @@ export class Model {
           pieceBytes,
         });
       }
-      const model = new Model(dir, cfg, src, options, store, streamer);
-      if (!options.streamEmbedHead) src.close();
+      const t0 = performance.now();
+      const ru0 = process.resourceUsage();
+      let source: WeightSource = src;
+      let method = "per-tensor positioned reads (node fs)";
+      let readSeconds = 0;
+      let tensorBytes = 0;
+      let ceilingGbps: number | null = null;
+      if (options.preload !== false) {
+        const pinned = new Set(options.trunk?.pinnedLayers ?? []);
+        const names = residentNames(src, cfg, (l) => !streamer || pinned.has(l), !options.streamEmbedHead);
+        const pre = preloadWeights(src, names, options.preload ?? {});
+        source = pre.source;
+        const s = pre.stats;
+        readSeconds = s.seconds;
+        tensorBytes = s.bytes;
+        ceilingGbps = pre.ceilingGbps;
+        method = `read pool ${s.engine} x${s.readers}, ${s.pieceBytes / 2 ** 20} MiB pieces, ${s.directReads > 0 && s.bufferedReads === 0 ? "O_DIRECT" : s.directReads > 0 ? "O_DIRECT + buffered" : "buffered"}, prefault ${s.prefault}, ${s.blocks} blocks`;
+      }
+      const model = new Model(dir, cfg, source, options, store, streamer);
+      if (!options.streamEmbedHead) source.close();
+      const ru1 = process.resourceUsage();
+      const seconds = (performance.now() - t0) / 1000;
+      model.loadStats = {
+        seconds,
+        readSeconds: options.preload === false ? seconds : readSeconds,
+        bytes: model.loadBytes,
+        tensorBytes: options.preload === false ? model.loadBytes : tensorBytes,
+        ceilingGbps,
+        pageFaultsMinor: ru1.minorPageFault - ru0.minorPageFault,
+        userSeconds: (ru1.userCPUTime - ru0.userCPUTime) / 1e6,
+        systemSeconds: (ru1.systemCPUTime - ru0.systemCPUTime) / 1e6,
+        method,
+      };
       return model;
     } catch (err) {
       store?.close();
@@ -531,4 +589,20 @@ class TrunkLayerSource implements WeightSource {
     return this.tl.tensor(name);
   }
   close(): void {}
+}
+
+/**
+ * The tensors a Model reads at load: the globals it keeps (embed and lm_head unless streamed, the
+ * final norm, the output AttnRes weights), and every trunk and shared-expert tensor of each
+ * resident layer below the config's layer count; routed experts stay on disk (the ExpertStore).
+ */
+export function residentNames(src: WeightSource, cfg: ModelConfig, resident: (layer: number) => boolean, embedHead: boolean): string[] {
+  const P = cfg.tensorPrefix;
+  const globals = [...(embedHead ? ["model.embed_tokens.weight", "lm_head.weight"] : []), "model.norm.weight", "model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight"].map((n) => P + n);
+  const out = globals.filter((n) => src.has(n));
+  for (const n of src.names()) {
+    const c = classifyName(n);
+    if ((c.kind === KIND_TRUNK || c.kind === KIND_SHARED) && c.layer >= 0 && c.layer < cfg.numLayers && n.startsWith(P) && resident(c.layer)) out.push(n);
+  }
+  return out;
 }

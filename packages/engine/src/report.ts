@@ -2,6 +2,7 @@
  * The run report printed after every run (and written as JSON with --json): tokens, prefill and
  * decode speed separately, peak RSS, bytes read per token, resident hit rate, I/O share, overlap.
  */
+import type { LoadStats } from "./model.js";
 import { fmtBytes } from "./presets.js";
 
 /** Counters the model accumulates while it runs. */
@@ -120,6 +121,41 @@ export interface RunReport {
   expert_drop_details: ExpertDrop[];
   decode_forwards: number;
   spec: { max_draft: number; rounds: number; drafted: number; accepted: number; acceptance: number | null };
+  /**
+   * Loading the resident weights: wall seconds (reads + building the layers), bytes read, GB/s, the
+   * ceiling (the same reads by the same engine, page cache dropped with POSIX_FADV_DONTNEED, O_DIRECT
+   * where allowed; null unless measured: --load-ceiling), gbps / ceiling, minor page faults, CPU, method.
+   */
+  load: {
+    seconds: number;
+    read_seconds: number;
+    bytes: number;
+    gbps: number;
+    ceiling_gbps: number | null;
+    ratio: number | null;
+    page_faults_minor: number;
+    user_seconds: number;
+    system_seconds: number;
+    method: string;
+  } | null;
+}
+
+/** The run report's `load` from the model's load stats. GB = 1e9 bytes. */
+export function loadReport(l: LoadStats | null | undefined): RunReport["load"] {
+  if (!l) return null;
+  const gbps = l.seconds > 0 ? l.bytes / l.seconds / 1e9 : 0;
+  return {
+    seconds: l.seconds,
+    read_seconds: l.readSeconds,
+    bytes: l.bytes,
+    gbps,
+    ceiling_gbps: l.ceilingGbps,
+    ratio: l.ceilingGbps ? gbps / l.ceilingGbps : null,
+    page_faults_minor: l.pageFaultsMinor,
+    user_seconds: l.userSeconds,
+    system_seconds: l.systemSeconds,
+    method: l.method,
+  };
 }
 
 /** Peak resident set size of this process in bytes (getrusage ru_maxrss). */
@@ -140,6 +176,8 @@ export function buildReport(args: {
   wallSeconds: number;
   /** The expert I/O setup (default: no prefetch, one read per expert). */
   io?: { prefetch: boolean; pieceBytes: number; engine?: string; engineNote?: string | null };
+  /** The resident load (Model.loadStats). */
+  load?: LoadStats | null;
 }): RunReport {
   const c = args.counters;
   const total = c.bytesRead.trunk + c.bytesRead.experts + c.bytesRead.embedHead;
@@ -182,6 +220,7 @@ export function buildReport(args: {
     expert_drop_details: c.expertDropDetails.map((d) => ({ ...d })),
     decode_forwards: c.decodeForwards,
     spec: { max_draft: c.specDraftMax, rounds: c.specRounds, drafted: c.specDrafted, accepted: c.specAccepted, acceptance: c.specDrafted > 0 ? c.specAccepted / c.specDrafted : null },
+    load: loadReport(args.load),
   };
 }
 
@@ -210,6 +249,12 @@ export function formatReport(r: RunReport): string {
       : `  lookahead prefetch: off; pieces ${pieces(r.piece_bytes)}`,
     `  I/O share of wall clock: ${pct(r.io_share)}; overlapped with compute: ${pct(r.io_overlap)}${r.io_engine ? `; reads: ${r.io_engine}${r.io_engine_note ? ` (${r.io_engine_note})` : ""}` : ""}`,
   ];
+  if (r.load)
+    lines.push(
+      `  load: ${fmtBytes(r.load.bytes)} in ${r.load.seconds.toFixed(2)} s = ${r.load.gbps.toFixed(2)} GB/s` +
+        (r.load.ceiling_gbps !== null ? ` (ceiling ${r.load.ceiling_gbps.toFixed(2)} GB/s, ${(100 * r.load.ratio!).toFixed(0)}%)` : "") +
+        `; ${r.load.page_faults_minor} minor faults; CPU ${r.load.user_seconds.toFixed(2)} s user + ${r.load.system_seconds.toFixed(2)} s sys; ${r.load.method}`,
+    );
   if (r.spec.max_draft > 0)
     lines.push(`  speculation (n-gram, up to ${r.spec.max_draft}): ${r.spec.accepted} of ${r.spec.drafted} drafted tokens confirmed (${pct(r.spec.acceptance)}) in ${r.spec.rounds} verification passes; ${r.decode_forwards} decode forwards for ${r.generated_tokens} tokens`);
   for (const d of r.expert_drop_details.slice(0, 3)) lines.push(`  DROPPED layer ${d.layer} expert ${d.expert} (${d.tokens} token(s)): ${d.reason}`);

@@ -6,6 +6,7 @@
  * Reading is @k3/safetensors: a header-only index of the shards, strict validation, positioned reads.
  */
 import { gemmBf16, gemmF32, gemvBf16, gemvF32 } from "@k3/dense";
+import { dropPageCache, loadCeiling, loadResidentRanges, planBlocks, resolveIoEngine, type Prefault, type Progress, type ResidentLoad, type ResidentLoadStats } from "@k3/moe-stream";
 import { openCheckpointSync, openSafetensorsSync, SafetensorsError, type Checkpoint } from "@k3/safetensors";
 import { K3Error, EXIT_USAGE } from "./errors.js";
 
@@ -80,6 +81,137 @@ class CheckpointSource implements WeightSource {
   }
 }
 
+/** Bytes per element of a safetensors dtype (1 for the byte-sized and sub-byte ones). */
+function elementBytes(dtype: string): number {
+  if (dtype === "F64" || dtype === "I64" || dtype === "U64") return 8;
+  if (dtype === "F32" || dtype === "I32" || dtype === "U32") return 4;
+  if (dtype === "BF16" || dtype === "F16" || dtype === "I16" || dtype === "U16") return 2;
+  return 1;
+}
+
+/** `bytes`, or an aligned copy when its offset does not suit a typed view of `dtype`. */
+function aligned(bytes: Uint8Array, dtype: string): Uint8Array {
+  return bytes.byteOffset % elementBytes(dtype) === 0 ? bytes : bytes.slice();
+}
+
+/** How the resident weights are read (see preloadWeights). */
+export interface PreloadOptions {
+  /** Read pieces in MiB (a multiple of 2; default 8; env K3_LOAD_PIECE_MB). */
+  pieceMb?: number;
+  /** Reads in flight (default 8; env K3_LOAD_READERS). */
+  readers?: number;
+  /** O_DIRECT where the filesystem allows (default true). */
+  direct?: boolean;
+  /** Page pre-faulting (default "populate"; env K3_LOAD_PREFAULT). */
+  prefault?: Prefault;
+  /** Also measure the ceiling: the same reads by the same engine, page cache dropped, before and after the load. */
+  ceiling?: boolean;
+  onProgress?: (p: Progress) => void;
+}
+
+/** What a resident load did: bytes, time, the read setup and (optionally) the ceiling of the same reads. */
+export interface PreloadResult {
+  source: WeightSource;
+  stats: ResidentLoadStats;
+  /** GB/s of the same reads by the same engine, page cache dropped per file (best of before and after); null when not measured. */
+  ceilingGbps: number | null;
+}
+
+/**
+ * A WeightSource whose tensors (those named at preload) are views of blocks read at disk speed
+ * (@k3/moe-stream loadResidentRanges: large aligned pieces through the read pool, O_DIRECT, pages
+ * pre-faulted in 2 MiB units). Names not preloaded fall through to the checkpoint.
+ */
+class ResidentSource implements WeightSource {
+  bytesRead: number;
+  constructor(private readonly inner: WeightSource, private readonly views: Map<string, Uint8Array>, preloadedBytes: number) {
+    this.bytesRead = preloadedBytes;
+  }
+  get dir(): string {
+    return this.inner.dir;
+  }
+  has(name: string): boolean {
+    return this.inner.has(name);
+  }
+  names(): string[] {
+    return this.inner.names();
+  }
+  info(name: string): TensorInfo {
+    return this.inner.info(name);
+  }
+  read(name: string): Uint8Array {
+    const v = this.views.get(name);
+    if (!v) {
+      const before = this.inner.bytesRead;
+      const bytes = this.inner.read(name);
+      this.bytesRead += this.inner.bytesRead - before;
+      return bytes;
+    }
+    return aligned(v, this.inner.info(name).dtype);
+  }
+  readRange(name: string, byteOffset: number, byteLength: number, into?: Uint8Array): Uint8Array {
+    const before = this.inner.bytesRead;
+    const bytes = this.inner.readRange!(name, byteOffset, byteLength, into);
+    this.bytesRead += this.inner.bytesRead - before;
+    return bytes;
+  }
+  close(): void {
+    this.inner.close();
+  }
+}
+
+/** Block planning shared by the load and its ceiling (the moe-stream defaults). */
+const RESIDENT_BLOCK_BYTES = 1 << 30;
+const RESIDENT_MERGE_GAP = 64 << 10;
+
+const envNumber = (k: string): number | undefined => (process.env[k] ? Number(process.env[k]) : undefined);
+
+/**
+ * Reads the named tensors of `src` into resident memory in one pass at disk speed and returns a
+ * source serving them as views (no per-tensor reads, no copies; misaligned tensors only are copied).
+ */
+export function preloadWeights(src: WeightSource, names: readonly string[], opts: PreloadOptions = {}): PreloadResult {
+  const ranges = names.map((n) => {
+    const t = src.info(n);
+    return { file: t.file, offset: t.offset, length: t.nbytes };
+  });
+  const prefault = (opts.prefault ?? process.env.K3_LOAD_PREFAULT ?? "populate") as Prefault;
+  if (!["none", "huge", "populate"].includes(prefault)) throw new WeightError(`load prefault ${JSON.stringify(prefault)}: expected none, huge or populate`);
+  const pieceMb = opts.pieceMb ?? envNumber("K3_LOAD_PIECE_MB") ?? 8;
+  const readers = opts.readers ?? envNumber("K3_LOAD_READERS") ?? 8;
+  const ro = { pieceBytes: pieceMb * 2 ** 20, readers, direct: opts.direct ?? true, prefault };
+  const measure = opts.ceiling === true && ranges.length > 0;
+  // The ceiling reads the very blocks the load reads (same planner and pieces) with the engine it uses.
+  const blocks = measure ? planBlocks(ranges, RESIDENT_BLOCK_BYTES, RESIDENT_MERGE_GAP).blocks : [];
+  let engine: "io_uring" | "pread" = resolveIoEngine(undefined).engine === "pread" ? "pread" : "io_uring";
+  const ceiling = () => {
+    try {
+      return loadCeiling(blocks, { ...ro, engine });
+    } catch (e) {
+      if (engine === "pread") throw e;
+      engine = "pread"; // io_uring blocked here: the load's "auto" runs pread threads too
+      return loadCeiling(blocks, { ...ro, engine });
+    }
+  };
+  const before = measure ? ceiling() : null;
+  if (measure) for (const f of new Set(blocks.map((b) => b.file))) dropPageCache(f);
+  let load: ResidentLoad;
+  try {
+    // A bar only for loads long enough to watch.
+    const onProgress = ranges.reduce((a, r) => a + r.length, 0) >= 512 * 2 ** 20 ? opts.onProgress : undefined;
+    load = loadResidentRanges(ranges, { ...ro, maxBlockBytes: RESIDENT_BLOCK_BYTES, mergeGapBytes: RESIDENT_MERGE_GAP, onProgress });
+  } catch (e) {
+    throw new WeightError(`${src.dir}: ${(e as Error).message}`);
+  }
+  const after = measure ? ceiling() : null;
+  const views = new Map<string, Uint8Array>();
+  names.forEach((n, i) => views.set(n, load.view(i)));
+  // Same bytes (the blocks) over the ceiling run's time: the faster of the runs before and after.
+  const runs = [before, after].filter((x) => x !== null);
+  const ceilingGbps = runs.length > 0 ? Math.max(...runs.map((x) => load.stats.blockBytes / x!.seconds / 1e9)) : null;
+  return { source: new ResidentSource(src, views, load.stats.blockBytes), stats: load.stats, ceilingGbps };
+}
+
 /** Wraps @k3/safetensors' typed errors so the CLI maps them to exit 2 with the file named. */
 function wrap<T>(what: string, fn: () => T): T {
   try {
@@ -125,8 +257,7 @@ function checkShape(info: TensorInfo, want: number[]): void {
 export function loadMatrix(src: WeightSource, name: string, rows: number, cols: number): Matrix {
   const info = src.info(name);
   checkShape(info, [rows, cols]);
-  let bytes = src.read(name);
-  if (bytes.byteOffset % 4 !== 0) bytes = bytes.slice();
+  const bytes = aligned(src.read(name), info.dtype);
   if (info.dtype === "BF16") return { name, rows, cols, bf16: new Uint16Array(bytes.buffer, bytes.byteOffset, rows * cols) };
   if (info.dtype === "F32") return { name, rows, cols, f32: new Float32Array(bytes.buffer, bytes.byteOffset, rows * cols) };
   throw new WeightError(`tensor ${name}: dtype ${info.dtype}, expected BF16 or F32`);
@@ -139,8 +270,7 @@ export function loadVector(src: WeightSource, name: string, elements: number, sh
   if (count !== elements || (shapes && !shapes.some((s) => s.length === info.shape.length && s.every((x, i) => x === info.shape[i])))) {
     throw new WeightError(`tensor ${name}: shape ${JSON.stringify(info.shape)} but the config implies ${shapes ? shapes.map((s) => JSON.stringify(s)).join(" or ") : elements + " elements"}`);
   }
-  let bytes = src.read(name);
-  if (bytes.byteOffset % 4 !== 0) bytes = bytes.slice();
+  const bytes = aligned(src.read(name), info.dtype);
   if (info.dtype === "F32") return new Float32Array(bytes.buffer, bytes.byteOffset, elements);
   if (info.dtype === "BF16") {
     const bits = new Uint16Array(bytes.buffer, bytes.byteOffset, elements);
