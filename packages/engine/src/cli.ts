@@ -641,7 +641,7 @@ async function cmdServe(argv: string[]): Promise<number> {
   const cacheMb = num(values, "prompt-cache-mb", 1024, (x) => Number.isInteger(x) && x >= 0 && x <= 1 << 20, "an integer number of MiB in 0..1048576");
   const { dir, embedded } = modelDir(values);
   if (embedded) process.stderr.write(EMBEDDED_NOTE + "\n");
-  const { log: _log, ...options } = engineOptions(values, tokens, () => {});
+  const { log: _log, onLoadProgress: _progress, ...options } = engineOptions(values, tokens, () => {});
   const workerUrl = new URL(import.meta.url.endsWith(".ts") ? "./worker.ts" : "./worker.js", import.meta.url);
   const backend = await WorkerBackend.start({ dir, options: { ...options, promptCache: { slots: cacheSlots, maxBytes: cacheMb * 2 ** 20 } } }, workerUrl);
   backend.onLog = (l) => process.stderr.write(l + "\n");
