@@ -2,6 +2,8 @@
 #include "gemm.h"
 #include "cpu.h"
 #include "pool.h"
+#include "gemm_blocked.h"
+#include <stdlib.h>
 
 #define ROWS_PER_TASK_MIN 16
 
@@ -31,6 +33,22 @@ static void run(k3_weight_type type, const void *w, size_t ld, const float *x, f
     per_task = (per_task + 3) / 4 * 4; /* whole 4-row tiles */
     gemm_job job = {k3_gemm_rows_variant(k3_cpu_level(), type), w, ld, x, y, rows, cols, batch, per_task};
     k3_pool_parallel_for((int)((rows + per_task - 1) / per_task), gemm_task, &job);
+}
+
+/* ---------------------------------------------------------------- scratch of the blocked kernels */
+
+static _Thread_local void *scratch;
+static _Thread_local size_t scratch_bytes;
+
+void *k3_gemm_scratch(size_t bytes) {
+    if (bytes <= scratch_bytes) return scratch;
+    size_t want = (bytes + 65535) / 65536 * 65536;
+    void *p = aligned_alloc(64, want);
+    if (!p) return NULL;
+    free(scratch);
+    scratch = p;
+    scratch_bytes = want;
+    return p;
 }
 
 void k3_gemm_bf16(const uint16_t *w, size_t ld, const float *x, float *y, size_t rows, size_t cols, size_t batch) {

@@ -1,0 +1,155 @@
+/*
+ * gemm_blocked_avx512.c: the register- and cache-blocked AVX-512 GEMM for batches (prefill), in
+ * the exact order of gemm.h.
+ *
+ * Every (b, r) keeps ONE zmm of 16 lane partials, lane[k % 16], fed in k order; the k range is cut
+ * into blocks of KC (a multiple of 16) and the lane vectors are parked in a scratch buffer between
+ * blocks (a store and a reload, which changes no bit), so blocking over K leaves each lane's FMA
+ * chain exactly the scalar one. The fold (k3_lanes16_sum_avx512) runs once, after the last block.
+ * The tail vector (cols % 16 values) is masked and only ever in the last block.
+ *
+ * Micro-kernel: MR weight rows x NR batch rows = 24 accumulators. Per 16 k values it loads and
+ * widens MR weight vectors once and uses each against NR activation vectors (and each activation
+ * vector against MR weight vectors).
+ * Loop order per task (a range of rows): row blocks of MC rows; K blocks of KC; batch tiles of NR
+ * rows; row tiles of MR rows. The NR x KC activation panel (24 KiB at NR = 6, KC = 1024) stays in
+ * L1 while the MC x KC weight block (bf16: 128 KiB) stays in L2 for every batch tile, so weights
+ * come from DRAM once per call.
+ */
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
+#include <immintrin.h>
+#include <stdlib.h>
+#include "k3_lane_sums.h"
+#include "gemm.h"
+#include "gemm_blocked.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define MR 4
+#define NR 6
+
+INLINE __m512 load_w(const void *w, size_t idx, __mmask16 m, const int bf16) {
+    if (bf16) {
+        __m256i raw = _mm256_maskz_loadu_epi16(m, (const uint16_t *)w + idx);
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+    }
+    return _mm512_maskz_loadu_ps(m, (const float *)w + idx);
+}
+
+/*
+ * R rows (w, ld apart) x T batch rows (x, ldx apart) over nv full vectors + an optional masked
+ * tail (tail != 0). acc[t * acc_ts + i * 16] holds the lane vector of (t, i) between K blocks.
+ */
+INLINE void micro(const int R, const int T, const int bf16, const void *w, size_t ld, const float *x, size_t ldx,
+                  size_t nv, __mmask16 tail, int first, int last, float *acc, size_t acc_ts, float *y, size_t ldy) {
+    __m512 a[NR][MR];
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < T; t++)
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < R; i++)
+            a[t][i] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + t * acc_ts + i * 16);
+    for (size_t v = 0; v < nv; v++) {
+        const size_t k = v * 16;
+        __m512 wv[MR];
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < R; i++) wv[i] = load_w(w, i * ld + k, 0xFFFF, bf16);
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < T; t++) {
+            __m512 xv = _mm512_loadu_ps(x + t * ldx + k);
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < R; i++) a[t][i] = _mm512_fmadd_ps(wv[i], xv, a[t][i]);
+        }
+    }
+    if (tail) {
+        const size_t k = nv * 16;
+        __m512 wv[MR];
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < R; i++) wv[i] = load_w(w, i * ld + k, tail, bf16);
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < T; t++) {
+            __m512 xv = _mm512_maskz_loadu_ps(tail, x + t * ldx + k);
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < R; i++) a[t][i] = _mm512_mask3_fmadd_ps(wv[i], xv, a[t][i], tail);
+        }
+    }
+    if (last) {
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < T; t++)
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < R; i++) y[t * ldy + i] = k3_lanes16_sum_avx512(a[t][i]);
+    } else {
+        _Pragma("GCC unroll 8")
+        for (int t = 0; t < T; t++)
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < R; i++) _mm512_store_ps(acc + t * acc_ts + i * 16, a[t][i]);
+    }
+}
+
+typedef void (*micro_fn)(const void *w, size_t ld, const float *x, size_t ldx, size_t nv, __mmask16 tail, int first,
+                         int last, float *acc, size_t acc_ts, float *y, size_t ldy);
+
+#define MICRO(R, T, B, NAME)                                                                                         \
+    static void NAME(const void *w, size_t ld, const float *x, size_t ldx, size_t nv, __mmask16 tail, int first,    \
+                     int last, float *acc, size_t acc_ts, float *y, size_t ldy) {                                   \
+        micro(R, T, B, w, ld, x, ldx, nv, tail, first, last, acc, acc_ts, y, ldy);                                  \
+    }
+#define MICRO_ROW(R, B, P)                                                                                           \
+    MICRO(R, 1, B, P##_##R##_1) MICRO(R, 2, B, P##_##R##_2) MICRO(R, 3, B, P##_##R##_3)                             \
+    MICRO(R, 4, B, P##_##R##_4) MICRO(R, 5, B, P##_##R##_5) MICRO(R, 6, B, P##_##R##_6)
+MICRO_ROW(1, 1, mb) MICRO_ROW(2, 1, mb) MICRO_ROW(3, 1, mb) MICRO_ROW(4, 1, mb)
+MICRO_ROW(1, 0, mf) MICRO_ROW(2, 0, mf) MICRO_ROW(3, 0, mf) MICRO_ROW(4, 0, mf)
+
+#define ROW_TABLE(P, R) {P##_##R##_1, P##_##R##_2, P##_##R##_3, P##_##R##_4, P##_##R##_5, P##_##R##_6}
+static const micro_fn micro_bf16[MR][NR] = {ROW_TABLE(mb, 1), ROW_TABLE(mb, 2), ROW_TABLE(mb, 3), ROW_TABLE(mb, 4)};
+static const micro_fn micro_f32[MR][NR] = {ROW_TABLE(mf, 1), ROW_TABLE(mf, 2), ROW_TABLE(mf, 3), ROW_TABLE(mf, 4)};
+
+/* ---------------------------------------------------------------- blocking */
+
+#define KC 1024 /* multiple of 16 */
+#define MC 64   /* multiple of MR */
+
+static void gemm_blocked(const int bf16, const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
+                         size_t cols, size_t batch, size_t row_begin, size_t row_end) {
+    const micro_fn(*table)[NR] = bf16 ? micro_bf16 : micro_f32;
+    const size_t esize = bf16 ? 2 : 4;
+    const size_t n_kb = cols <= KC ? 1 : (cols + KC - 1) / KC;
+    float *acc = NULL;
+    const size_t acc_ts = MC * 16; /* floats between batch rows in the scratch */
+    if (n_kb > 1) {
+        acc = k3_gemm_scratch(batch * acc_ts * sizeof(float));
+        if (!acc) { /* out of memory: the unblocked kernel (same order, same bits) */
+            (bf16 ? k3_gemm_bf16_rows_avx512 : k3_gemm_f32_rows_avx512)(w, ld, x, ldx, y, ldy, cols, batch, row_begin,
+                                                                        row_end);
+            return;
+        }
+    }
+    for (size_t r0 = row_begin; r0 < row_end; r0 += MC) {
+        const size_t mc = row_end - r0 < MC ? row_end - r0 : MC;
+        for (size_t kb = 0; kb < n_kb; kb++) {
+            const size_t k0 = kb * KC;
+            const size_t kc = cols - k0 < KC ? cols - k0 : KC;
+            const size_t nv = kc / 16;
+            const __mmask16 tail = (__mmask16)((1u << (kc % 16)) - 1);
+            const int first = kb == 0, last = kb + 1 == n_kb;
+            for (size_t t0 = 0; t0 < batch; t0 += NR) {
+                const size_t tn = batch - t0 < NR ? batch - t0 : NR;
+                for (size_t i0 = 0; i0 < mc; i0 += MR) {
+                    const size_t rn = mc - i0 < MR ? mc - i0 : MR;
+                    const char *wp = (const char *)w + ((r0 + i0) * ld + k0) * esize;
+                    table[rn - 1][tn - 1](wp, ld, x + t0 * ldx + k0, ldx, nv, tail, first, last,
+                                          acc ? acc + t0 * acc_ts + i0 * 16 : NULL, acc_ts, y + t0 * ldy + r0 + i0,
+                                          ldy);
+                }
+            }
+        }
+    }
+}
+
+void k3_gemm_bf16_blocked_avx512(const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
+                                 size_t cols, size_t batch, size_t row_begin, size_t row_end) {
+    gemm_blocked(1, w, ld, x, ldx, y, ldy, cols, batch, row_begin, row_end);
+}
+
+void k3_gemm_f32_blocked_avx512(const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
+                                size_t cols, size_t batch, size_t row_begin, size_t row_end) {
+    gemm_blocked(0, w, ld, x, ldx, y, ldy, cols, batch, row_begin, row_end);
+}
