@@ -120,6 +120,25 @@ export function gemmF32(w: Float32Array, X: Float32Array, Y: Float32Array, shape
   return Y;
 }
 
+/**
+ * OPT-IN, NOT EXACT: Y[b] ~= W X[b] with the activations rounded to bf16 (round to nearest even)
+ * before the products, as ggml's bf16 matmul does; on a CPU with AVX512-BF16 at the avx512 level it
+ * runs `vdpbf16ps` (about 1.6-2x the exact gemmBf16 at batch >= 8; see the README's bench). Its
+ * error against gemmBf16 is that of rounding X (relative L2 about 1e-3 on K3 shapes; the tests
+ * bound it). Bit-identical for any thread count at one SIMD level; levels without vdpbf16ps run the
+ * exact kernels on the rounded X (so they agree with each other, not with the vdpbf16ps bits).
+ * Same arguments as gemmBf16.
+ */
+export function gemmBf16Rounded(w: ArrayBufferView, X: Float32Array, Y: Float32Array, shape: BatchShape): Float32Array {
+  native.gemmBf16Rounded(w, X, Y, shape.rows, shape.cols, shape.batch, shape.ld ?? shape.cols);
+  return Y;
+}
+
+/** True when gemmBf16Rounded runs vdpbf16ps at the current SIMD level (AVX512-BF16 CPU, avx512 level). */
+export function roundedGemmUsesDpbf16(): boolean {
+  return native.roundedUsesDpbf16();
+}
+
 // ---------------------------------------------------------------- accumulating small GEMM
 //
 // C[m][n] += A[m][k] B[k][n], one FMA chain per output element, in p order, at every SIMD level:

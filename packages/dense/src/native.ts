@@ -12,6 +12,8 @@ export interface DenseBinding {
   gemvF32(w: Float32Array, x: Float32Array, y: Float32Array, rows: number, cols: number, ld: number): void;
   gemmBf16(w: ArrayBufferView, X: Float32Array, Y: Float32Array, rows: number, cols: number, batch: number, ld: number): void;
   gemmF32(w: Float32Array, X: Float32Array, Y: Float32Array, rows: number, cols: number, batch: number, ld: number): void;
+  gemmBf16Rounded(w: ArrayBufferView, X: Float32Array, Y: Float32Array, rows: number, cols: number, batch: number, ld: number): void;
+  roundedUsesDpbf16(): boolean;
   gemmAccF32(A: Float32Array, B: Float32Array, C: Float32Array, m: number, n: number, k: number, lda: number, ldb: number, ldc: number): void;
   gemmAccBf16(A: Float32Array, B: ArrayBufferView, C: Float32Array, m: number, n: number, k: number, lda: number, ldb: number, ldc: number): void;
   dotRowsF32(A: Float32Array, B: Float32Array, C: Float32Array, m: number, n: number, k: number, lda: number, ldb: number, ldc: number): void;

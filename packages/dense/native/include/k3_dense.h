@@ -98,6 +98,12 @@ typedef struct k3_dense_api {
                          float *C, size_t ldc);
     void (*dot_rows_bf16)(size_t m, size_t n, size_t k, const float *A, size_t lda, const uint16_t *B, size_t ldb,
                           float *C, size_t ldc);
+
+    /* ---- appended: the opt-in ROUNDED bf16 GEMM (X rounded to bf16, vdpbf16ps where the CPU has
+       AVX512-BF16; NOT the exact order above; bit-identical for any thread count at one SIMD level).
+       Same layout as gemm_bf16. Returns 0, or -1 if out of memory (Y untouched). ---- */
+    int (*gemm_bf16_rounded)(const uint16_t *w, size_t ld, const float *x, float *y, size_t rows, size_t cols,
+                             size_t batch);
 } k3_dense_api;
 
 /* Provided by @k3/dense itself. */

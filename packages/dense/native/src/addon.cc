@@ -10,6 +10,7 @@ extern "C" {
 #include "gemv_bf16.h"
 #include "gemm.h"
 #include "gemm_acc.h"
+#include "gemm_rounded.h"
 #include "ops.h"
 #include "memread.h"
 }
@@ -150,6 +151,31 @@ static Napi::Value GemmBf16(const Napi::CallbackInfo &info) {
         return k3::fail(env, fn, "w must start at an even byte offset (bf16)", true), env.Undefined();
     k3_gemm_bf16(reinterpret_cast<const uint16_t *>(w.data), ld, x, y, rows, cols, batch);
     return env.Undefined();
+}
+
+// gemmBf16Rounded(w, X, Y, rows, cols, batch, ld): the opt-in rounded path (gemm_rounded.h)
+static Napi::Value GemmBf16Rounded(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "gemmBf16Rounded";
+    k3::Bytes w;
+    float *x, *y;
+    size_t rows, cols, batch, ld, nx, ny;
+    if (!k3::get_bytes(info, 0, fn, "w", &w) || !k3::get_f32(info, 1, fn, "X", 0, &x, &nx) ||
+        !k3::get_f32(info, 2, fn, "Y", 0, &y, &ny) || !k3::get_size(info, 3, fn, "rows", &rows) ||
+        !k3::get_size(info, 4, fn, "cols", &cols) || !k3::get_size(info, 5, fn, "batch", &batch) ||
+        !k3::get_size(info, 6, fn, "ld", &ld))
+        return env.Undefined();
+    if (!check_matrix(env, fn, w.length, rows, cols, ld, 2) || !check_batch(env, fn, nx, ny, rows, cols, batch))
+        return env.Undefined();
+    if (reinterpret_cast<uintptr_t>(w.data) % 2 != 0)
+        return k3::fail(env, fn, "w must start at an even byte offset (bf16)", true), env.Undefined();
+    if (k3_gemm_bf16_rounded(reinterpret_cast<const uint16_t *>(w.data), ld, x, y, rows, cols, batch) != 0)
+        return k3::fail(env, fn, "out of memory for the rounded activations", false), env.Undefined();
+    return env.Undefined();
+}
+
+static Napi::Value RoundedUsesDpbf16(const Napi::CallbackInfo &info) {
+    return Napi::Boolean::New(info.Env(), k3_gemm_rounded_uses_dpbf16() != 0);
 }
 
 // gemmF32(w, X, Y, rows, cols, batch, ld)
@@ -459,6 +485,8 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["gemvF32"] = Napi::Function::New(env, GemvF32);
     exports["gemmBf16"] = Napi::Function::New(env, GemmBf16);
     exports["gemmF32"] = Napi::Function::New(env, GemmF32);
+    exports["gemmBf16Rounded"] = Napi::Function::New(env, GemmBf16Rounded);
+    exports["roundedUsesDpbf16"] = Napi::Function::New(env, RoundedUsesDpbf16);
     exports["gemmAccF32"] = Napi::Function::New(env, GemmAccF32);
     exports["gemmAccBf16"] = Napi::Function::New(env, GemmAccBf16);
     exports["dotRowsF32"] = Napi::Function::New(env, DotRowsF32);

@@ -5,6 +5,7 @@
 #include "gemv_bf16.h"
 #include "gemm.h"
 #include "gemm_acc.h"
+#include "gemm_rounded.h"
 #include "ops.h"
 
 static const k3_dense_api api = {
@@ -29,6 +30,7 @@ static const k3_dense_api api = {
     .gemm_acc_bf16 = k3_gemm_acc_bf16,
     .dot_rows_f32 = k3_dot_rows_f32,
     .dot_rows_bf16 = k3_dot_rows_bf16,
+    .gemm_bf16_rounded = k3_gemm_bf16_rounded,
 };
 
 const k3_dense_api *k3_dense_get_api(void) { return &api; }

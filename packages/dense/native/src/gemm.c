@@ -24,6 +24,17 @@ static void gemm_task(void *ctx, int task_index) {
     job->rows_fn(job->w, job->ld, job->x, job->cols, job->y, job->rows, job->cols, job->batch, begin, end);
 }
 
+/* From this batch on the threaded entries run the blocked kernels (same bits, see gemm_blocked.h). */
+#define BLOCKED_BATCH_MIN 2
+
+static k3_gemm_rows_fn blocked_variant(k3_simd_level level, k3_weight_type type) {
+    switch (level) {
+        case K3_SIMD_AVX512: return type == K3_WEIGHT_BF16 ? k3_gemm_bf16_blocked_avx512 : k3_gemm_f32_blocked_avx512;
+        case K3_SIMD_AVX2: return type == K3_WEIGHT_BF16 ? k3_gemm_bf16_blocked_avx2 : k3_gemm_f32_blocked_avx2;
+        default: return k3_gemm_rows_variant(level, type);
+    }
+}
+
 static void run(k3_weight_type type, const void *w, size_t ld, const float *x, float *y, size_t rows, size_t cols,
                 size_t batch) {
     if (rows == 0 || batch == 0) return;
@@ -32,6 +43,7 @@ static void run(k3_weight_type type, const void *w, size_t ld, const float *x, f
     if (per_task < ROWS_PER_TASK_MIN) per_task = ROWS_PER_TASK_MIN;
     per_task = (per_task + 3) / 4 * 4; /* whole 4-row tiles */
     gemm_job job = {k3_gemm_rows_variant(k3_cpu_level(), type), w, ld, x, y, rows, cols, batch, per_task};
+    if (batch >= BLOCKED_BATCH_MIN) job.rows_fn = blocked_variant(k3_cpu_level(), type);
     k3_pool_parallel_for((int)((rows + per_task - 1) / per_task), gemm_task, &job);
 }
 

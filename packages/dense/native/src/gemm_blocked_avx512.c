@@ -24,8 +24,12 @@
 #include "gemm_blocked.h"
 
 #define INLINE static inline __attribute__((always_inline))
+#ifndef MR
 #define MR 4
+#endif
+#ifndef NR
 #define NR 6
+#endif
 
 INLINE __m512 load_w(const void *w, size_t idx, __mmask16 m, const int bf16) {
     if (bf16) {
@@ -104,8 +108,12 @@ static const micro_fn micro_f32[MR][NR] = {ROW_TABLE(mf, 1), ROW_TABLE(mf, 2), R
 
 /* ---------------------------------------------------------------- blocking */
 
+#ifndef KC
 #define KC 1024 /* multiple of 16 */
-#define MC 64   /* multiple of MR */
+#endif
+#ifndef MC
+#define MC 64 /* multiple of MR */
+#endif
 
 static void gemm_blocked(const int bf16, const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
                          size_t cols, size_t batch, size_t row_begin, size_t row_end) {
