@@ -69,6 +69,13 @@ export interface PackTrunkOptions {
   beforeGroup?: (group: string) => void;
   /** Test hook: a write fails with ENOSPC once this many bytes have been written in this run. */
   injectEnospcAfterBytes?: number;
+  /**
+   * Bytes moved per read/write call (default 64 MiB; at most 1 GiB, a multiple of 4096). Data is
+   * copied one tensor at a time in pieces of this size through one reused buffer, whatever the
+   * tensor or group size: Node's readSync/writeSync take < 2 GiB per call and a typed array
+   * <= 4 GiB, while K3's global group (embed_tokens + lm_head) is 4.70 GB.
+   */
+  pieceBytes?: number;
 }
 
 export interface PackTrunkResult {
@@ -138,6 +145,30 @@ export function planTrunk(checkpointDir: string, shardDirs?: readonly string[]):
   return { groups, bytes: at, shards };
 }
 
+export const DEFAULT_PACK_PIECE = 64 << 20;
+const MAX_PACK_PIECE = 1 << 30;
+
+function checkPiece(piece: number): number {
+  if (!Number.isInteger(piece) || piece < TRUNK_ALIGN || piece > MAX_PACK_PIECE || piece % TRUNK_ALIGN !== 0)
+    throw new PackError(`pieceBytes must be a multiple of ${TRUNK_ALIGN} in [${TRUNK_ALIGN}, ${MAX_PACK_PIECE}], got ${piece}`);
+  return piece;
+}
+
+/**
+ * Calls `each(piece, at)` for the `length` bytes at `offset` of `fd`, in order, each piece at most
+ * `buf.length` bytes (read into `buf`, valid only during the call); returns the bytes' crc32.
+ */
+function readPieces(fd: number, file: string, offset: number, length: number, buf: Uint8Array, each?: (piece: Uint8Array, at: number) => void): number {
+  let crc = 0;
+  for (let at = 0; at < length; at += buf.length) {
+    const piece = buf.subarray(0, Math.min(buf.length, length - at));
+    readExact(fd, piece, offset + at, file);
+    crc = crc32(piece, crc);
+    each?.(piece, at);
+  }
+  return crc >>> 0;
+}
+
 /** Reads `length` bytes at `offset` of an open fd, or fails naming the file. */
 function readExact(fd: number, buf: Uint8Array, offset: number, file: string): void {
   let got = 0;
@@ -146,6 +177,28 @@ function readExact(fd: number, buf: Uint8Array, offset: number, file: string): v
     if (n === 0) throw new CheckpointError(file, `short read: ${got} of ${buf.length} bytes at offset ${offset} (file truncated?)`);
     got += n;
   }
+}
+
+const ZERO_BLOCK = 256 << 10;
+
+/**
+ * Writes `buf` at `position` except its all-zero 256 KiB blocks: those stay holes, which read as
+ * zeros (the region was never written in this run, and the file was truncated before it), so a
+ * sparse checkpoint packs into a sparse trunk. Real weights are one write per piece (the non-zero
+ * runs coalesce). `zeros` is a never-written buffer >= ZERO_BLOCK: memcmp against zero pages.
+ */
+function writeNonZero(fd: number, buf: Uint8Array, position: number, zeros: Uint8Array): void {
+  let run = -1;
+  for (let o = 0; o < buf.length; o += ZERO_BLOCK) {
+    const end = Math.min(o + ZERO_BLOCK, buf.length);
+    const nonZero = Buffer.compare(buf.subarray(o, end), zeros.subarray(0, end - o)) !== 0;
+    if (nonZero && run < 0) run = o;
+    if (!nonZero && run >= 0) {
+      writeExact(fd, buf.subarray(run, o), position + run);
+      run = -1;
+    }
+  }
+  if (run >= 0) writeExact(fd, buf.subarray(run), position + run);
 }
 
 function writeExact(fd: number, buf: Uint8Array, position: number): void {
@@ -208,6 +261,8 @@ export function packTrunk(checkpointDir: string, outDir: string, opts: PackTrunk
   const out = openSync(partial, existsSync(partial) && resumedGroups > 0 ? "r+" : "w");
   const journal = openSync(journalFile, resumedGroups > 0 ? "a" : "w");
   const meter = new ProgressMeter("pack", plan.bytes, resumedBytes);
+  const piece = new Uint8Array(checkPiece(opts.pieceBytes ?? DEFAULT_PACK_PIECE));
+  const zeros = new Uint8Array(Math.min(piece.length, ZERO_BLOCK)); // never written
   let written = 0;
   const sourceFds = new Map<string, number>();
   const fdOf = (file: string) => {
@@ -219,26 +274,8 @@ export function packTrunk(checkpointDir: string, outDir: string, opts: PackTrunk
     ftruncateSync(out, resumedBytes); // drop whatever a killed run left after the last journaled group
     for (const g of plan.groups.slice(resumedGroups)) {
       opts.beforeGroup?.(g.name);
-      const buf = new Uint8Array(g.byteLength);
       const crcs: Record<string, number> = {};
-      for (const t of g.sources) {
-        const dst = buf.subarray(g.tensors[t.name].offset, g.tensors[t.name].offset + t.byteLength);
-        readExact(fdOf(t.file), dst, t.offset, t.file);
-        crcs[t.name] = crc32(dst) >>> 0;
-      }
-      try {
-        if (opts.injectEnospcAfterBytes !== undefined && written + buf.length > opts.injectEnospcAfterBytes) {
-          const e = new Error("ENOSPC: no space left on device, write (injected)") as NodeJS.ErrnoException;
-          e.code = "ENOSPC";
-          throw e;
-        }
-        writeExact(out, buf, g.offset);
-        fsyncSync(out);
-        const line: JournalLine = { group: g.name, offset: g.offset, byteLength: g.byteLength, crcs, fingerprint };
-        writeSync(journal, JSON.stringify(line) + "\n");
-        fsyncSync(journal);
-        done.set(g.name, line);
-      } catch (e) {
+      const fail = (e: unknown): never => {
         const err = e as NodeJS.ErrnoException;
         const free = freeBytes(outDir);
         throw new PackError(
@@ -247,9 +284,42 @@ export function packTrunk(checkpointDir: string, outDir: string, opts: PackTrunk
             : `cannot write ${g.name} of the trunk to ${partial}: ${err.message}`,
           err.code,
         );
+      };
+      const write = (data: Uint8Array, position: number) => {
+        try {
+          if (opts.injectEnospcAfterBytes !== undefined && written + data.length > opts.injectEnospcAfterBytes) {
+            const e = new Error("ENOSPC: no space left on device, write (injected)") as NodeJS.ErrnoException;
+            e.code = "ENOSPC";
+            throw e;
+          }
+          writeNonZero(out, data, position, zeros);
+        } catch (e) {
+          fail(e);
+        }
+        written += data.length;
+        meter.add(data.length);
+      };
+      // One tensor at a time, piece by piece, straight to its place; the alignment gaps stay holes
+      // (the file was truncated to the last journaled group, so they read as zeros).
+      for (const t of g.sources) {
+        const at = g.offset + g.tensors[t.name].offset;
+        crcs[t.name] = readPieces(fdOf(t.file), t.file, t.offset, t.byteLength, piece, (p, off) => {
+          write(p, at + off);
+          if (t.byteLength > piece.length) opts.onProgress?.(meter.snapshot(g.name));
+        });
       }
-      written += buf.length;
-      meter.add(buf.length);
+      try {
+        const end = g.offset + g.byteLength;
+        if (fstatSync(out).size < end) ftruncateSync(out, end); // the group's tail padding
+        fsyncSync(out);
+        const line: JournalLine = { group: g.name, offset: g.offset, byteLength: g.byteLength, crcs, fingerprint };
+        writeSync(journal, JSON.stringify(line) + "\n");
+        fsyncSync(journal);
+        done.set(g.name, line);
+      } catch (e) {
+        fail(e);
+      }
+      meter.add(g.byteLength - Object.values(g.tensors).reduce((a, t) => a + t.byteLength, 0)); // padding
       opts.onProgress?.(meter.snapshot(g.name));
     }
   } finally {
@@ -266,7 +336,7 @@ export function packTrunk(checkpointDir: string, outDir: string, opts: PackTrunk
     return { name: g.name, layer: g.layer, offset: g.offset, byteLength: g.byteLength, tensors };
   });
   const manifest: TrunkManifest = { format: "k3-trunk", version: 1, align: TRUNK_ALIGN, file: TRUNK_FILE, bytes: plan.bytes, source: { shards: plan.shards }, groups };
-  verifyTrunkFile(partial, manifest, opts.onProgress);
+  verifyTrunkFile(partial, manifest, opts.onProgress, piece);
   const manifestTmp = join(outDir, TRUNK_MANIFEST + ".partial");
   writeFileSync(manifestTmp, JSON.stringify(manifest, null, 1));
   const mfd = openSync(manifestTmp, "r");
@@ -289,17 +359,17 @@ function freeBytes(dir: string): number {
 }
 
 /** Re-reads the trunk file and checks every tensor's crc32; throws ChecksumError naming the tensor. */
-export function verifyTrunkFile(file: string, manifest: TrunkManifest, onProgress?: (p: Progress) => void): void {
+export function verifyTrunkFile(file: string, manifest: TrunkManifest, onProgress?: (p: Progress) => void, buffer?: Uint8Array): void {
   const fd = openSync(file, "r");
   try {
     const size = fstatSync(fd).size;
     if (size !== manifest.bytes) throw new CheckpointError(file, `trunk file has ${size} bytes, the manifest says ${manifest.bytes}`);
     const meter = new ProgressMeter("verify", manifest.bytes);
+    const piece = buffer ?? new Uint8Array(DEFAULT_PACK_PIECE);
     for (const g of manifest.groups) {
-      const buf = new Uint8Array(g.byteLength);
-      readExact(fd, buf, g.offset, file);
+      // Tensor by tensor in pieces (a group may be larger than any one buffer).
       for (const [name, t] of Object.entries(g.tensors)) {
-        const got = crc32(buf.subarray(t.offset, t.offset + t.byteLength)) >>> 0;
+        const got = readPieces(fd, file, g.offset + t.offset, t.byteLength, piece);
         if (got !== t.crc32) throw new ChecksumError(file, name, t.crc32, got);
       }
       meter.add(g.byteLength);

@@ -39,6 +39,15 @@ function packedOnce(): string {
 }
 
 describe("packTrunk", () => {
+  it("moves data in pieces of pieceBytes (one 4 KiB piece at a time gives the same file); a bad size is refused by name", () => {
+    const small = scratch();
+    const r = packTrunk(tinyK3Dir, small, { pieceBytes: 4096 });
+    expect(Buffer.compare(readFileSync(join(small, "trunk.bin")), readFileSync(join(packedOnce(), "trunk.bin")))).toBe(0);
+    expect(r.manifest.groups).toEqual(readTrunkManifest(packedOnce()).groups);
+    for (const bad of [1000, 0, 2 ** 31])
+      expect(() => packTrunk(tinyK3Dir, scratch(), { pieceBytes: bad })).toThrow(new RegExp(`pieceBytes must be a multiple of 4096 in \\[4096, 1073741824\\], got ${bad}`));
+  });
+
   it("packs every non-expert tensor of tiny-k3, 4 KiB-aligned per layer, byte-exact and verified", () => {
     const out = scratch();
     const events: Progress[] = [];
