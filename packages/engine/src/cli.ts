@@ -103,6 +103,9 @@ prompt (exactly one; the embedded demo model has a default):
   --system TEXT        a system message
   --json FILE          write the run report as JSON ("-" = stdout)
   --quiet              no plan/report on stderr
+  --floor              measure the memory-read and disk-read ceilings first (a few seconds): the report
+                       then gives, per layer kind, the floor max(bytes touched / memory ceiling,
+                       bytes read / disk ceiling) and time / floor (JSON: per_kind, floor)
 
 checking against a reference (instead of generating):
   --tf-check REF       teacher-forced agreement: REF is a JSON run report (k3 run --json, or the
@@ -215,9 +218,11 @@ Same options and seed => byte-identical files. Progress: a bar on a TTY, a line 
 Sizes (K3, full vocab): embed + lm_head 4.70 GB; layer 0 2.34 GB; an MoE layer 1.27 GB (KDA) or
 0.84 GB (MLA) + 17.55 MB per expert. E.g. --layers 4 --experts 64: 12.3 GB; --layers 2 --experts 896: 24.4 GB.
 `,
-  bench: `usage: k3 bench [--prompt-tokens N] [--gen N] [options]
+  bench: `usage: k3 bench [--prompt-tokens N] [--gen N] [--no-floor] [--json FILE] [options]
 
-Prefill and decode speed on a model (default: the embedded tiny model), with the run report.
+Prefill and decode speed on a model (default: the embedded tiny model), with the run report: per
+layer kind the time, bytes touched and read, and the floor against the memory-read and disk-read
+ceilings measured first in the same run (--no-floor skips them).
 
 ${MODEL_OPTIONS}
 `,
@@ -372,6 +377,7 @@ async function cmdRun(argv: string[]): Promise<number> {
     system: { type: "string" },
     json: { type: "string" },
     quiet: { type: "boolean" },
+    floor: { type: "boolean" },
     "tf-check": { type: "string" },
     "tf-min": { type: "string" },
     "dump-cache-trace": { type: "string" },
@@ -390,6 +396,7 @@ async function cmdRun(argv: string[]): Promise<number> {
   const sampling = samplingOptions(values);
   if (embedded) err(EMBEDDED_NOTE);
   const eo = engineOptions(values, tokens, err);
+  if (values.floor) eo.floor = true;
   // The tiny model's matrices are too small to split across threads profitably.
   if (embedded && eo.threads === undefined) eo.threads = 1;
   const engine = await Engine.load(dir, eo);
@@ -722,18 +729,19 @@ async function cmdSynth(argv: string[]): Promise<number> {
 }
 
 async function cmdBench(argv: string[]): Promise<number> {
-  const { values, tokens } = parse("bench", argv, { "prompt-tokens": { type: "string" }, gen: { type: "string" } });
+  const { values, tokens } = parse("bench", argv, { "prompt-tokens": { type: "string" }, gen: { type: "string" }, "no-floor": { type: "boolean" }, json: { type: "string" } });
   if (values.help) return print(HELP.bench);
   const { dir, embedded } = modelDir(values);
   if (embedded) process.stderr.write("(embedded tiny model: random weights; measures the pipeline, not a real model)\n");
   const n = num(values, "prompt-tokens", 128, (x) => Number.isInteger(x) && x >= 1, "an integer >= 1");
   const gen = num(values, "gen", 32, (x) => Number.isInteger(x) && x >= 1, "an integer >= 1");
-  const engine = await Engine.load(dir, engineOptions(values, tokens, (l) => process.stderr.write(l + "\n")));
+  const engine = await Engine.load(dir, { ...engineOptions(values, tokens, (l) => process.stderr.write(l + "\n")), floor: !values["no-floor"] });
   try {
     // A deterministic prompt of ordinary ids (no specials).
     const prompt = Array.from({ length: n }, (_, i) => (i * 7919 + 13) % engine.tokenizer.nRanks);
     const r = await engine.complete(prompt, { maxTokens: gen, stopIds: [], temperature: 0 });
     process.stdout.write(formatReport(r.report) + "\n");
+    writeJson(values.json as string | undefined, r.report);
     return EXIT_OK;
   } finally {
     engine.close();

@@ -19,7 +19,8 @@ import type { Progress } from "@k3/moe-stream";
 import { Model, type ModelState } from "./model.js";
 import { DEFAULT_PROMPT_CACHE_BYTES, PromptCache, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
 import { budgetsFor, checkContextFits, checkPlanFits, fmtBytes, formatPlan, planMemory, readMemInfo, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
-import { buildReport, emptyCounters, type RunCounters, type RunReport } from "./report.js";
+import { measureCeilings } from "./floor.js";
+import { buildReport, emptyCounters, type Ceilings, type RunCounters, type RunReport } from "./report.js";
 import { Sampler, type SamplingOptions } from "./sampler.js";
 import { SpeculativeDecoder, type Drafter } from "./speculative.js";
 
@@ -91,6 +92,11 @@ export interface EngineOptions {
   loadCeiling?: boolean;
   /** Progress of long loads (at least 512 MiB): bytes, rate, ETA (`progressPrinter` from @k3/moe-stream draws a bar). */
   onLoadProgress?: (p: Progress) => void;
+  /**
+   * Measure the memory-read and disk-read ceilings before loading (a few seconds; `--floor`, on by
+   * default for `k3 bench`): every run report then has its floor and ratio (report.floor).
+   */
+  floor?: boolean;
 }
 
 export interface GenerateOptions extends SamplingOptions {
@@ -194,6 +200,8 @@ export class Engine {
   readonly promptCacheKey: string;
   private readonly log: (line: string) => void;
   lastResult: GenerationResult | null = null;
+  /** The ceilings measured at load (EngineOptions.floor), or null. */
+  ceilings: Ceilings | null = null;
 
   private constructor(dir: string, cfg: ModelConfig, tok: Tokenizer, plan: MemoryPlan, census: Census, model: Model, options: EngineOptions) {
     this.dir = dir;
@@ -251,6 +259,12 @@ export class Engine {
     }
     const tok = loadKimiTokenizer(dir, { specials: cfg.family === "k3" ? "k3" : "k2" });
     checkTokenizerMatch(cfg, tok.nVocab, join(dir, "config.json"));
+    // Before the model loads: the ceilings' buffers are freed before the run's memory is taken.
+    let ceilings: Ceilings | null = null;
+    if (options.floor) {
+      ceilings = measureCeilings(dir, cfg, { shardDirs: options.shardDirs, allowMissingShards: options.layers !== undefined });
+      options.log?.(`ceilings (measured now): memory read ${ceilings.memGbps.toFixed(1)} GB/s (2 threads), disk read ${ceilings.diskGbps.toFixed(2)} GB/s (expert-sized O_DIRECT reads, depth 16)`);
+    }
     // Low-memory presets run lm_head in row chunks (at most 4096 rows, at least 16 chunks).
     const headChunkRows = plan.embedHeadResident ? undefined : Math.max(1, Math.min(4096, Math.ceil(cfg.vocabSize / 16)));
     const model = await Model.open(dir, {
@@ -269,7 +283,9 @@ export class Engine {
         ? { dir: options.trunkDir!, pinnedLayers: plan.pinnedLayers, ringSlots: plan.ringSlots, chunkBytes: Math.min(64 << 20, Math.ceil(Math.max(...census.layerTrunkBytes) / (1 << 20)) * (1 << 20)) }
         : undefined,
     });
-    return new Engine(dir, cfg, tok, plan, census, model, options);
+    const engine = new Engine(dir, cfg, tok, plan, census, model, options);
+    engine.ceilings = ceilings;
+    return engine;
   }
 
   /** Encodes plain text (specials are NOT interpreted: literal "<|open|>" stays text). */
@@ -335,9 +351,11 @@ export class Engine {
 
     let logits: Float32Array;
     try {
+      this.model.phase = "prefill";
       const tp = performance.now();
       logits = useCache ? await this.prefillCached(promptIds, state, cache!, fwd) : await this.model.forward(promptIds, state, fwd);
       counters.prefillSeconds = (performance.now() - tp) / 1000;
+      this.model.phase = "decode";
       const td = performance.now();
       for (let i = 0; i < maxTokens; i++) {
         options.onLogits?.(logits, i);
@@ -395,6 +413,8 @@ export class Engine {
     } catch (err) {
       if (!(err instanceof AbortError) && !signal?.aborted) throw err;
       stopReason = "abort";
+    } finally {
+      this.model.phase = "prefill";
     }
     if (spec) Object.assign(counters, { specDraftMax: specN, specRounds: spec.stats.rounds, specDrafted: spec.stats.drafted, specAccepted: spec.stats.accepted, decodeForwards: spec.stats.forwards });
     if (!cutByString) text += decoder.flush();
@@ -462,6 +482,7 @@ export class Engine {
       wallSeconds: wall,
       io: { prefetch: this.model.prefetch, pieceBytes: this.model.pieceBytes, engine: store?.engine, engineNote: store?.engineNote },
       load: this.model.loadStats,
+      ceilings: this.ceilings,
     });
   }
 }

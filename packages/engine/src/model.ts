@@ -6,7 +6,7 @@
  * chunks of `chunkSize` tokens, carrying KDA/conv state and the MLA latent cache in `state`, so
  * prefill, chunked prefill and incremental decode are the same code and give the same bits.
  */
-import { gemvBf16, rmsNorm } from "@k3/dense";
+import { gemmBf16, gemvBf16, rmsNorm } from "@k3/dense";
 import { isMoeLayer, readConfig, withLayers, type ModelConfig } from "./config.js";
 import { AbortError } from "./errors.js";
 import { attnResMix, fuseResWeights } from "./layers/attnres.js";
@@ -17,9 +17,9 @@ import { MoeFfn } from "./layers/moe.js";
 import type { ExpertTraceRecorder } from "./cache-trace.js";
 import { ExpertStore, MoeLayer, openCheckpointIndex, TrunkStreamer, type TrunkLayer } from "@k3/moe-stream";
 import { prefetchSlotsFor } from "./presets.js";
-import { emptyCounters, type RunCounters } from "./report.js";
+import { emptyCounters, type ReportKind, type Phase, type RunCounters } from "./report.js";
 import { classifyName, KIND_SHARED, KIND_TRUNK } from "@k3/safetensors";
-import { loadMatrix, loadVector, matvec, openWeights, preloadWeights, WeightError, type Matrix, type PreloadOptions, type WeightSource } from "./weights.js";
+import { loadMatrix, loadVector, matmul, openWeights, preloadWeights, WeightError, type Matrix, type PreloadOptions, type WeightSource } from "./weights.js";
 
 export type LayerState = KdaState | MlaCache;
 
@@ -173,9 +173,14 @@ export class Model {
   expertTrace: ExpertTraceRecorder | null = null;
   /** The prediction made for a later MoE layer, checked when that layer runs (accuracy counters). */
   private predicted: { layer: number; ids: Set<number> } | null = null;
+  /** Which phase the per-kind counters charge (the engine sets it around prefill and decode). */
+  phase: Phase = "prefill";
+  /** Bytes of one routed expert (its three matrices as stored), 0 without MoE layers. */
+  private readonly expertBytes: number;
 
-  private constructor(dir: string, cfg: ModelConfig, src: WeightSource, options: LoadOptions, store: ExpertStore | null, streamer: TrunkStreamer | null) {
+  private constructor(dir: string, cfg: ModelConfig, src: WeightSource, options: LoadOptions, store: ExpertStore | null, streamer: TrunkStreamer | null, expertBytes = 0) {
     this.experts = store;
+    this.expertBytes = expertBytes;
     this.prefetch = store !== null && (options.prefetch ?? true);
     this.pieceBytes = store?.pieceBytes ?? 0;
     this.onExpertError = options.onExpertError ?? "drop";
@@ -238,17 +243,46 @@ export class Model {
   private async acquire(l: number): Promise<{ layer: Layer; release: () => void }> {
     const resident = this.layers[l];
     if (resident) return { layer: resident, release: () => {} };
+    const t0 = performance.now();
     const before = this.streamer!.stats();
     const tl = await this.streamer!.acquire(l);
     const after = this.streamer!.stats();
-    this.counters.bytesRead.trunk += after.bytesRead - before.bytesRead;
+    const read = after.bytesRead - before.bytesRead;
+    this.counters.bytesRead.trunk += read;
     this.counters.ioSeconds += (after.ioBusyNs - before.ioBusyNs) / 1e9;
+    let layer: Layer;
     try {
-      return { layer: this.buildLayer(l, new TrunkLayerSource(tl)), release: () => tl.release() };
+      layer = this.buildLayer(l, new TrunkLayerSource(tl));
     } catch (err) {
       tl.release();
       throw err;
     }
+    // The wait for the ring slot and its bytes go to the layer's kinds in proportion to their bytes.
+    const seconds = (performance.now() - t0) / 1000;
+    const [mk, mb] = this.mixerKind(layer);
+    const [fk, fb] = this.ffnKind(layer);
+    const share = mb + fb > 0 ? mb / (mb + fb) : 0.5;
+    this.tally(mk, seconds * share, 0, read * share);
+    this.tally(fk, seconds * (1 - share), 0, read * (1 - share));
+    return { layer, release: () => tl.release() };
+  }
+
+  /** Adds to the per-kind counters of the current phase. */
+  private tally(kind: ReportKind, seconds: number, touched: number, read = 0): void {
+    const k = this.counters.perKind[kind][this.phase];
+    k.seconds += seconds;
+    k.bytesTouched += touched;
+    k.bytesRead += read;
+  }
+
+  /** The mixer's kind and its weight bytes. */
+  private mixerKind(L: Layer): [ReportKind, number] {
+    return L.mixer instanceof KdaMixer ? ["kda", L.mixer.bytes] : ["mla", L.mixer.bytes];
+  }
+
+  /** The FFN's kind and its trunk (non-expert) weight bytes. */
+  private ffnKind(L: Layer): [ReportKind, number] {
+    return L.ffn instanceof MoeFfn ? ["moe_trunk", L.ffn.trunkBytes] : ["dense_mlp", L.ffn.bytes];
   }
 
   /** Opens a model, streaming the trunk when `options.trunk` says so. */
@@ -272,6 +306,7 @@ export class Model {
     const partial = options.layers !== undefined;
     const src = openWeights(dir, { allowMissingShards: partial, shardDirs: options.shardDirs });
     let store: ExpertStore | null = null;
+    let expertBytes = 0;
     try {
       // A partial checkpoint: fail on the first needed layer whose shard is absent, naming the shard.
       if (partial) for (let l = 0; l < cfg.numLayers; l++) src.info(`${cfg.tensorPrefix}model.layers.${l}.input_layernorm.weight`);
@@ -283,6 +318,7 @@ export class Model {
           if (list.length !== cfg.moe.numExperts) throw new WeightError(`layer ${l}: the checkpoint has ${list.length} routed experts, the config says ${cfg.moe.numExperts}`);
           return list;
         });
+        expertBytes = experts[0]?.byteLength ?? 0;
         const pieceBytes = options.pieceBytes ?? DEFAULT_PIECE_BYTES;
         if (!Number.isSafeInteger(pieceBytes) || pieceBytes < 0 || pieceBytes % 4096 !== 0)
           throw new WeightError(`expert read pieces of ${pieceBytes} bytes: expected 0 (off) or a multiple of 4096`);
@@ -316,7 +352,7 @@ export class Model {
         ceilingGbps = pre.ceilingGbps;
         method = `read pool ${s.engine} x${s.readers}, ${s.pieceBytes / 2 ** 20} MiB pieces, ${s.directReads > 0 && s.bufferedReads === 0 ? "O_DIRECT" : s.directReads > 0 ? "O_DIRECT + buffered" : "buffered"}, prefault ${s.prefault}, ${s.blocks} blocks`;
       }
-      const model = new Model(dir, cfg, source, options, store, streamer);
+      const model = new Model(dir, cfg, source, options, store, streamer, expertBytes);
       if (!options.streamEmbedHead) source.close();
       const ru1 = process.resourceUsage();
       const seconds = (performance.now() - t0) / 1000;
@@ -390,26 +426,35 @@ export class Model {
     });
   }
 
-  /** logits[V] = lm_head · h, in row chunks (bit-identical for any chunk size: rows are independent). */
-  private headLogits(h: Float32Array, out: Float32Array): void {
+  /**
+   * logits[n][V] = lm_head · h[n][D] for n final-normed rows, every weight byte read once for all n
+   * (a batched GEMM, bit-identical per row to the GEMV), in row chunks when streamed (bit-identical
+   * for any chunk size: rows are independent).
+   */
+  private headLogits(h: Float32Array, n: number, out: Float32Array): void {
     const D = this.cfg.hiddenSize;
     const V = this.cfg.vocabSize;
+    if (!this.stream) {
+      if (n === 1) return void matmul(this.head!, h, out, 1);
+      matmul(this.head!, h, out, n);
+      return;
+    }
+    const tmp = n > 1 ? new Float32Array(n * this.headChunkRows) : null;
     for (let r0 = 0; r0 < V; r0 += this.headChunkRows) {
       const rows = Math.min(this.headChunkRows, V - r0);
-      if (this.stream) {
-        this.headBuffer ??= new Uint8Array(this.headChunkRows * D * 2);
-        const t0 = performance.now();
-        const bytes = this.stream.readRange!(this.cfg.tensorPrefix + "lm_head.weight", r0 * D * 2, rows * D * 2, this.headBuffer);
-        this.counters.ioSeconds += (performance.now() - t0) / 1000;
-        this.counters.bytesRead.embedHead += rows * D * 2;
-        gemvBf16(new Uint16Array(bytes.buffer, bytes.byteOffset, rows * D), h, out.subarray(r0, r0 + rows), { rows, cols: D });
+      this.headBuffer ??= new Uint8Array(this.headChunkRows * D * 2);
+      const t0 = performance.now();
+      const bytes = this.stream.readRange!(this.cfg.tensorPrefix + "lm_head.weight", r0 * D * 2, rows * D * 2, this.headBuffer);
+      this.counters.ioSeconds += (performance.now() - t0) / 1000;
+      this.counters.bytesRead.embedHead += rows * D * 2;
+      const w = new Uint16Array(bytes.buffer, bytes.byteOffset, rows * D);
+      if (n === 1) {
+        gemvBf16(w, h, out.subarray(r0, r0 + rows), { rows, cols: D });
         continue;
       }
-      const head = this.head!;
-      const m: Matrix = head.bf16
-        ? { name: head.name, rows, cols: D, bf16: head.bf16.subarray(r0 * D, (r0 + rows) * D) }
-        : { name: head.name, rows, cols: D, f32: head.f32!.subarray(r0 * D, (r0 + rows) * D) };
-      matvec(m, h, out.subarray(r0, r0 + rows));
+      const y = tmp!.subarray(0, n * rows);
+      gemmBf16(w, h, y, { rows, cols: D, batch: n });
+      for (let t = 0; t < n; t++) out.set(y.subarray(t * rows, (t + 1) * rows), t * V + r0);
     }
   }
 
@@ -419,7 +464,10 @@ export class Model {
     const D = cfg.hiddenSize;
     const T = ids.length;
     let h: Float32Array = new Float32Array(T * D);
+    const te = performance.now();
+    const readBefore = this.counters.bytesRead.embedHead;
     this.embedRows(ids, h);
+    this.tally("embed", (performance.now() - te) / 1000, T * D * (this.embed instanceof Float32Array ? 4 : 2), this.counters.bytesRead.embedHead - readBefore);
     const blocks: Float32Array[] = [];
     const normed = new Float32Array(T * D);
     const mixed = new Float32Array(T * D);
@@ -435,9 +483,11 @@ export class Model {
       if (this.prefetch) this.experts!.cancelPrefetch();
     }
     if (B !== null) {
+      const tr = performance.now();
       const out = new Float32Array(T * D);
       attnResMix(blocks, h, this.outRes!, cfg.rmsNormEps, T, D, out, scratch);
       h = out;
+      this.tally("attn_res", (performance.now() - tr) / 1000, D * 4);
     }
     opts.onFinalHidden?.(h, T);
     return h;
@@ -455,6 +505,16 @@ export class Model {
       if (opts.signal?.aborted) throw new AbortError();
       const { layer: L, release } = await this.acquire(l);
       try {
+        const [mk] = this.mixerKind(L);
+        const [fk] = this.ffnKind(L);
+        const resBytes = 2 * D * 4;
+        let t = performance.now();
+        // Seconds since the last lap, charged to `kind` (null: charged elsewhere already).
+        const lap = (kind: ReportKind | null, touched: number): void => {
+          const n = performance.now();
+          if (kind) this.tally(kind, (n - t) / 1000, touched);
+          t = n;
+        };
         if (B !== null) {
           // Attention residuals: snapshot stack `blocks`, running prefix p = h.
           let p: Float32Array | null = h;
@@ -467,24 +527,31 @@ export class Model {
             blocks.push(p);
             p = null;
           }
+          lap("attn_res", resBytes / 2);
           rmsNorm(aIn, L.inNorm, cfg.rmsNormEps, normed, D);
           this.mix(L, l, normed, T, state, a, opts.kdaCore);
+          lap(mk, this.mixTouched(L, l, state));
           const next: Float32Array = p === null ? a.slice() : p.slice();
           if (p !== null) for (let i = 0; i < T * D; i++) next[i] += a[i];
           attnResMix(blocks, next, L.mlpRes!, cfg.rmsNormEps, T, D, mixed, scratch);
+          lap("attn_res", resBytes / 2);
           rmsNorm(mixed, L.postNorm, cfg.rmsNormEps, normed, D);
-          await this.ffn(L, l, normed, T, f);
+          await this.ffn(L, l, normed, T, f, lap);
           for (let i = 0; i < T * D; i++) next[i] += f[i];
           h = next;
+          lap("attn_res", 0);
         } else {
           rmsNorm(h, L.inNorm, cfg.rmsNormEps, normed, D);
           this.mix(L, l, normed, T, state, a, opts.kdaCore);
+          lap(mk, this.mixTouched(L, l, state));
           const next = h.slice();
           for (let i = 0; i < T * D; i++) next[i] += a[i];
+          lap("attn_res", 0);
           rmsNorm(next, L.postNorm, cfg.rmsNormEps, normed, D);
-          await this.ffn(L, l, normed, T, f);
+          await this.ffn(L, l, normed, T, f, lap);
           for (let i = 0; i < T * D; i++) next[i] += f[i];
           h = next;
+          lap("attn_res", 0);
         }
       } finally {
         release();
@@ -494,18 +561,51 @@ export class Model {
     return h;
   }
 
+  /** Bytes a mixer call reads from memory: its weights and its recurrent state (KDA S, or the MLA latent cache so far). */
+  private mixTouched(L: Layer, l: number, state: ModelState): number {
+    const m = L.mixer;
+    if (m instanceof KdaMixer) return m.bytes + m.stateBytes;
+    const cache = state.layers[l] as MlaCache;
+    return m.bytes + cache.length * cache.width * 4;
+  }
+
   private mix(L: Layer, l: number, x: Float32Array, T: number, state: ModelState, out: Float32Array, core?: KdaCore): void {
     const mixer = L.mixer;
     if (mixer instanceof KdaMixer) mixer.forward(x, T, state.layers[l] as KdaState, out, core);
     else state.layers[l] = mixer.forward(x, T, state.layers[l] as MlaCache, out);
   }
 
-  private async ffn(L: Layer, l: number, x: Float32Array, T: number, out: Float32Array): Promise<void> {
-    if (!(L.ffn instanceof MoeFfn)) return void L.ffn.forward(x, T, out);
+  /**
+   * The FFN of layer l. `lap(kind, touched)` charges the time since the previous lap: the dense
+   * MLP all to dense_mlp; the MoE's trunk compute (router, latent projections, shared experts, the
+   * lookahead router) to moe_trunk and the rest (expert matmuls, waiting for their reads) to moe_experts.
+   */
+  private async ffn(L: Layer, l: number, x: Float32Array, T: number, out: Float32Array, lap?: (kind: ReportKind | null, touched: number) => void): Promise<void> {
+    if (!(L.ffn instanceof MoeFfn)) {
+      L.ffn.forward(x, T, out);
+      lap?.("dense_mlp", L.ffn.bytes);
+      return;
+    }
+    lap?.("moe_trunk", 0); // the norm before it
+    const t0 = performance.now();
     const prefetch = this.prefetch ? this.predictNext(l, x, T) : undefined;
     const issued0 = prefetch ? this.experts!.stats().prefetchIssued : 0;
+    const predictSeconds = (performance.now() - t0) / 1000;
+    const read0 = this.counters.bytesRead.experts;
     await L.ffn.forward(x, T, out, this.counters, prefetch);
-    const routing = L.ffn.layer.lastStats?.routing;
+    const st = L.ffn.layer.lastStats;
+    if (lap && st) {
+      const wall = (performance.now() - t0) / 1000;
+      const trunk = Math.min(wall, predictSeconds + (st.cpuNs - st.expertCpuNs) / 1e9);
+      const computed = st.uniqueExperts - st.dropped.length;
+      // The lookahead router reads the next MoE layer's gate weight as well.
+      const next = prefetch ? this.layers[prefetch.layer]?.ffn : undefined;
+      const predictBytes = next instanceof MoeFfn ? next.layer.opts.router.weight.data.byteLength : 0;
+      this.tally("moe_trunk", trunk, L.ffn.trunkBytes + predictBytes);
+      this.tally("moe_experts", wall - trunk, computed * this.expertBytes, this.counters.bytesRead.experts - read0);
+      lap(null, 0);
+    }
+    const routing = st?.routing;
     if (this.expertTrace && routing) this.expertTrace.record(l, routing.ids);
     const c = this.counters;
     if (prefetch) c.prefetchIssued += this.experts!.stats().prefetchIssued - issued0;
@@ -548,17 +648,23 @@ export class Model {
     const V = this.cfg.vocabSize;
     const chunk = Math.max(1, opts.chunkSize ?? 64);
     const logits = new Float32Array((ids.length - from) * V);
-    const normed = new Float32Array(D);
+    this.counters.phaseTokens[this.phase] += ids.length;
     for (let c0 = 0; c0 < ids.length; c0 += chunk) {
       const part = ids.slice(c0, c0 + chunk);
       const h = await this.runChunk(part, state, opts);
       state.pos += part.length;
       state.ids.push(...part);
-      for (let t = Math.max(0, from - c0); t < part.length; t++) {
-        rmsNorm(h.subarray(t * D, (t + 1) * D), this.finalNorm, this.cfg.rmsNormEps, normed, D);
-        const at = c0 + t - from;
-        this.headLogits(normed, logits.subarray(at * V, (at + 1) * V));
-      }
+      // The rows of this chunk whose logits are wanted: final norm, then lm_head over all of them at once.
+      const t0 = Math.max(0, from - c0);
+      const n = part.length - t0;
+      if (n <= 0) continue;
+      const tl = performance.now();
+      const read0 = this.counters.bytesRead.embedHead;
+      const normed = new Float32Array(n * D);
+      for (let t = 0; t < n; t++) rmsNorm(h.subarray((t0 + t) * D, (t0 + t + 1) * D), this.finalNorm, this.cfg.rmsNormEps, normed.subarray(t * D, (t + 1) * D), D);
+      const at = c0 + t0 - from;
+      this.headLogits(normed, n, logits.subarray(at * V, (at + n) * V));
+      this.tally("lm_head", (performance.now() - tl) / 1000, V * D * (this.head?.f32 ? 4 : 2), this.counters.bytesRead.embedHead - read0);
     }
     return logits;
   }

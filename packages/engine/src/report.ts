@@ -5,8 +5,28 @@
 import type { LoadStats } from "./model.js";
 import { fmtBytes } from "./presets.js";
 
+/**
+ * The layer kinds the run report splits time and bytes by. moe_trunk: router, shared experts,
+ * latent down/up projections, the norms around the FFN; moe_experts: the routed experts' matmuls
+ * and the time waiting for their reads; attn_res: attention-residual mixes and residual adds.
+ */
+export const REPORT_KINDS = ["embed", "kda", "mla", "dense_mlp", "moe_trunk", "moe_experts", "attn_res", "lm_head"] as const;
+export type ReportKind = (typeof REPORT_KINDS)[number];
+export type Phase = "prefill" | "decode";
+
+/** One kind in one phase: wall seconds, weight (and recurrent state) bytes the kernels read from memory, bytes read from disk. */
+export interface KindCounters {
+  seconds: number;
+  bytesTouched: number;
+  bytesRead: number;
+}
+
 /** Counters the model accumulates while it runs. */
 export interface RunCounters {
+  /** Per layer kind and phase (see REPORT_KINDS). */
+  perKind: Record<ReportKind, Record<Phase, KindCounters>>;
+  /** Token positions run through the model in each phase (decode: every fed token, drafts included). */
+  phaseTokens: Record<Phase, number>;
   promptTokens: number;
   /** Prompt tokens restored from the prompt cache instead of prefilled. */
   promptCachedTokens: number;
@@ -51,8 +71,15 @@ export interface ExpertDrop {
 /** Drops listed one by one in the report (the count is always exact). */
 export const MAX_DROP_DETAILS = 32;
 
+function emptyPerKind(): RunCounters["perKind"] {
+  const z = (): KindCounters => ({ seconds: 0, bytesTouched: 0, bytesRead: 0 });
+  return Object.fromEntries(REPORT_KINDS.map((k) => [k, { prefill: z(), decode: z() }])) as RunCounters["perKind"];
+}
+
 export function emptyCounters(): RunCounters {
   return {
+    perKind: emptyPerKind(),
+    phaseTokens: { prefill: 0, decode: 0 },
     promptTokens: 0,
     promptCachedTokens: 0,
     generatedTokens: 0,
@@ -138,6 +165,71 @@ export interface RunReport {
     system_seconds: number;
     method: string;
   } | null;
+  /** Per layer kind: prefill and decode seconds, bytes touched in memory, bytes read from disk (decode also its tokens). */
+  per_kind: Record<ReportKind, { prefill: PhaseFigures; decode: PhaseFigures & { tokens: number } }>;
+  /** The floor (max of memory and disk time for the bytes the run touched/read) and how far the run is from it; null unless measured (--floor). */
+  floor: FloorReport | null;
+}
+
+export interface PhaseFigures {
+  seconds: number;
+  bytes_touched: number;
+  bytes_read: number;
+}
+
+/** Ceilings measured in the same run (GB = 1e9 bytes). */
+export interface Ceilings {
+  /** @k3/dense memoryReadCeiling: 2 threads, a buffer far larger than L3. */
+  memGbps: number;
+  /** @k3/moe-stream measureReadCeiling: expert-sized O_DIRECT reads of the checkpoint's shards at depth 16. */
+  diskGbps: number;
+}
+
+export interface FloorReport {
+  mem_ceiling_gbps: number;
+  disk_ceiling_gbps: number;
+  /** max(bytes touched / memory ceiling, bytes read / disk ceiling) per decoded token, over all kinds. */
+  decode_floor_s_per_token: number;
+  decode_s_per_token: number;
+  /** decode_s_per_token / decode_floor_s_per_token (1 = at the floor). */
+  decode_ratio: number | null;
+  prefill_floor_s_per_token: number;
+  prefill_s_per_token: number;
+}
+
+/** Floor seconds for bytes touched in memory and read from disk (whichever takes longer). */
+export function floorSeconds(bytesTouched: number, bytesRead: number, c: Ceilings): number {
+  return Math.max(bytesTouched / (c.memGbps * 1e9), bytesRead / (c.diskGbps * 1e9));
+}
+
+function sumPhase(c: RunCounters, phase: Phase): KindCounters {
+  const s = { seconds: 0, bytesTouched: 0, bytesRead: 0 };
+  for (const k of REPORT_KINDS) {
+    const x = c.perKind[k][phase];
+    s.seconds += x.seconds;
+    s.bytesTouched += x.bytesTouched;
+    s.bytesRead += x.bytesRead;
+  }
+  return s;
+}
+
+/** The floor block of the report from the counters and ceilings measured in the same run. */
+export function floorReport(c: RunCounters, ceil: Ceilings): FloorReport {
+  const dec = sumPhase(c, "decode");
+  const pre = sumPhase(c, "prefill");
+  const dt = c.phaseTokens.decode;
+  const pt = c.phaseTokens.prefill;
+  const decodeFloor = dt > 0 ? floorSeconds(dec.bytesTouched, dec.bytesRead, ceil) / dt : 0;
+  const decodeS = dt > 0 ? c.decodeSeconds / dt : 0;
+  return {
+    mem_ceiling_gbps: ceil.memGbps,
+    disk_ceiling_gbps: ceil.diskGbps,
+    decode_floor_s_per_token: decodeFloor,
+    decode_s_per_token: decodeS,
+    decode_ratio: decodeFloor > 0 ? decodeS / decodeFloor : null,
+    prefill_floor_s_per_token: pt > 0 ? floorSeconds(pre.bytesTouched, pre.bytesRead, ceil) / pt : 0,
+    prefill_s_per_token: pt > 0 ? c.prefillSeconds / pt : 0,
+  };
 }
 
 /** The run report's `load` from the model's load stats. GB = 1e9 bytes. */
@@ -178,6 +270,8 @@ export function buildReport(args: {
   io?: { prefetch: boolean; pieceBytes: number; engine?: string; engineNote?: string | null };
   /** The resident load (Model.loadStats). */
   load?: LoadStats | null;
+  /** Memory and disk ceilings measured in this run (then the report has its floor). */
+  ceilings?: Ceilings | null;
 }): RunReport {
   const c = args.counters;
   const total = c.bytesRead.trunk + c.bytesRead.experts + c.bytesRead.embedHead;
@@ -221,6 +315,14 @@ export function buildReport(args: {
     decode_forwards: c.decodeForwards,
     spec: { max_draft: c.specDraftMax, rounds: c.specRounds, drafted: c.specDrafted, accepted: c.specAccepted, acceptance: c.specDrafted > 0 ? c.specAccepted / c.specDrafted : null },
     load: loadReport(args.load),
+    per_kind: Object.fromEntries(
+      REPORT_KINDS.map((k) => {
+        const p = c.perKind[k];
+        const fig = (x: KindCounters): PhaseFigures => ({ seconds: x.seconds, bytes_touched: x.bytesTouched, bytes_read: x.bytesRead });
+        return [k, { prefill: fig(p.prefill), decode: { ...fig(p.decode), tokens: c.phaseTokens.decode } }];
+      }),
+    ) as RunReport["per_kind"],
+    floor: args.ceilings ? floorReport(c, args.ceilings) : null,
   };
 }
 
@@ -257,7 +359,46 @@ export function formatReport(r: RunReport): string {
     );
   if (r.spec.max_draft > 0)
     lines.push(`  speculation (n-gram, up to ${r.spec.max_draft}): ${r.spec.accepted} of ${r.spec.drafted} drafted tokens confirmed (${pct(r.spec.acceptance)}) in ${r.spec.rounds} verification passes; ${r.decode_forwards} decode forwards for ${r.generated_tokens} tokens`);
+  lines.push(...formatPerKind(r));
   for (const d of r.expert_drop_details.slice(0, 3)) lines.push(`  DROPPED layer ${d.layer} expert ${d.expert} (${d.tokens} token(s)): ${d.reason}`);
   if (r.expert_drops > 3) lines.push(`  ... ${r.expert_drops - 3} more drop(s)${r.expert_drops > r.expert_drop_details.length ? ` (the JSON report lists the first ${r.expert_drop_details.length})` : " in the JSON report"}`);
   return lines.join("\n");
+}
+
+/**
+ * The per-kind table: per phase and kind, ms per token, bytes touched / read per token and, with
+ * measured ceilings, the floor per token and time / floor.
+ */
+export function formatPerKind(r: RunReport): string[] {
+  const f = r.floor;
+  const ceil: Ceilings | null = f ? { memGbps: f.mem_ceiling_gbps, diskGbps: f.disk_ceiling_gbps } : null;
+  const lines: string[] = [];
+  const prefillTokens = r.prompt_tokens - r.prompt_cached_tokens;
+  for (const phase of ["prefill", "decode"] as const) {
+    const tokens = phase === "decode" ? (r.per_kind.embed.decode.tokens ?? 0) : prefillTokens;
+    if (tokens <= 0) continue;
+    const head = `  per kind, ${phase} (${tokens} token${tokens === 1 ? "" : "s"}; per token)`;
+    lines.push(ceil ? `${head}; ceilings: memory ${ceil.memGbps.toFixed(1)} GB/s, disk ${ceil.diskGbps.toFixed(2)} GB/s` : `${head}; no floor (run with --floor to measure the ceilings)`);
+    lines.push(`    ${"kind".padEnd(12)} ${"ms".padStart(9)} ${"touched".padStart(10)} ${"read".padStart(10)}${ceil ? ` ${"floor ms".padStart(9)} ${"ratio".padStart(6)}` : ""}`);
+    let sec = 0, touched = 0, read = 0;
+    for (const k of REPORT_KINDS) {
+      const x = r.per_kind[k][phase];
+      if (x.seconds === 0 && x.bytes_touched === 0 && x.bytes_read === 0) continue;
+      sec += x.seconds;
+      touched += x.bytes_touched;
+      read += x.bytes_read;
+      lines.push(row(k, x.seconds, x.bytes_touched, x.bytes_read));
+    }
+    lines.push(row("all kinds", sec, touched, read));
+    function row(name: string, s: number, t: number, b: number): string {
+      const fl = ceil ? floorSeconds(t, b, ceil) : 0;
+      const extra = ceil ? ` ${((1000 * fl) / tokens).toFixed(2).padStart(9)} ${(fl > 0 ? (s / fl).toFixed(2) : "-").padStart(6)}` : "";
+      return `    ${name.padEnd(12)} ${((1000 * s) / tokens).toFixed(2).padStart(9)} ${fmtBytes(t / tokens).padStart(10)} ${fmtBytes(b / tokens).padStart(10)}${extra}`;
+    }
+  }
+  if (f) {
+    const sec = (x: number) => (x >= 0.1 ? `${x.toFixed(3)} s` : `${(1000 * x).toFixed(2)} ms`);
+    lines.push(`  floor: decode ${sec(f.decode_s_per_token)}/token vs floor ${sec(f.decode_floor_s_per_token)} (x${f.decode_ratio === null ? "-" : f.decode_ratio.toFixed(2)}); prefill ${sec(f.prefill_s_per_token)}/token vs floor ${sec(f.prefill_floor_s_per_token)}`);
+  }
+  return lines;
 }

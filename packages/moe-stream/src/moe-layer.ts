@@ -95,6 +95,8 @@ export interface MoeForwardStats {
   ioNs: number;
   /** Time spent computing (router, projections, experts, shared). */
   cpuNs: number;
+  /** The part of cpuNs spent on routed experts (gathering their rows, their matmuls, scattering); the rest is the layer's trunk. */
+  expertCpuNs: number;
   /** Time the compute loop sat waiting for a read, and its share of the wall time. */
   ioWaitNs: number;
   ioWaitShare: number;
@@ -144,6 +146,7 @@ export class MoeLayer {
     const before = this.opts.experts.stats?.();
     const proc0 = procIo().readBytes;
     let cpu = 0n;
+    let expertCpu = 0n;
     let wait = 0n;
 
     let c0 = now();
@@ -203,12 +206,16 @@ export class MoeLayer {
           if (!drop || !droppable(err)) throw err;
           h.release();
           dropped.push({ layer: this.opts.layer, expert: id, tokens: list.length, reason: (err as Error).message });
-          cpu += now() - c0;
+          const spent = now() - c0;
+          cpu += spent;
+          expertCpu += spent;
           continue;
         }
         for (let b = 0; b < list.length; b++) perSlot.set(Y.subarray(b * compute.outDim, (b + 1) * compute.outDim), list[b] * compute.outDim);
         h.release();
-        cpu += now() - c0;
+        const spent = now() - c0;
+        cpu += spent;
+        expertCpu += spent;
       }
     } catch (err) {
       // Give back every slot: handles already used, and those that arrive after the failure.
@@ -256,6 +263,7 @@ export class MoeLayer {
       wallNs,
       ioNs,
       cpuNs,
+      expertCpuNs: Number(expertCpu),
       procReadBytes: procIo().readBytes - proc0,
       ioWaitNs: Number(wait),
       ioWaitShare: wallNs > 0 ? Number(wait) / wallNs : 0,

@@ -11,7 +11,7 @@ export { KdaState };
 /** How KDA runs a multi-token chunk: the chunked WY/UT form (fast) or the recurrence (bit-equal to decode). */
 export type KdaCore = "auto" | "chunked" | "recurrent";
 
-function tensor(src: WeightSource, name: string): WeightTensor {
+function tensor(src: WeightSource, name: string): { dtype: string; shape: number[]; data: Uint8Array } {
   const info = src.info(name);
   return { dtype: info.dtype, shape: info.shape, data: src.read(name) };
 }
@@ -31,13 +31,22 @@ export function kdaConfigOf(cfg: ModelConfig): KdaConfig {
 
 export class KdaMixer {
   readonly layer: KdaLayer;
+  /** Bytes of this mixer's checkpoint tensors (what one forward call reads from memory). */
+  readonly bytes: number;
+  /** Bytes of the recurrent state a forward call reads (the fp32 S matrices). */
+  readonly stateBytes: number;
 
   constructor(cfg: ModelConfig, src: WeightSource, prefix: string, private readonly core: KdaCore = "auto") {
     const hasFull = src.has(prefix + "g_proj.weight");
     if (hasFull !== cfg.kda.fullRankGate) {
       throw new WeightError(`${prefix}: use_full_rank_gate = ${cfg.kda.fullRankGate} but the checkpoint ${hasFull ? "has" : "lacks"} g_proj`);
     }
-    const w = (n: string) => tensor(src, prefix + n);
+    let bytes = 0;
+    const w = (n: string) => {
+      const t = tensor(src, prefix + n);
+      bytes += t.data.byteLength;
+      return t;
+    };
     const weights: KdaWeights = {
       q_proj: w("q_proj.weight"),
       k_proj: w("k_proj.weight"),
@@ -54,6 +63,8 @@ export class KdaMixer {
       o_proj: w("o_proj.weight"),
       ...(hasFull ? { g_proj: w("g_proj.weight") } : { g_a_proj: w("g_a_proj.weight"), g_b_proj: w("g_b_proj.weight") }),
     };
+    this.bytes = bytes;
+    this.stateBytes = cfg.kda.numHeads * cfg.kda.headDim * cfg.kda.headDim * 4;
     try {
       this.layer = new KdaLayer(weights, kdaConfigOf(cfg));
     } catch (err) {

@@ -13,7 +13,7 @@ export { MlaCache };
 const MLA_NORM_EPS = 1e-6;
 const INITIAL_CAPACITY = 256;
 
-function tensor(src: WeightSource, name: string): WeightTensor {
+function tensor(src: WeightSource, name: string): { dtype: string; shape: number[]; data: Uint8Array } {
   const info = src.info(name);
   return { dtype: info.dtype, shape: info.shape, data: src.read(name) };
 }
@@ -38,10 +38,17 @@ export function loadMlaCache(cfg: ModelConfig, bytes: Uint8Array): MlaCache {
 
 export class MlaMixer {
   readonly layer: MlaLayer;
+  /** Bytes of this mixer's checkpoint tensors (what one forward call reads from memory). */
+  readonly bytes: number;
 
   constructor(cfg: ModelConfig, src: WeightSource, prefix: string) {
     const m = cfg.mla;
-    const w = (n: string) => tensor(src, prefix + n);
+    let bytes = 0;
+    const w = (n: string) => {
+      const t = tensor(src, prefix + n);
+      bytes += t.data.byteLength;
+      return t;
+    };
     const weights: MlaWeights = {
       ...(m.qLoraRank !== null
         ? { q_a_proj: w("q_a_proj.weight"), q_a_layernorm: w("q_a_layernorm.weight"), q_b_proj: w("q_b_proj.weight") }
@@ -52,6 +59,7 @@ export class MlaMixer {
       o_proj: w("o_proj.weight"),
       ...(m.outputGate ? { g_proj: w("g_proj.weight") } : {}),
     };
+    this.bytes = bytes;
     try {
       this.layer = new MlaLayer(weights, mlaConfigOf(cfg));
     } catch (err) {

@@ -35,7 +35,9 @@ export class GluMlp {
     matmul(this.down, g, out, T);
   }
 
+  /** Bytes of the three matrices (what one forward call reads from memory). */
   get bytes(): number {
-    return 2 * (this.gate.rows * this.gate.cols + this.up.rows * this.up.cols + this.down.rows * this.down.cols);
+    const b = (m: Matrix) => (m.bf16 ? m.bf16.byteLength : m.f32!.byteLength);
+    return b(this.gate) + b(this.up) + b(this.down);
   }
 }

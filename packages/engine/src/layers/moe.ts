@@ -10,7 +10,7 @@ import type { ModelConfig } from "../config.js";
 import { MAX_DROP_DETAILS, type RunCounters } from "../report.js";
 import { loadVector, WeightError, type WeightSource } from "../weights.js";
 
-function matrix(src: WeightSource, name: string, rows: number, cols: number): DenseMatrix {
+function denseMatrixOf(src: WeightSource, name: string, rows: number, cols: number): DenseMatrix {
   const info = src.info(name);
   if (info.shape.length !== 2 || info.shape[0] !== rows || info.shape[1] !== cols) {
     throw new WeightError(`tensor ${name}: shape ${JSON.stringify(info.shape)} but the config implies [${rows},${cols}]`);
@@ -20,8 +20,16 @@ function matrix(src: WeightSource, name: string, rows: number, cols: number): De
 
 export class MoeFfn {
   readonly layer: MoeLayer;
+  /** Bytes of the layer's non-expert matrices (router, latent down/up, shared experts): read once per forward. */
+  readonly trunkBytes: number;
 
   constructor(cfg: ModelConfig, src: WeightSource, prefix: string, layer: number, store: ExpertStore, onExpertError: "drop" | "fail" = "drop") {
+    let trunkBytes = 0;
+    const matrix = (s: WeightSource, name: string, rows: number, cols: number): DenseMatrix => {
+      const mat = denseMatrixOf(s, name, rows, cols);
+      trunkBytes += mat.data.byteLength;
+      return mat;
+    };
     const D = cfg.hiddenSize;
     const m = cfg.moe;
     const router = new Router(
@@ -63,6 +71,7 @@ export class MoeFfn {
     } catch (err) {
       throw new WeightError(`${prefix}: ${(err as Error).message}`);
     }
+    this.trunkBytes = trunkBytes;
   }
 
   /**
