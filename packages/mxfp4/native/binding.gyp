@@ -13,7 +13,8 @@
         "src/matmul_avx512.c",
         "src/matmul_prefill_avx512.c",
         "src/matmul_int8.c",
-        "src/matmul_int8_vnni.c"
+        "src/matmul_int8_vnni.c",
+        "src/matmul_int8_avx2.c"
       ],
       "include_dirs": [
         "include",

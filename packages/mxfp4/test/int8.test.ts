@@ -80,6 +80,24 @@ describe("int8-activation path", () => {
       }
   });
 
+  it("batched kernels (n >= 2) follow the documented order: short last group, odd rows and batches, every level and thread count", () => {
+    for (const cols of [160, 1024]) {
+      const m = randomMatrix(39, cols, cols + 7, 100, 140);
+      const batch = 11;
+      const X = uniform(batch * cols, -2, 2, cols + 8);
+      const expected = new Float32Array(batch * 39);
+      for (let b = 0; b < batch; b++) expected.set(referenceInt8(m, X.subarray(b * cols, (b + 1) * cols)), b * 39);
+      for (const level of available)
+        for (const threads of [1, 2, 3])
+          for (const n of [2, 3, 4, 7, 11]) {
+            setSimdLevel(level);
+            setThreadCount(threads);
+            const Y = matmulInt8(m, X.subarray(0, n * cols), new Float32Array(n * 39), n);
+            expect(bytesEqual(Y, expected.subarray(0, n * 39)), `${level} x${threads} cols ${cols} batch ${n}`).toBe(true);
+          }
+    }
+  });
+
   it("stays within 1% of sum|w x| of the fp32 path (activation rounding), typically ~1e-3", () => {
     const m = randomMatrix(64, 3584, 5);
     const x = uniform(3584, -1, 1, 6);

@@ -121,6 +121,24 @@ describe("matmul", () => {
         }
   });
 
+  it("the batched (prefill) kernels at n = 4..70 match matvec bit for bit: several row groups, column and batch chunk tails", () => {
+    // 75 rows = whole 16-row groups + a 4-row group + 3 single rows per task split; 1056 columns = 33 blocks
+    // (one full 32-block column chunk + a 1-block tail); batches past the 32-activation chunk
+    const [r, c] = [75, 1056];
+    const m = randomMatrix(r, c, 21);
+    const X = uniform(70 * c, -1, 1, 22);
+    at("scalar", 1);
+    const rows = new Float32Array(70 * r);
+    for (let b = 0; b < 70; b++) rows.set(matvec(m, X.subarray(b * c, (b + 1) * c), new Float32Array(r)), b * r);
+    for (const level of available)
+      for (const threads of [1, 2, 3])
+        for (const batch of [4, 5, 6, 7, 9, 16, 31, 32, 33, 64, 70]) {
+          at(level, threads);
+          const Y = matmul(m, X.subarray(0, batch * c), new Float32Array(batch * r), batch);
+          expect(bytesEqual(Y, rows.subarray(0, batch * r)), `${level} x${threads} batch ${batch}`).toBe(true);
+        }
+  });
+
   it("matmulSplit on splitActivations output equals matmul", () => {
     const m = randomMatrix(10, 96, 13);
     const X = uniform(3 * 96, -1, 1, 14);

@@ -126,8 +126,7 @@ void k3_mxfp4_rows_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, s
         return;
     }
     /* Batches of 4+ amortise a separate decode into L1 (matmul_prefill_avx512.c). */
-    if (batch >= 4)
-        for (; r + 4 <= row_end; r += 4) k3_mxfp4_rows4_prefill_avx512(m, xs, y, batch, r);
+    if (batch >= 4) r = k3_mxfp4_rows_prefill_avx512(m, xs, y, batch, r, row_end);
     for (; r + 2 <= row_end; r += 2) rows_with_batch(m, xs, y, batch, r, 2);
     for (; r < row_end; r++) rows_with_batch(m, xs, y, batch, r, 1);
 }

@@ -12,6 +12,7 @@ void k3_mxfp4_quantize_activations(const float *x, size_t cols, k3_int8_activati
     memset(out->q_odd, 0, out->groups * 64);
     for (size_t i = 0; i < out->groups * 4; i++) out->d[i] = 0.0f;
     for (size_t i = 0; i < out->groups * 16; i++) out->d_lanes[i] = 0.0f;
+    for (size_t i = 0; i < out->groups * 16; i++) out->neg12_sums[i] = 0;
     for (size_t b = 0; b < n_blocks; b++) {
         const float *xb = x + 32 * b;
         float amax = 0.0f;
@@ -28,6 +29,8 @@ void k3_mxfp4_quantize_activations(const float *x, size_t cols, k3_int8_activati
             out->q_even[16 * b + j] = (int8_t)nearbyintf(xb[2 * j] / d);
             out->q_odd[16 * b + j] = (int8_t)nearbyintf(xb[2 * j + 1] / d);
         }
+        for (int j = 0; j < 16; j++) /* lane 4b + j/4 (within its group: 4 (b % 4) + j / 4) covers byte 16b + j */
+            out->neg12_sums[4 * b + j / 4] -= 12 * (out->q_even[16 * b + j] + out->q_odd[16 * b + j]);
     }
 }
 
@@ -57,12 +60,15 @@ float k3_mxfp4_row_int8_scalar(const uint8_t *packed, const uint8_t *scales, siz
 
 /* ---------------------------------------------------------------- threading */
 
+typedef enum { INT8_SCALAR, INT8_AVX2, INT8_VNNI } int8_kernel;
+
 typedef struct {
     const k3_mxfp4_matrix *m;
     const k3_int8_activations *acts; /* one per batch row */
     float *y;
     size_t batch, rows_per_task;
-    int use_vnni;
+    int8_kernel kernel;
+    uint8_t *wbuf; /* VNNI batched: 4 rows x groups x K3_INT8_WBUF_BYTES per task */
 } int8_job;
 
 static void int8_task(void *ctx, int task_index) {
@@ -70,25 +76,57 @@ static void int8_task(void *ctx, int task_index) {
     const k3_mxfp4_matrix *m = job->m;
     size_t begin = (size_t)task_index * job->rows_per_task, end = begin + job->rows_per_task;
     if (end > m->rows) end = m->rows;
-    size_t n_blocks = m->cols / 32, r = begin;
-    if (job->use_vnni)
+    size_t n_blocks = m->cols / 32, groups = (n_blocks + 3) / 4, r = begin;
+    if (job->kernel == INT8_VNNI && job->batch >= 2) {
+        uint8_t *wbuf = job->wbuf + (size_t)task_index * 4 * groups * K3_INT8_WBUF_BYTES;
+        for (; r + 4 <= end; r += 4) {
+            k3_mxfp4_int8_decode4_vnni(m, r, groups, wbuf);
+            k3_mxfp4_int8_rows4_batch_vnni(wbuf, groups, job->acts, job->batch, job->y, m->rows, r);
+        }
+    } else if (job->kernel == INT8_VNNI) {
         for (; r + 4 <= end; r += 4)
             for (size_t b = 0; b < job->batch; b++) {
                 float out[4];
                 k3_mxfp4_rows4_int8_vnni(m, r, &job->acts[b], out);
                 for (int i = 0; i < 4; i++) job->y[b * m->rows + r + i] = out[i];
             }
+    }
+    if (job->kernel != INT8_SCALAR) {
+        for (; r < end; r++) k3_mxfp4_int8_row_avx2(m, r, job->acts, job->batch, job->y);
+        return;
+    }
     for (; r < end; r++)
         for (size_t b = 0; b < job->batch; b++)
             job->y[b * m->rows + r] =
                 k3_mxfp4_row_int8_scalar(m->packed + r * (m->cols / 2), m->scales + r * n_blocks, n_blocks, &job->acts[b]);
 }
 
+typedef struct {
+    const float *x;
+    size_t cols;
+    k3_int8_activations *acts;
+} quantize_job;
+
+static void quantize_task(void *ctx, int b) {
+    const quantize_job *job = ctx;
+    k3_mxfp4_quantize_activations(job->x + (size_t)b * job->cols, job->cols, &job->acts[b]);
+}
+
 int k3_mxfp4_matmul_int8(const k3_mxfp4_matrix *m, const float *x, float *y, size_t batch) {
     if (m->rows == 0 || batch == 0) return 0;
     size_t groups = (m->cols / 32 + 3) / 4;
-    size_t per_row = groups * 128 + groups * 20 * sizeof(float); /* q_even, q_odd, d, d_lanes */
-    uint8_t *scratch = aligned_alloc(64, (per_row * batch + 63) / 64 * 64 + 64);
+    size_t per_row = groups * 128 + groups * 36 * sizeof(float); /* q_even, q_odd, d, d_lanes, neg12_sums */
+    const k3_dense_api *dense = k3_mxfp4_dense_api();
+    size_t tasks = (size_t)dense->thread_count() * 4;
+    size_t per_task = (m->rows + tasks - 1) / tasks;
+    if (per_task < 16) per_task = 16;
+    per_task = (per_task + 3) / 4 * 4;
+    size_t n_tasks = (m->rows + per_task - 1) / per_task;
+    int8_kernel kernel = dense->simd_level() == K3_SIMD_AVX512 && k3_mxfp4_cpu_has_vnni() ? INT8_VNNI
+                         : dense->simd_level() != K3_SIMD_SCALAR ? INT8_AVX2 : INT8_SCALAR;
+    size_t wbuf_bytes = kernel == INT8_VNNI && batch >= 2 ? n_tasks * 4 * groups * K3_INT8_WBUF_BYTES : 0;
+    size_t act_bytes = (per_row * batch + 63) / 64 * 64;
+    uint8_t *scratch = aligned_alloc(64, act_bytes + wbuf_bytes + 64);
     k3_int8_activations *acts = malloc(batch * sizeof *acts);
     if (!scratch || !acts) {
         free(scratch);
@@ -98,16 +136,14 @@ int k3_mxfp4_matmul_int8(const k3_mxfp4_matrix *m, const float *x, float *y, siz
     for (size_t b = 0; b < batch; b++) {
         uint8_t *base = scratch + b * per_row;
         acts[b] = (k3_int8_activations){(int8_t *)base, (int8_t *)(base + groups * 64), (float *)(base + groups * 128),
-                                        (float *)(base + groups * 128 + groups * 4 * sizeof(float)), groups};
-        k3_mxfp4_quantize_activations(x + b * m->cols, m->cols, &acts[b]);
+                                        (float *)(base + groups * 128 + groups * 4 * sizeof(float)),
+                                        (int32_t *)(base + groups * 128 + groups * 20 * sizeof(float)), groups};
     }
-    const k3_dense_api *dense = k3_mxfp4_dense_api();
-    size_t tasks = (size_t)dense->thread_count() * 4;
-    size_t per_task = (m->rows + tasks - 1) / tasks;
-    if (per_task < 16) per_task = 16;
-    per_task = (per_task + 3) / 4 * 4;
-    int8_job job = {m, acts, y, batch, per_task, dense->simd_level() == K3_SIMD_AVX512 && k3_mxfp4_cpu_has_vnni()};
-    dense->parallel_for((int)((m->rows + per_task - 1) / per_task), int8_task, &job);
+    quantize_job qjob = {x, m->cols, acts};
+    if (batch == 1) quantize_task(&qjob, 0);
+    else dense->parallel_for((int)batch, quantize_task, &qjob);
+    int8_job job = {m, acts, y, batch, per_task, kernel, scratch + act_bytes};
+    dense->parallel_for((int)n_tasks, int8_task, &job);
     free(scratch);
     free(acts);
     return 0;

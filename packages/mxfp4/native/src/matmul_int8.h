@@ -10,7 +10,10 @@
  *     dot_L = sum over those 4 bytes of LUT2[lo] * q_even + LUT2[hi] * q_odd   (exact int32)
  *     lane[L] = fmaf((float)dot_L, ldexpf(d_b, s_b - 128), lane[L])   (s_b = 0xFF gives a NaN factor)
  *   then lane[i] += lane[i + h] for h = 8, 4, 2, 1.
- * Levels without VNNI run the scalar reference (same bits).
+ * Every variant gives the same bits: each dot_L is an exact int32 whatever instructions sum it (the
+ * batched kernels use unsigned weights LUT2 + 12 and add -12 * sum(q) back), and the float steps are
+ * the same fmaf sequence. Levels without VNNI run an AVX2 kernel (vpmaddubsw / vpmaddwd), scalar
+ * builds the reference.
  */
 #ifndef K3_MXFP4_INT8_H
 #define K3_MXFP4_INT8_H
@@ -23,6 +26,8 @@ typedef struct {
     int8_t *q_odd;
     float *d;
     float *d_lanes;
+    int32_t *neg12_sums; /* [groups * 16]: -12 * (sum of q_even + q_odd over lane L's 4 bytes), for the
+                            batched kernels, which use the unsigned weights LUT2 + 12 */
     size_t groups;
 } k3_int8_activations;
 
@@ -32,6 +37,16 @@ float k3_mxfp4_row_int8_scalar(const uint8_t *packed, const uint8_t *scales, siz
 /* Rows r0 .. r0+3 of m against one activation row; out[i] = row r0+i. */
 void k3_mxfp4_rows4_int8_vnni(const k3_mxfp4_matrix *m, size_t r0, const k3_int8_activations *a, float out[4]);
 int k3_mxfp4_cpu_has_vnni(void);
+
+/* Batched kernels: rows decoded once into a buffer of K3_INT8_WBUF_BYTES per (row, group): the
+   unsigned weights of the low and high nibbles (64 bytes each) and 2^(s-128) per lane (16 floats). */
+#define K3_INT8_WBUF_BYTES 192
+void k3_mxfp4_int8_decode4_vnni(const k3_mxfp4_matrix *m, size_t r0, size_t groups, uint8_t *wbuf);
+/* Y rows r0 .. r0+3 (of `rows`) for every activation in acts[0 .. batch). */
+void k3_mxfp4_int8_rows4_batch_vnni(const uint8_t *wbuf, size_t groups, const k3_int8_activations *acts, size_t batch,
+                                    float *y, size_t rows, size_t r0);
+/* AVX2 (no VNNI): row r against every activation, Y[b * m->rows + r]. */
+void k3_mxfp4_int8_row_avx2(const k3_mxfp4_matrix *m, size_t r, const k3_int8_activations *acts, size_t batch, float *y);
 /* Y [batch, rows] from plain activations; 0, or -1 when the scratch could not be allocated. */
 int k3_mxfp4_matmul_int8(const k3_mxfp4_matrix *m, const float *x, float *y, size_t batch);
 

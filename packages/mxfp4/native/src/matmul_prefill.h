@@ -6,4 +6,8 @@
 /* Rows [r0, r0 + 4) of Y for the whole batch; bit-identical to the other tiles. */
 void k3_mxfp4_rows4_prefill_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t r0);
 
+/* Rows [r0, r) of Y for the whole batch, r the end of the last whole 4-row group below r1 (returned). */
+size_t k3_mxfp4_rows_prefill_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t r0,
+                                    size_t r1);
+
 #endif

@@ -1,14 +1,15 @@
 /*
- * matmul_prefill_avx512.c: the batched (prefill) AVX-512 kernel for 4 rows at a time.
+ * matmul_prefill_avx512.c: the batched (prefill) AVX-512 kernel, 4 rows at a time.
  *
- * Decode is cheap per block but not free, and a batch of 32 would pay it 32 times if the weights were
- * decoded inside the FMA loop. Here 4 rows are decoded once per column chunk into an L1 buffer (in the
- * kernel's lane order, exactly the values the fp32 path multiplies), then a plain f32 micro-kernel of
- * 4 rows x 2 activations (16 accumulators; the 8 decoded vectors stay in registers) runs the whole batch over that buffer. The lane
- * accumulators live in a small scratch between column chunks, so every (row, activation, lane) sees
- * the same fmaf sequence as matvec: results are bit-identical to the other tiles and to matvec.
- * Each weight byte is read from memory once per batch chunk of 32 activations (from cache after the
- * first chunk).
+ * 4 rows are decoded once per column chunk (CHUNK_BLOCKS blocks = 1024 columns, 16 KiB of f32) into an
+ * L1 buffer in the kernel's lane order: exactly the values the fp32 path multiplies. Then a register-
+ * blocked f32 micro-kernel runs the whole batch over that buffer, one lane half at a time: the even
+ * lanes (0-15) of 4 rows x NB activations (NB = 6: 24 accumulators, 4 weight vectors and one
+ * activation vector live; per block 10 loads feed 24 FMAs), then the odd lanes (16-31). The two
+ * halves never mix before the final tree, so splitting them keeps every lane's fmaf sequence (block
+ * after block, from +0) unchanged; the accumulators live in a scratch between column chunks. Results
+ * are bit-identical to the other tiles and to matvec.
+ * Each weight byte is read once per batch chunk of BATCH_CHUNK activations.
  */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #include <immintrin.h>
@@ -16,16 +17,23 @@
 #include "mxfp4.h"
 #include "matmul_prefill.h"
 
-#define CHUNK_BLOCKS 32  /* 1024 columns: 4 rows x 4 KiB of decoded weights */
-#define BATCH_CHUNK 32   /* activations whose accumulators stay in scratch (16 KiB) */
+#ifndef CHUNK_BLOCKS
+#define CHUNK_BLOCKS 32  /* 1024 columns: 4 KiB of decoded weights per row */
+#endif
+#ifndef BATCH_CHUNK
+#define BATCH_CHUNK 32   /* activations whose accumulators stay in scratch */
+#endif
+#ifndef GROUPS
+#define GROUPS 4         /* 4-row groups decoded per column chunk */
+#endif
 
 /* lanes 0-31: h = 16 folds the odd lanes onto the even ones, then the 16-lane tree */
 static float reduce32(__m512 even, __m512 odd) { return k3_lanes16_sum_avx512(_mm512_add_ps(even, odd)); }
 
 /* Decodes blocks [blk0, blk0 + n) of one row into out (32 floats per block: 16 even, 16 odd lanes).
    The same span `ahead` bytes (scales: `ahead_scales`) further on is prefetched: the row 4 rows down,
-   which the next 4-row group decodes. Each group reads its rows in short 512-byte pieces between
-   long FMA phases, which the hardware prefetcher does not follow (7 % faster from L3/DRAM). */
+   which the next 4-row group decodes (short 512-byte pieces between long FMA phases are not followed
+   by the hardware prefetcher). */
 static void decode_blocks(const uint8_t *packed, const uint8_t *scales, size_t blk0, size_t n, size_t ahead,
                           size_t ahead_scales, float *out) {
     _mm_prefetch((const char *)(scales + ahead_scales + blk0), _MM_HINT_T0);
@@ -38,63 +46,100 @@ static void decode_blocks(const uint8_t *packed, const uint8_t *scales, size_t b
     }
 }
 
-/* 4 rows x NB activations over n decoded blocks; acc[i][j] = 32 floats (even lanes, odd lanes). */
-static inline __attribute__((always_inline)) void micro(const float *w, size_t w_stride, const float *x0, size_t x_stride,
-                                                        float *acc, size_t n, const int NB) {
-    __m512 ae[4][2], ao[4][2];
+/* One lane half (w, x0 and acc already offset by 0 or 16 floats): 4 rows x NB activations over n
+   decoded blocks. w: row i at w + i * CHUNK_BLOCKS * 32; x: activation j at x0 + j * x_stride; block
+   stride 32 floats. acc[(i * BATCH_CHUNK + j) * 32]. */
+static inline __attribute__((always_inline)) void micro(const float *w, const float *x0, size_t x_stride, float *acc,
+                                                        size_t n, const int NB) {
+    __m512 a[4][6];
     for (int i = 0; i < 4; i++)
-        for (int j = 0; j < NB; j++) {
-            ae[i][j] = _mm512_load_ps(acc + (i * BATCH_CHUNK + j) * 32);
-            ao[i][j] = _mm512_load_ps(acc + (i * BATCH_CHUNK + j) * 32 + 16);
-        }
+        for (int j = 0; j < NB; j++) a[i][j] = _mm512_load_ps(acc + (i * BATCH_CHUNK + j) * 32);
     for (size_t b = 0; b < n; b++) {
-        __m512 we[4], wo[4];
+        __m512 wv[4];
         for (int i = 0; i < 4; i++) {
-            we[i] = _mm512_load_ps(w + i * w_stride + 32 * b);
-            wo[i] = _mm512_load_ps(w + i * w_stride + 32 * b + 16);
-            /* keep them in registers: gcc would otherwise fold a reload into every FMA (2x the loads) */
-            __asm__("" : "+v"(we[i]), "+v"(wo[i]));
+            wv[i] = _mm512_load_ps(w + i * CHUNK_BLOCKS * 32 + 32 * b);
+            /* keep them in registers: gcc would otherwise fold a reload into every FMA */
+            __asm__("" : "+v"(wv[i]));
         }
         for (int j = 0; j < NB; j++) {
-            __m512 xe = _mm512_loadu_ps(x0 + j * x_stride + 32 * b), xo = _mm512_loadu_ps(x0 + j * x_stride + 32 * b + 16);
-            for (int i = 0; i < 4; i++) {
-                ae[i][j] = _mm512_fmadd_ps(we[i], xe, ae[i][j]);
-                ao[i][j] = _mm512_fmadd_ps(wo[i], xo, ao[i][j]);
-            }
+            __m512 xv = _mm512_loadu_ps(x0 + j * x_stride + 32 * b);
+            for (int i = 0; i < 4; i++) a[i][j] = _mm512_fmadd_ps(wv[i], xv, a[i][j]);
         }
     }
     for (int i = 0; i < 4; i++)
-        for (int j = 0; j < NB; j++) {
-            _mm512_store_ps(acc + (i * BATCH_CHUNK + j) * 32, ae[i][j]);
-            _mm512_store_ps(acc + (i * BATCH_CHUNK + j) * 32 + 16, ao[i][j]);
-        }
+        for (int j = 0; j < NB; j++) _mm512_store_ps(acc + (i * BATCH_CHUNK + j) * 32, a[i][j]);
 }
 
-static void micro2(const float *w, size_t ws, const float *x, size_t xs, float *acc, size_t n) { micro(w, ws, x, xs, acc, n, 2); }
-static void micro1(const float *w, size_t ws, const float *x, size_t xs, float *acc, size_t n) { micro(w, ws, x, xs, acc, n, 1); }
+#define MICRO(NB)                                                                                   \
+    static void micro##NB(const float *w, const float *x, size_t xs, float *acc, size_t n) {       \
+        micro(w, x, xs, acc, n, NB);                                                                \
+        micro(w + 16, x + 16, xs, acc + 16, n, NB);                                                 \
+    }
+MICRO(6)
+MICRO(5)
+MICRO(4)
+MICRO(3)
+MICRO(2)
+MICRO(1)
+typedef void (*micro_fn)(const float *, const float *, size_t, float *, size_t);
+static const micro_fn micro_by_nb[7] = {0, micro1, micro2, micro3, micro4, micro5, micro6};
 
-void k3_mxfp4_rows4_prefill_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t r0) {
-    static __thread float wbuf[4][CHUNK_BLOCKS * 32] __attribute__((aligned(64)));
-    static __thread float acc[4 * BATCH_CHUNK * 32] __attribute__((aligned(64)));
-    const size_t cols = m->cols, n_blocks = cols / 32;
-    const int has_next_group = r0 + 8 <= m->rows;
-    const size_t ahead = has_next_group ? 4 * (cols / 2) : 0, ahead_scales = has_next_group ? 4 * n_blocks : 0;
+/* Activation tiles: 6 wide while more than 8 are left, then 4s, then the rest (8 -> 4 + 4, 16 -> 6 + 6 + 4). */
+static int tile_width(size_t left) {
+    if (left > 8 || left == 6) return 6;
+    if (left >= 4) return left == 5 ? 5 : 4;
+    return (int)left;
+}
+
+/* Rows [r0, r0 + 4 * groups) (groups 1..GROUPS) for the whole batch. Per column chunk the rows are
+   decoded once into wbuf (GROUPS x 16 KiB, L2); then each activation tile (6 x 4 KiB, L1) runs against
+   every 4-row group before the next tile, so the activations are read from L2 once per 16 rows. */
+static void rows_prefill(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t r0, int groups) {
+    static __thread float wbuf[GROUPS * 4 * CHUNK_BLOCKS * 32] __attribute__((aligned(64)));
+    static __thread float acc[GROUPS * 4 * BATCH_CHUNK * 32] __attribute__((aligned(64)));
+    const size_t cols = m->cols, n_blocks = cols / 32, rows = 4 * (size_t)groups;
+    const int has_next = r0 + 2 * rows <= m->rows;
+    const size_t ahead = has_next ? rows * (cols / 2) : 0, ahead_scales = has_next ? rows * n_blocks : 0;
     for (size_t b0 = 0; b0 < batch; b0 += BATCH_CHUNK) {
         size_t nb = batch - b0 < BATCH_CHUNK ? batch - b0 : BATCH_CHUNK;
-        for (size_t i = 0; i < 4 * BATCH_CHUNK * 32; i++) acc[i] = 0.0f;
+        for (int g = 0; g < groups; g++)
+            for (int i = 0; i < 4; i++)
+                for (size_t j = 0; j < nb; j++)
+                    for (int l = 0; l < 32; l += 16)
+                        _mm512_store_ps(acc + ((g * 4 + i) * BATCH_CHUNK + j) * 32 + l, _mm512_setzero_ps());
         for (size_t c0 = 0; c0 < n_blocks; c0 += CHUNK_BLOCKS) {
             size_t n = n_blocks - c0 < CHUNK_BLOCKS ? n_blocks - c0 : CHUNK_BLOCKS;
-            for (int i = 0; i < 4; i++)
+            for (size_t i = 0; i < rows; i++)
                 decode_blocks(m->packed + (r0 + i) * (cols / 2), m->scales + (r0 + i) * n_blocks, c0, n, ahead,
-                              ahead_scales, wbuf[i]);
-            size_t j = 0;
-            for (; j + 2 <= nb; j += 2) micro2(wbuf[0], CHUNK_BLOCKS * 32, xs + (b0 + j) * cols + 32 * c0, cols, acc + j * 32, n);
-            if (j < nb) micro1(wbuf[0], CHUNK_BLOCKS * 32, xs + (b0 + j) * cols + 32 * c0, cols, acc + j * 32, n);
+                              ahead_scales, wbuf + i * CHUNK_BLOCKS * 32);
+            for (size_t j = 0; j < nb;) {
+                int w = tile_width(nb - j);
+                for (int g = 0; g < groups; g++)
+                    micro_by_nb[w](wbuf + g * 4 * CHUNK_BLOCKS * 32, xs + (b0 + j) * cols + 32 * c0, cols,
+                                   acc + (g * 4 * BATCH_CHUNK + j) * 32, n);
+                j += (size_t)w;
+            }
         }
-        for (int i = 0; i < 4; i++)
+        for (size_t i = 0; i < rows; i++)
             for (size_t j = 0; j < nb; j++) {
                 const float *a = acc + (i * BATCH_CHUNK + j) * 32;
                 y[(b0 + j) * m->rows + r0 + i] = reduce32(_mm512_load_ps(a), _mm512_load_ps(a + 16));
             }
     }
+}
+
+size_t k3_mxfp4_rows_prefill_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t r0,
+                                    size_t r1) {
+    size_t r = r0;
+    for (; r + 4 * GROUPS <= r1; r += 4 * GROUPS) rows_prefill(m, xs, y, batch, r, GROUPS);
+    if (r + 4 <= r1) {
+        int g = (int)((r1 - r) / 4);
+        rows_prefill(m, xs, y, batch, r, g);
+        r += 4 * (size_t)g;
+    }
+    return r;
+}
+
+void k3_mxfp4_rows4_prefill_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t r0) {
+    rows_prefill(m, xs, y, batch, r0, 1);
 }
