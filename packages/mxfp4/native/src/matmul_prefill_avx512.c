@@ -13,6 +13,7 @@
  */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #include <immintrin.h>
+#include <stdlib.h>
 #include "k3_lane_sums.h"
 #include "mxfp4.h"
 #include "matmul_prefill.h"
@@ -22,9 +23,6 @@
 #endif
 #ifndef BATCH_CHUNK
 #define BATCH_CHUNK 32   /* activations whose accumulators stay in scratch */
-#endif
-#ifndef GROUPS
-#define GROUPS 4         /* 4-row groups decoded per column chunk */
 #endif
 
 /* lanes 0-31: h = 16 folds the odd lanes onto the even ones, then the 16-lane tree */
@@ -49,8 +47,8 @@ static void decode_blocks(const uint8_t *packed, const uint8_t *scales, size_t b
 /* One lane half (w, x0 and acc already offset by 0 or 16 floats): 4 rows x NB activations over n
    decoded blocks. w: row i at w + i * CHUNK_BLOCKS * 32; x: activation j at x0 + j * x_stride; block
    stride 32 floats. acc[(i * BATCH_CHUNK + j) * 32]. */
-static inline __attribute__((always_inline)) void micro(const float *w, const float *x0, size_t x_stride, float *acc,
-                                                        size_t n, const int NB) {
+static inline __attribute__((always_inline)) void micro(const float *w, const float *x0, float *acc, size_t n,
+                                                        const int NB) {
     __m512 a[4][6];
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < NB; j++) a[i][j] = _mm512_load_ps(acc + (i * BATCH_CHUNK + j) * 32);
@@ -62,7 +60,7 @@ static inline __attribute__((always_inline)) void micro(const float *w, const fl
             __asm__("" : "+v"(wv[i]));
         }
         for (int j = 0; j < NB; j++) {
-            __m512 xv = _mm512_loadu_ps(x0 + j * x_stride + 32 * b);
+            __m512 xv = _mm512_load_ps(x0 + (b * NB + j) * 16);
             for (int i = 0; i < 4; i++) a[i][j] = _mm512_fmadd_ps(wv[i], xv, a[i][j]);
         }
     }
@@ -71,9 +69,9 @@ static inline __attribute__((always_inline)) void micro(const float *w, const fl
 }
 
 #define MICRO(NB)                                                                                   \
-    static void micro##NB(const float *w, const float *x, size_t xs, float *acc, size_t n) {       \
-        micro(w, x, xs, acc, n, NB);                                                                \
-        micro(w + 16, x + 16, xs, acc + 16, n, NB);                                                 \
+    static void micro##NB(const float *w, const float *x, float *acc, size_t n) {                  \
+        micro(w, x, acc, n, NB);                                                                    \
+        micro(w + 16, x + n * NB * 16, acc + 16, n, NB);                                            \
     }
 MICRO(6)
 MICRO(5)
@@ -81,7 +79,7 @@ MICRO(4)
 MICRO(3)
 MICRO(2)
 MICRO(1)
-typedef void (*micro_fn)(const float *, const float *, size_t, float *, size_t);
+typedef void (*micro_fn)(const float *, const float *, float *, size_t);
 static const micro_fn micro_by_nb[7] = {0, micro1, micro2, micro3, micro4, micro5, micro6};
 
 /* Activation tiles: 6 wide while more than 8 are left, then 4s, then the rest (8 -> 4 + 4, 16 -> 6 + 6 + 4). */
@@ -91,55 +89,83 @@ static int tile_width(size_t left) {
     return (int)left;
 }
 
-/* Rows [r0, r0 + 4 * groups) (groups 1..GROUPS) for the whole batch. Per column chunk the rows are
-   decoded once into wbuf (GROUPS x 16 KiB, L2); then each activation tile (6 x 4 KiB, L1) runs against
-   every 4-row group before the next tile, so the activations are read from L2 once per 16 rows. */
-static void rows_prefill(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t r0, int groups) {
-    static __thread float wbuf[GROUPS * 4 * CHUNK_BLOCKS * 32] __attribute__((aligned(64)));
-    static __thread float acc[GROUPS * 4 * BATCH_CHUNK * 32] __attribute__((aligned(64)));
-    const size_t cols = m->cols, n_blocks = cols / 32, rows = 4 * (size_t)groups;
-    const int has_next = r0 + 2 * rows <= m->rows;
-    const size_t ahead = has_next ? rows * (cols / 2) : 0, ahead_scales = has_next ? rows * n_blocks : 0;
-    for (size_t b0 = 0; b0 < batch; b0 += BATCH_CHUNK) {
-        size_t nb = batch - b0 < BATCH_CHUNK ? batch - b0 : BATCH_CHUNK;
-        for (int g = 0; g < groups; g++)
-            for (int i = 0; i < 4; i++)
-                for (size_t j = 0; j < nb; j++)
-                    for (int l = 0; l < 32; l += 16)
-                        _mm512_store_ps(acc + ((g * 4 + i) * BATCH_CHUNK + j) * 32 + l, _mm512_setzero_ps());
-        for (size_t c0 = 0; c0 < n_blocks; c0 += CHUNK_BLOCKS) {
-            size_t n = n_blocks - c0 < CHUNK_BLOCKS ? n_blocks - c0 : CHUNK_BLOCKS;
-            for (size_t i = 0; i < rows; i++)
-                decode_blocks(m->packed + (r0 + i) * (cols / 2), m->scales + (r0 + i) * n_blocks, c0, n, ahead,
-                              ahead_scales, wbuf + i * CHUNK_BLOCKS * 32);
-            for (size_t j = 0; j < nb;) {
-                int w = tile_width(nb - j);
-                for (int g = 0; g < groups; g++)
-                    micro_by_nb[w](wbuf + g * 4 * CHUNK_BLOCKS * 32, xs + (b0 + j) * cols + 32 * c0, cols,
-                                   acc + (g * 4 * BATCH_CHUNK + j) * 32, n);
-                j += (size_t)w;
-            }
+/* The activations of one batch chunk, re-laid for the micro-kernel: per column chunk, per activation
+   tile (widths from tile_width), per lane half, per block, the tile's rows' 16 lanes one after another,
+   so each micro pass reads one sequential stream. n_blocks * 32 * nb floats. */
+static void pack_activations(const float *xs, size_t cols, size_t nb, float *xp) {
+    const size_t n_blocks = cols / 32;
+    float *o = xp;
+    for (size_t c0 = 0; c0 < n_blocks; c0 += CHUNK_BLOCKS) {
+        size_t n = n_blocks - c0 < CHUNK_BLOCKS ? n_blocks - c0 : CHUNK_BLOCKS;
+        for (size_t j0 = 0; j0 < nb;) {
+            size_t w = (size_t)tile_width(nb - j0);
+            for (int h = 0; h < 2; h++)
+                for (size_t b = 0; b < n; b++)
+                    for (size_t j = 0; j < w; j++) {
+                        _mm512_store_ps(o, _mm512_loadu_ps(xs + (j0 + j) * cols + 32 * (c0 + b) + 16 * h));
+                        o += 16;
+                    }
+            j0 += w;
         }
-        for (size_t i = 0; i < rows; i++)
-            for (size_t j = 0; j < nb; j++) {
-                const float *a = acc + (i * BATCH_CHUNK + j) * 32;
-                y[(b0 + j) * m->rows + r0 + i] = reduce32(_mm512_load_ps(a), _mm512_load_ps(a + 16));
-            }
     }
+}
+
+/* Rows [r0, r0 + 4) for a batch chunk of nb activations packed in xp. */
+static void rows4_packed(const k3_mxfp4_matrix *m, const float *xp, float *y, size_t nb, size_t r0) {
+    static __thread float wbuf[4 * CHUNK_BLOCKS * 32] __attribute__((aligned(64)));
+    static __thread float acc[4 * BATCH_CHUNK * 32] __attribute__((aligned(64)));
+    const size_t cols = m->cols, n_blocks = cols / 32;
+    const int has_next = r0 + 8 <= m->rows;
+    const size_t ahead = has_next ? 4 * (cols / 2) : 0, ahead_scales = has_next ? 4 * n_blocks : 0;
+    for (int i = 0; i < 4; i++)
+        for (size_t j = 0; j < nb; j++)
+            for (int l = 0; l < 32; l += 16) _mm512_store_ps(acc + (i * BATCH_CHUNK + j) * 32 + l, _mm512_setzero_ps());
+    const float *x = xp;
+    for (size_t c0 = 0; c0 < n_blocks; c0 += CHUNK_BLOCKS) {
+        size_t n = n_blocks - c0 < CHUNK_BLOCKS ? n_blocks - c0 : CHUNK_BLOCKS;
+        for (int i = 0; i < 4; i++)
+            decode_blocks(m->packed + (r0 + i) * (cols / 2), m->scales + (r0 + i) * n_blocks, c0, n, ahead, ahead_scales,
+                          wbuf + i * CHUNK_BLOCKS * 32);
+        for (size_t j = 0; j < nb;) {
+            int w = tile_width(nb - j);
+            micro_by_nb[w](wbuf, x, acc + j * 32, n);
+            x += n * 32 * (size_t)w;
+            j += (size_t)w;
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        for (size_t j = 0; j < nb; j++) {
+            const float *a = acc + (i * BATCH_CHUNK + j) * 32;
+            y[j * m->rows + r0 + i] = reduce32(_mm512_load_ps(a), _mm512_load_ps(a + 16));
+        }
 }
 
 size_t k3_mxfp4_rows_prefill_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t r0,
                                     size_t r1) {
+    /* The packed activations of one batch chunk; grows to the largest chunk a pool thread has seen and
+       is kept for the thread's life (pool threads live as long as the process). */
+    static __thread float *xp;
+    static __thread size_t xp_floats;
+    const size_t need = BATCH_CHUNK * m->cols;
+    if (r1 - r0 < 4) return r0;
+    if (xp_floats < need) {
+        float *grown = aligned_alloc(64, need * sizeof(float));
+        if (!grown) { /* out of memory: the other tiles compute the same bits */
+            return r0;
+        }
+        free(xp);
+        xp = grown;
+        xp_floats = need;
+    }
     size_t r = r0;
-    for (; r + 4 * GROUPS <= r1; r += 4 * GROUPS) rows_prefill(m, xs, y, batch, r, GROUPS);
-    if (r + 4 <= r1) {
-        int g = (int)((r1 - r) / 4);
-        rows_prefill(m, xs, y, batch, r, g);
-        r += 4 * (size_t)g;
+    for (size_t b0 = 0; b0 < batch; b0 += BATCH_CHUNK) {
+        size_t nb = batch - b0 < BATCH_CHUNK ? batch - b0 : BATCH_CHUNK;
+        pack_activations(xs + b0 * m->cols, m->cols, nb, xp);
+        for (r = r0; r + 4 <= r1; r += 4) rows4_packed(m, xp, y + b0 * m->rows, nb, r);
     }
     return r;
 }
 
 void k3_mxfp4_rows4_prefill_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t r0) {
-    rows_prefill(m, xs, y, batch, r0, 1);
+    k3_mxfp4_rows_prefill_avx512(m, xs, y, batch, r0, r0 + 4);
 }

@@ -12,6 +12,10 @@ extern float k3_e8m0[256];
    scale byte (16 KiB, stays in L1), so a kernel decodes a block with table lookups and no multiply.
    Every entry is exact (a product with a power of two). Row 255 is NaN and never used. */
 extern float k3_scaled_e2m1[256][16];
+/* The 8 scaled magnitudes of row s as bits, XORed with (code << 28): XORing a looked-up entry with
+   (nibble << 28) (sign at bit 31, the 3 magnitude bits at 28-30) leaves the signed value, so an AVX2
+   decode needs no mask (code 8 gives -0, like k3_e2m1). 8 KiB. */
+extern uint32_t k3_magnitudes_x[256][8];
 void k3_mxfp4_init_tables(void);
 
 ptrdiff_t k3_mxfp4_find_bad_scale(const uint8_t *scales, size_t n);
