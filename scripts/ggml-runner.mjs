@@ -1,7 +1,7 @@
 // Runs ggml's own MUL_MAT beside a k3 bench row, when the user points K3_GGML_BIN at a ggml
 // `test-backend-ops` binary THEY built (the project never downloads, builds or commits ggml).
 // Shapes go in through the tool's `--test-file` mechanism (one generic-op line per case, format in
-// /work/shared/spec/ggml-anchors.md), timed with `perf -b CPU --output csv`. Shared by the benches of
+// /work/shared/spec/ggml-anchors.md), timed with `perf -b CPU` (its text us/run line). Shared by the benches of
 // @k3/dense (bf16/f32) and @k3/mxfp4. Plain JS, no dependencies.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -73,7 +73,9 @@ export function runGgmlMulMat(bin, testCase, { cpus, timeoutMs = 120_000 } = {})
   try {
     const file = join(dir, "cases.txt");
     writeFileSync(file, mulMatLine(testCase) + "\n");
-    const args = ["perf", "-b", "CPU", "--test-file", file, "--output", "csv"];
+    // Text output: with --test-file cases this build's `--output csv` prints no time column, the text
+    // line "MUL_MAT(...): N runs - T us/run - ..." always has it.
+    const args = ["perf", "-b", "CPU", "--test-file", file];
     const [cmd, argv] = cpus === undefined ? [bin, args] : ["taskset", ["-c", String(cpus), bin, ...args]];
     let out;
     try {
@@ -81,9 +83,9 @@ export function runGgmlMulMat(bin, testCase, { cpus, timeoutMs = 120_000 } = {})
     } catch (e) {
       throw new Error(`ggml-runner: ${cmd} failed: ${e.message}\n${e.stdout ?? ""}${e.stderr ?? ""}`);
     }
-    const row = parsePerfCsv(out).find((r) => r.test_mode === "perf" && r.supported === "1");
-    if (!row) throw new Error(`ggml-runner: no supported perf row in the output of ${bin}:\n${out}`);
-    const us = Number(row.time_us);
+    const hit = /MUL_MAT\(.*\):\s+\d+ runs\s+-\s+([\d.]+) us\/run/.exec(out);
+    if (!hit) throw new Error(`ggml-runner: no "us/run" line in the output of ${bin}:\n${out}`);
+    const us = Number(hit[1]);
     const { m, k, n, experts = 1 } = testCase;
     const t = GGML_TYPES[testCase.type];
     return { us, gflops: (2 * m * k * n * experts) / us / 1e3, gbPerSec: ((m * k) / t.block * t.bytes * experts) / us / 1e3 };
