@@ -9,7 +9,7 @@
  * otherwise the data is copied once behind the real header. Give `plan` (every tensor's name,
  * dtype and shape, in order) to write the exact header first and never copy.
  */
-import { closeSync, fsyncSync, mkdirSync, openSync, readSync, renameSync, rmSync, writeSync } from "node:fs";
+import { closeSync, fsyncSync, mkdirSync, openSync, readSync, renameSync, rmSync, write, writeSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
 import { DTYPES, MAX_SAFE, dtypeCode, shapeElements, tensorBytes, type Dtype } from "./dtypes.js";
@@ -96,6 +96,7 @@ export class SafetensorsWriter {
   private readonly plan: readonly TensorSpec[] | null;
   private readonly metadata: Record<string, string> | undefined;
   private readonly doFsync: boolean;
+  private busy = false;
 
   constructor(path: string, options: WriterOptions = {}) {
     this.path = resolve(path);
@@ -155,6 +156,7 @@ export class SafetensorsWriter {
   /** Checks that `name` may be added next; returns its byte size. */
   private admit(name: string, dtype: Dtype, shape: readonly number[]): number {
     if (this.state !== "open") fail(`the writer is ${this.state}`, this.path, name);
+    if (this.busy) fail("an addChunksAsync is still writing", this.path, name);
     const bytes = specBytes(name, dtype, shape, this.path);
     if (this.names.has(name)) fail("a tensor of this name was already added", this.path, name);
     if (this.plan) {
@@ -207,9 +209,67 @@ export class SafetensorsWriter {
     return this.commit(name, dtype, shape, bytes);
   }
 
+  /**
+   * addChunks with up to `inFlight` positioned writes outstanding (default 4, on libuv's thread
+   * pool), so the caller produces the next piece while earlier ones are written and the drive sees
+   * a queue. A piece must stay unchanged until the returned promise settles (pieces of immutable
+   * buffers, or fresh ones, are safe). No other add may start before it settles.
+   */
+  async addChunksAsync(name: string, dtype: Dtype, shape: readonly number[], chunks: Iterable<ArrayBufferView> | AsyncIterable<ArrayBufferView>, options: { inFlight?: number } = {}): Promise<[number, number]> {
+    if (this.busy) fail("another addChunksAsync is still writing", this.path, name);
+    const bytes = this.admit(name, dtype, shape);
+    const inFlight = Math.max(1, options.inFlight ?? 4);
+    const pending = new Set<Promise<void>>();
+    let failure: unknown = null;
+    let done = 0;
+    const start = this.dataStart + this.cursor;
+    const writeOne = (view: Uint8Array, position: number): Promise<void> =>
+      new Promise((res, rej) => {
+        const step = (off: number) => {
+          if (off >= view.length) return res();
+          write(this.fd, view, off, Math.min(view.length - off, 1 << 30), position + off, (err, n) => {
+            if (err) rej(ioError(this.temp, `writing ${view.length} bytes at ${position}`, err));
+            else step(off + n);
+          });
+        };
+        step(0);
+      });
+    this.busy = true;
+    try {
+      for await (const chunk of chunks) {
+        const view = bytesOf(chunk);
+        if (done + view.byteLength > bytes) fail(`${dtype} [${shape.join(", ")}] needs ${bytes} bytes but the pieces hold more (${done + view.byteLength} so far)`, this.path, name);
+        if (view.byteLength > 0) {
+          const p: Promise<void> = writeOne(view, start + done).then(
+            () => void pending.delete(p),
+            (err) => {
+              pending.delete(p);
+              failure ??= err;
+            },
+          );
+          pending.add(p);
+        }
+        done += view.byteLength;
+        while (pending.size >= inFlight) await Promise.race(pending);
+        if (failure) throw failure;
+      }
+      await Promise.all(pending);
+      if (failure) throw failure;
+      if (done !== bytes) fail(`${dtype} [${shape.join(", ")}] needs ${bytes} bytes but the pieces hold ${done}`, this.path, name);
+    } catch (err) {
+      await Promise.allSettled(pending);
+      this.busy = false;
+      this.abort();
+      throw err;
+    }
+    this.busy = false;
+    return this.commit(name, dtype, shape, bytes);
+  }
+
   /** Writes the header, syncs and renames the temp file into place. Returns the path. */
   finish(): string {
     if (this.state !== "open") fail(`the writer is ${this.state}`, this.path);
+    if (this.busy) fail("an addChunksAsync is still writing", this.path);
     try {
       if (this.plan) {
         if (this.entries.length !== this.plan.length) fail(`the plan has ${this.plan.length} tensors but ${this.entries.length} were added`, this.path);
@@ -374,6 +434,19 @@ export class ShardedCheckpointWriter {
   add(name: string, dtype: Dtype, shape: readonly number[], data: ArrayBufferView): void {
     const size = bytesOf(data).byteLength;
     this.admit(name, size).add(name, dtype, shape, data);
+    this.commit(name, size);
+  }
+
+  /** addChunks with writes in flight (see SafetensorsWriter.addChunksAsync); a failure aborts the whole checkpoint. */
+  async addChunksAsync(name: string, dtype: Dtype, shape: readonly number[], chunks: Iterable<ArrayBufferView> | AsyncIterable<ArrayBufferView>, options: { inFlight?: number } = {}): Promise<void> {
+    const size = specBytes(name, dtype, shape, this.dir);
+    const w = this.admit(name, size);
+    try {
+      await w.addChunksAsync(name, dtype, shape, chunks, options);
+    } catch (err) {
+      this.abort();
+      throw err;
+    }
     this.commit(name, size);
   }
 

@@ -115,4 +115,39 @@ describe("addChunks: a tensor written in pieces", () => {
     expect(existsSync(join(dir, "model.safetensors.index.json"))).toBe(false);
     expect(readdirSync(dir)).toEqual([]);
   });
+
+  it("addChunksAsync (writes in flight) gives the same bytes as addChunks; refuses a second add while writing", async () => {
+    const dir = tempDir();
+    const a = pattern(3 << 20, 6);
+    const b = pattern(1000, 7);
+    const sync = new ShardedCheckpointWriter(join(dir, "sync"), { fsync: false });
+    sync.addChunks("a", "U8", [a.length], pieces(a, [65536, 7, 300000]));
+    sync.addChunks("b", "BF16", [500], [b]);
+    sync.finish();
+    const asyncW = new ShardedCheckpointWriter(join(dir, "async"), { fsync: false });
+    asyncW.startShard([
+      { name: "a", dtype: "U8", shape: [a.length] },
+      { name: "b", dtype: "BF16", shape: [500] },
+    ]);
+    const writing = asyncW.addChunksAsync("a", "U8", [a.length], pieces(a, [65536, 7, 300000]), { inFlight: 3 });
+    expect(() => asyncW.add("b", "BF16", [500], b)).toThrow(/still writing/);
+    await writing;
+    async function* slow(): AsyncGenerator<Uint8Array> {
+      yield b.subarray(0, 10);
+      await new Promise((r) => setTimeout(r, 5));
+      yield b.subarray(10);
+    }
+    await asyncW.addChunksAsync("b", "BF16", [500], slow());
+    asyncW.finish();
+    const f = "model-00001-of-00001.safetensors";
+    expect(readFileSync(join(dir, "async", f)).equals(readFileSync(join(dir, "sync", f)))).toBe(true);
+  });
+
+  it("addChunksAsync with too few bytes aborts, naming the tensor", async () => {
+    const dir = tempDir();
+    const w = new SafetensorsWriter(join(dir, "z.safetensors"));
+    await expect(w.addChunksAsync("late", "U8", [100], [new Uint8Array(60)])).rejects.toThrow(/late.*needs 100 bytes but the pieces hold 60|needs 100 bytes but the pieces hold 60/);
+    expect(() => w.finish()).toThrow(/aborted/);
+    expect(readdirSync(dir)).toEqual([]);
+  });
 });
