@@ -216,7 +216,8 @@ Same options and seed => byte-identical files. Progress: a bar on a TTY, a line 
   --force              replace the checkpoint files already in DIR (other files are left alone)
 
 Sizes (K3, full vocab): embed + lm_head 4.70 GB; layer 0 2.34 GB; an MoE layer 1.27 GB (KDA) or
-0.84 GB (MLA) + 17.55 MB per expert. E.g. --layers 4 --experts 64: 12.3 GB; --layers 2 --experts 896: 24.4 GB.
+0.84 GB (MLA) + 17.55 MB per expert. E.g. --layers 4 --experts 64: 13.75 GB; --layers 2 --experts 896: 23.61 GB; --kimi-linear
+--layers 4 --experts 32: 3.33 GB.
 `,
   bench: `usage: k3 bench [--prompt-tokens N] [--gen N] [--no-floor] [--json FILE] [options]
 
@@ -710,7 +711,7 @@ async function cmdSynth(argv: string[]): Promise<number> {
   if (typeof values.out !== "string" || values.out === "") throw new UsageError("k3 synth: --out DIR is required (see k3 synth --help)");
   const count = (key: string) => (values[key] === undefined ? undefined : num(values, key, 0, (x) => Number.isSafeInteger(x) && x >= 0, "a non-negative integer"));
   const { synthesize, synthProgressPrinter } = await import("./synth.js");
-  const r = synthesize({
+  const r = await synthesize({
     out: values.out,
     family: values["kimi-linear"] ? "kimi-linear" : "k3",
     layers: count("layers"),

@@ -23,5 +23,5 @@ export { ngramDraft, SpeculativeDecoder, type Drafter, type NgramDraftOptions, t
 export { ExpertTraceRecorder, cacheSimReport, formatCacheSim, TRACE_FILE, HIST_FILE, type TraceMeta, type CacheSimReport, type CacheSimRow } from "./cache-trace.js";
 export { runDoctor, type DoctorOptions } from "./doctor.js";
 export { publishedK3Config, publishedKimiLinearConfig, releasedFullAttnLayers, complementLayers } from "./published.js";
-export { synthesize, synthConfig, synthPlan, synthFullAttnLayers, syntheticRankFile, synthProgressPrinter, ciCheckpointOptions, synthCiCheckpoint, e8m0For, tensorByteSize, BLOCK_ELEMENTS, type SynthOptions, type SynthResult, type SynthProgress, type SynthShard, type SynthTensor, type SynthFill, type SynthFamily } from "./synth.js";
+export { synthesize, synthConfig, synthPlan, generateOnly, synthFullAttnLayers, syntheticRankFile, synthProgressPrinter, ciCheckpointOptions, synthCiCheckpoint, e8m0For, tensorByteSize, BLOCK_ELEMENTS, type SynthOptions, type SynthResult, type SynthProgress, type SynthShard, type SynthTensor, type SynthFill, type SynthFamily } from "./synth.js";
 export { measureCeilings, ceilingReads, MEM_CEILING_BYTES, DISK_CEILING_BYTES, type CeilingOptions } from "./floor.js";

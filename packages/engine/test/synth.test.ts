@@ -4,7 +4,7 @@
  * the same generator — files that @k3/safetensors and the engine accept, determinism by seed,
  * valid MXFP4 scales, and refused arguments.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setThreadCount } from "@k3/dense";
@@ -16,7 +16,11 @@ import { Engine } from "../src/engine.js";
 import { GB } from "../src/presets.js";
 import { publishedK3Config, publishedKimiLinearConfig } from "../src/published.js";
 import { ciCheckpointOptions, e8m0For, synthConfig, synthesize, synthPlan, syntheticRankFile, tensorByteSize, type SynthTensor } from "../src/synth.js";
-import { captureCli, rawConfig, TINY_48B, TINY_K3 } from "./helpers.js";
+import { captureCli, rawConfig, REPO, TINY_48B, TINY_K3 } from "./helpers.js";
+
+const realRanks = join(process.env.K3_TEST_DATA ?? join(REPO, "..", "shared", "data"), "kimi-tokenizer", "tiktoken.model");
+const realPresent = existsSync(realRanks);
+if (!realPresent) console.log(`skipping the --tokenizer copy test: ${realRanks} is absent (set K3_TEST_DATA)`);
 
 const bigBox = { totalBytes: 256 * GB, availableBytes: 250 * GB };
 const dirs: string[] = [];
@@ -177,9 +181,9 @@ describe("writing at the tiny widths (same generator and layout)", async () => {
   const a = temp();
   const b = temp();
   const c = temp();
-  const ra = synthesize({ out: a, layers: 5, experts: 8, seed: 7, baseConfig: base, fsync: false });
-  synthesize({ out: b, layers: 5, experts: 8, seed: 7, baseConfig: base, fsync: false });
-  synthesize({ out: c, layers: 5, experts: 8, seed: 8, baseConfig: base, fsync: false });
+  const ra = await synthesize({ out: a, layers: 5, experts: 8, seed: 7, baseConfig: base, fsync: false });
+  await synthesize({ out: b, layers: 5, experts: 8, seed: 7, baseConfig: base, fsync: false });
+  await synthesize({ out: c, layers: 5, experts: 8, seed: 8, baseConfig: base, fsync: false });
 
   it("is byte-identical for the same seed and differs for another", () => {
     const files = readdirSync(a).sort();
@@ -210,7 +214,7 @@ describe("writing at the tiny widths (same generator and layout)", async () => {
 
   it("the engine loads it and generates finite logits (K3 and Kimi-Linear)", async () => {
     const kl = temp();
-    synthesize({ out: kl, family: "kimi-linear", layers: 4, experts: 4, seed: 1, baseConfig: rawConfig(TINY_48B), fsync: false });
+    await synthesize({ out: kl, family: "kimi-linear", layers: 4, experts: 4, seed: 1, baseConfig: rawConfig(TINY_48B), fsync: false });
     for (const dir of [a, kl]) {
       const engine = await Engine.load(dir, { mem: bigBox, preset: "laptop" });
       let finite = true;
@@ -221,10 +225,10 @@ describe("writing at the tiny widths (same generator and layout)", async () => {
     }
   });
 
-  it("refuses an existing checkpoint without --force and replaces it with", () => {
-    expect(() => synthesize({ out: a, layers: 5, experts: 8, seed: 7, baseConfig: base, fsync: false })).toThrow(/already holds a checkpoint.*--force/);
+  it("refuses an existing checkpoint without --force and replaces it with", async () => {
+    await expect(synthesize({ out: a, layers: 5, experts: 8, seed: 7, baseConfig: base, fsync: false })).rejects.toThrow(/already holds a checkpoint.*--force/);
     writeFileSync(join(a, "notes.txt"), "mine");
-    synthesize({ out: a, layers: 4, experts: 8, seed: 7, baseConfig: base, fsync: false, force: true });
+    await synthesize({ out: a, layers: 4, experts: 8, seed: 7, baseConfig: base, fsync: false, force: true });
     const files = readdirSync(a);
     expect(files).toContain("notes.txt");
     expect(files.filter((f) => f.endsWith(".safetensors"))).toHaveLength(5);
@@ -244,24 +248,38 @@ describe("tokenizer", () => {
     expect(ids.length).toBeLessThan(text.length);
   });
 
-  it("--tokenizer must have vocab - 256 ranks", () => {
+  it("--tokenizer must have vocab - 256 ranks", async () => {
     const dir = temp();
     const f = join(dir, "tiktoken.model");
     writeFileSync(f, syntheticRankFile(300));
-    expect(() => synthesize({ out: join(dir, "x"), layers: 2, vocab: 4096, tokenizer: f })).toThrow(/has 300 ranks but vocab 4096 needs 3840/);
+    await expect(synthesize({ out: join(dir, "x"), layers: 2, vocab: 4096, tokenizer: f })).rejects.toThrow(/has 300 ranks but vocab 4096 needs 3840/);
+  });
+});
+
+describe.skipIf(!realPresent)("--tokenizer with the real Kimi rank file", () => {
+  it("is copied byte for byte and the engine encodes with it at vocab 163840", async () => {
+    const base = rawConfig(TINY_K3);
+    base.text_config.vocab_size = 163840; // tiny widths, full vocabulary (embed + head 84 MB)
+    const dir = temp();
+    await synthesize({ out: dir, layers: 4, experts: 4, baseConfig: base, tokenizer: realRanks, fsync: false });
+    expect(readFileSync(join(dir, "tiktoken.model")).equals(readFileSync(realRanks))).toBe(true);
+    const engine = await Engine.load(dir, { mem: bigBox, preset: "laptop" });
+    expect(engine.config.vocabSize).toBe(163840);
+    expect(engine.encodeText("Hello world", false)).toHaveLength(2); // "Hello", " world"
+    engine.close();
   });
 });
 
 describe("bad arguments", () => {
-  it("are refused naming the option and the allowed range", () => {
+  it("are refused naming the option and the allowed range", async () => {
     const out = join(temp(), "never");
-    expect(() => synthesize({ out, layers: 0 })).toThrow(/--layers 0: expected an integer number of layers \(K3 has 93\) in 1\.\.93/);
-    expect(() => synthesize({ out, layers: 94 })).toThrow(/--layers 94/);
-    expect(() => synthesize({ out, family: "kimi-linear", layers: 28 })).toThrow(/Kimi-Linear-48B has 27/);
-    expect(() => synthesize({ out, experts: 8 })).toThrow(/--experts 8: .*num_experts_per_token = 16/);
-    expect(() => synthesize({ out, experts: 897 })).toThrow(/--experts 897: .*896/);
-    expect(() => synthesize({ out, vocab: 300 })).toThrow(/--vocab 300: .*512\.\.163840/);
-    expect(() => synthesize({ out, seed: -1 })).toThrow(/--seed -1/);
+    await expect(synthesize({ out, layers: 0 })).rejects.toThrow(/--layers 0: expected an integer number of layers \(K3 has 93\) in 1\.\.93/);
+    await expect(synthesize({ out, layers: 94 })).rejects.toThrow(/--layers 94/);
+    await expect(synthesize({ out, family: "kimi-linear", layers: 28 })).rejects.toThrow(/Kimi-Linear-48B has 27/);
+    await expect(synthesize({ out, experts: 8 })).rejects.toThrow(/--experts 8: .*num_experts_per_token = 16/);
+    await expect(synthesize({ out, experts: 897 })).rejects.toThrow(/--experts 897: .*896/);
+    await expect(synthesize({ out, vocab: 300 })).rejects.toThrow(/--vocab 300: .*512\.\.163840/);
+    await expect(synthesize({ out, seed: -1 })).rejects.toThrow(/--seed -1/);
   });
 
   it("the CLI: usage errors exit 2 with the reason, --help exits 0", async () => {
