@@ -10,6 +10,8 @@ const F32 = 4;
 
 export interface Census {
   embedBytes: number;
+  /** One embedding row (what a streamed embedding reads per token). */
+  embedRowBytes: number;
   headBytes: number;
   /** Final norm + output AttnRes vectors. */
   modelVectorBytes: number;
@@ -93,6 +95,7 @@ export function censusOf(cfg: ModelConfig): Census {
     kdaLayers * (cfg.kda.numHeads * cfg.kda.headDim * cfg.kda.headDim + 3 * P * (cfg.kda.convKernel - 1)) * F32;
   return {
     embedBytes: V * D * BF16,
+    embedRowBytes: D * BF16,
     headBytes: V * D * BF16,
     modelVectorBytes: D * BF16 * (cfg.attnResBlockSize !== null ? 3 : 1),
     layerTrunkBytes,

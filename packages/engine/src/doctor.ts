@@ -2,17 +2,20 @@
  * `k3 doctor`: what this machine and a checkpoint are ready for. Prints one line per check with
  * ok / warn / FAIL and returns false only for blocking problems.
  *
- * The disk probe uses the engine's own access pattern: expert-sized (17.5 MB) positioned reads at
- * scattered offsets of the checkpoint's shards, several in flight, like the expert store. Reads are
- * buffered, so a checkpoint already in the page cache reads at memory speed (the line says so).
+ * The disk probe uses the engine's own access pattern and read engine: expert-sized reads (the
+ * checkpoint's own routed experts when they are large, else 17.5 MB ranges at scattered 4 KiB
+ * offsets of its shards) with O_DIRECT, as many in flight as the expert store has readers, driven
+ * from C by @k3/moe-stream's measureReadEngine (io_uring, else pread threads), next to
+ * measureReadCeiling (plain pread threads at the same depth). O_DIRECT bypasses the page cache, so a
+ * checkpoint that fits in RAM is measured at disk speed too (unless its filesystem refuses O_DIRECT).
  */
 import { execFileSync } from "node:child_process";
 import { closeSync, existsSync, fstatSync, openSync, readdirSync, readSync, statSync } from "node:fs";
-import { open } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { bestSimdLevel, nativeInfo, simdLevel, threadCount } from "@k3/dense";
+import { measureReadCeiling, measureReadEngine, openCheckpointIndex, RangeReader } from "@k3/moe-stream";
 import { censusOf } from "./census.js";
-import { readConfig } from "./config.js";
+import { isMoeLayer, readConfig } from "./config.js";
 import { fmtBytes, GB, presetForMemory, readMemInfo } from "./presets.js";
 
 export interface DoctorOptions {
@@ -52,33 +55,88 @@ function checkShard(file: string): string | null {
   }
 }
 
-async function probe(files: string[], budget: number): Promise<{ bytes: number; seconds: number }> {
-  const sized = files.map((f) => ({ f, size: statSync(f).size })).filter((x) => x.size > EXPERT_READ);
-  if (sized.length === 0) return { bytes: 0, seconds: 0 };
-  const handles = await Promise.all(sized.map((x) => open(x.f, "r")));
-  const reads = Math.max(1, Math.floor(budget / EXPERT_READ));
-  const inflight = 4;
+/** Reads in flight in the expert store (ExpertStore's default readers): the probe's queue depth. */
+export const PROBE_QUEUE_DEPTH = 16;
+
+export interface ProbeResult {
+  reads: number;
+  readBytes: number;
+  /** "experts" = the checkpoint's own routed experts; "ranges" = expert-sized ranges of its shards. */
+  pattern: "experts" | "ranges";
+  engine: { gbPerSec: number; seconds: number; engine: "io_uring" | "pread"; note: string };
+  ceiling: { gbPerSec: number; seconds: number };
+  /** Every probed file is read with O_DIRECT (else the page cache may serve repeated bytes). */
+  direct: boolean;
+}
+
+/** Up to `budget` bytes of distinct expert-sized reads, in a fixed pseudo-random order. */
+export function probeReads(dir: string | null, files: string[], budget: number, shardDirs?: readonly string[]): { reads: Array<{ file: string; offset: number; length: number }>; pattern: "experts" | "ranges" } {
   let seed = 12345;
-  const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 4294967296);
-  const bufs = Array.from({ length: inflight }, () => Buffer.allocUnsafe(EXPERT_READ));
-  let bytes = 0;
-  const t0 = performance.now();
-  let next = 0;
-  await Promise.all(
-    bufs.map(async (buf) => {
-      while (next < reads) {
-        next++;
-        const i = Math.floor(rand() * sized.length);
-        const max = sized[i].size - EXPERT_READ;
-        const pos = Math.floor((rand() * max) / 4096) * 4096;
-        const { bytesRead } = await handles[i].read(buf, 0, EXPERT_READ, pos);
-        bytes += bytesRead;
+  const rand = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296;
+  // The checkpoint's own experts when they are expert-sized (a real-width checkpoint): the engine's exact reads.
+  if (dir) {
+    try {
+      const cfg = readConfig(dir);
+      const census = censusOf(cfg);
+      if (census.expertBytes >= 1 << 20) {
+        const index = openCheckpointIndex(dir, { shardDirs, allowMissingShards: true });
+        const all = [...Array(cfg.numLayers).keys()].filter((l) => isMoeLayer(cfg, l)).flatMap((l) => {
+          try {
+            return index.experts(l);
+          } catch {
+            return [];
+          }
+        });
+        const n = Math.max(1, Math.min(all.length, Math.floor(budget / census.expertBytes)));
+        for (let i = all.length - 1; i > 0; i--) {
+          const j = Math.floor(rand() * (i + 1));
+          [all[i], all[j]] = [all[j], all[i]];
+        }
+        if (all.length > 0) return { reads: all.slice(0, n).map((e) => ({ file: e.file, offset: e.offset, length: e.byteLength })), pattern: "experts" };
       }
-    }),
-  );
-  const seconds = (performance.now() - t0) / 1000;
-  await Promise.all(handles.map((h) => h.close()));
-  return { bytes, seconds };
+    } catch {
+      /* fall back to ranges */
+    }
+  }
+  const sized = files.map((f) => ({ f, size: statSync(f).size })).filter((x) => x.size > EXPERT_READ);
+  if (sized.length === 0) return { reads: [], pattern: "ranges" };
+  const n = Math.max(1, Math.floor(budget / EXPERT_READ));
+  // Distinct slots of each file (no range read twice), spread over all files.
+  const taken = new Set<string>();
+  const reads: Array<{ file: string; offset: number; length: number }> = [];
+  for (let tries = 0; reads.length < n && tries < 20 * n; tries++) {
+    const x = sized[Math.floor(rand() * sized.length)];
+    const slots = Math.floor(x.size / EXPERT_READ);
+    const k = Math.floor(rand() * slots);
+    if (taken.has(`${x.f}:${k}`)) continue;
+    taken.add(`${x.f}:${k}`);
+    reads.push({ file: x.f, offset: k * EXPERT_READ, length: EXPERT_READ });
+  }
+  return { reads, pattern: "ranges" };
+}
+
+/** The engine's read pattern measured on the checkpoint: its read engine, and plain pread threads at the same depth. */
+export function probeDisk(dir: string | null, files: string[], budget: number, shardDirs?: readonly string[]): ProbeResult | null {
+  const { reads, pattern } = probeReads(dir, files, budget, shardDirs);
+  if (reads.length === 0) return null;
+  const used = [...new Set(reads.map((r) => r.file))];
+  const rr = RangeReader.open({ files: used, maxRangeBytes: 4096, slots: 1, prefault: false });
+  const direct = rr.fileInfo().every((f) => f.direct);
+  rr.close();
+  // Two halves, so neither run reads bytes the other brought in (when O_DIRECT is refused).
+  const half = Math.max(1, Math.floor(reads.length / 2));
+  const a = reads.slice(0, half);
+  const b = reads.length > 1 ? reads.slice(half) : reads;
+  let engine: ProbeResult["engine"];
+  try {
+    const r = measureReadEngine(a, { engine: "io_uring", queueDepth: PROBE_QUEUE_DEPTH });
+    engine = { gbPerSec: r.gbPerSec, seconds: r.seconds, engine: "io_uring", note: "" };
+  } catch (e) {
+    const r = measureReadEngine(a, { engine: "pread", queueDepth: PROBE_QUEUE_DEPTH });
+    engine = { gbPerSec: r.gbPerSec, seconds: r.seconds, engine: "pread", note: `io_uring unavailable: ${(e as Error).message}` };
+  }
+  const c = measureReadCeiling(b, { queueDepth: PROBE_QUEUE_DEPTH });
+  return { reads: reads.length, readBytes: reads.reduce((x, r) => x + r.length, 0), pattern, engine, ceiling: { gbPerSec: c.gbPerSec, seconds: c.seconds }, direct };
 }
 
 export async function runDoctor(o: DoctorOptions): Promise<boolean> {
@@ -150,13 +208,15 @@ export async function runDoctor(o: DoctorOptions): Promise<boolean> {
   const m = /of-(\d+)\.safetensors$/.exec(shardFiles[0] ?? "");
   if (m && Number(m[1]) !== shardFiles.filter((f) => /model-\d+-of-\d+\.safetensors$/.test(f)).length) fail(`expected ${Number(m[1])} shards (from the file names), found ${shardFiles.length}`);
 
-  const p = await probe(shardFiles, o.probeBytes);
-  if (p.bytes === 0) warn("disk probe skipped: shards are smaller than one K3 expert read (tiny model?)");
+  const p = probeDisk(o.dir, shardFiles, o.probeBytes, o.shardDirs);
+  if (!p) warn("disk probe skipped: shards are smaller than one K3 expert read (tiny model?)");
   else {
-    const rate = p.bytes / p.seconds / 1e9;
-    const cached = total < mem.availableBytes ? " (the checkpoint fits in RAM, so the page cache may serve it: a cold drive is slower)" : "";
-    ok(`disk probe: ${(p.bytes / 1e9).toFixed(2)} GB in 17.5 MB positioned reads, 4 in flight: ${rate.toFixed(2)} GB/s${cached}`);
-    o.out(`      a K3 token with no cached expert reads 25.83 GB of experts: ~${(25.83 / rate).toFixed(1)} s/token from this disk`);
+    const what = p.pattern === "experts" ? "of the checkpoint's routed experts" : "expert-sized (17.5 MB) ranges at scattered offsets";
+    const cached = p.direct ? "" : " (O_DIRECT refused by this filesystem: buffered reads, the page cache may serve them)";
+    ok(`disk probe (the engine's pattern): ${p.reads} reads ${what}, ${fmtBytes(p.readBytes)}, O_DIRECT, ${PROBE_QUEUE_DEPTH} in flight${cached}`);
+    o.out(`      read engine (${p.engine.engine}${p.engine.note ? `; ${p.engine.note}` : ""}): ${p.engine.gbPerSec.toFixed(2)} GB/s; plain pread threads, same depth: ${p.ceiling.gbPerSec.toFixed(2)} GB/s`);
+    const rate = Math.max(p.engine.gbPerSec, p.ceiling.gbPerSec);
+    o.out(`      a K3 token with no cached expert reads 25.83 GB of experts: ~${(25.83 / rate).toFixed(1)} s/token from this disk (k3 plan --project --disk-gbps ${rate.toFixed(2)})`);
   }
   o.out(blocking ? "blocking problems found" : `next: k3 run --model ${o.dir} --preset ${preset} --prompt "Hello"`);
   return !blocking;

@@ -10,6 +10,7 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { basename, join } from "node:path";
 import { setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
+import { readTrunkManifest } from "@k3/moe-stream";
 import { encodeChat, loadKimiTokenizer, type ChatMessage, type Tokenizer } from "@k3/tiktoken-bpe";
 import { censusOf, type Census } from "./census.js";
 import { checkTokenizerMatch, configFingerprint, fnv1a64, readConfig, withLayers, type ModelConfig } from "./config.js";
@@ -18,11 +19,23 @@ import type { KdaCore } from "./layers/kda.js";
 import type { Progress } from "@k3/moe-stream";
 import { Model, type ModelState } from "./model.js";
 import { DEFAULT_PROMPT_CACHE_BYTES, PromptCache, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
-import { budgetsFor, checkContextFits, checkPlanFits, fmtBytes, formatPlan, planMemory, readMemInfo, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
+import { budgetsFor, checkContextFits, checkPlanFits, fmtBytes, formatPlan, planMemory, readMemInfo, headChunkRowsFor, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
 import { measureCeilings } from "./floor.js";
 import { buildReport, emptyCounters, type Ceilings, type RunCounters, type RunReport } from "./report.js";
 import { Sampler, type SamplingOptions } from "./sampler.js";
 import { SpeculativeDecoder, type Drafter } from "./speculative.js";
+
+/** Each layer's bytes in a packed trunk's manifest (the census estimate for a layer it lacks: the streamer then names it). */
+function packedLayerBytes(trunkDir: string, census: Census): number[] {
+  let manifest;
+  try {
+    manifest = readTrunkManifest(trunkDir);
+  } catch (e) {
+    throw new UsageError(`--trunk ${trunkDir}: ${(e as Error).message}`);
+  }
+  const byLayer = new Map(manifest.groups.filter((g) => g.layer !== null).map((g) => [g.layer!, g.byteLength]));
+  return census.layerTrunkBytes.map((b, l) => byLayer.get(l) ?? b);
+}
 
 /** The draft length bound (the reference engine's --spec accepts up to 8). */
 export const MAX_SPEC_DRAFT = 8;
@@ -245,18 +258,13 @@ export class Engine {
       prefetch: options.prefetch ?? true,
       promptCache: pc && (pc.slots ?? 1) > 0 ? { slots: pc.slots ?? 1, maxBytes: pc.maxBytes ?? DEFAULT_PROMPT_CACHE_BYTES } : undefined,
       spec: (options.spec ?? 0) > 0,
+      // Without a packed trunk every layer is loaded resident: the plan says so and counts no ring.
+      packedTrunk: options.trunkDir !== undefined,
+      packedLayerBytes: options.trunkDir !== undefined ? packedLayerBytes(options.trunkDir, census) : undefined,
     });
     options.log?.(formatPlan(plan, cfg.numLayers));
     checkPlanFits(plan);
-    // Without a packed trunk every layer and embed/lm_head are loaded resident: refuse honestly when that cannot fit.
-    const streaming = options.trunkDir !== undefined && plan.streamedLayers.length > 0;
-    const residentTrunk = census.trunkBytes + (plan.embedHeadResident ? census.embedBytes + census.headBytes : 0);
-    const planned = plan.parts.find((p) => p.name === "pinned trunk")!.bytes + plan.parts.find((p) => p.name === "trunk ring")!.bytes + plan.parts.find((p) => p.name === "embed + lm_head")!.bytes;
-    if (!streaming && residentTrunk > planned) {
-      const needed = plan.totalBytes - planned + residentTrunk;
-      options.log?.(`  note: no packed trunk (--trunk DIR from \`k3 pack\`): the whole trunk stays resident (${fmtBytes(residentTrunk)}) → ${fmtBytes(needed)} in total`);
-      checkPlanFits({ ...plan, totalBytes: needed });
-    }
+    const streaming = plan.trunkMode === "streamed";
     const tok = loadKimiTokenizer(dir, { specials: cfg.family === "k3" ? "k3" : "k2" });
     checkTokenizerMatch(cfg, tok.nVocab, join(dir, "config.json"));
     // Before the model loads: the ceilings' buffers are freed before the run's memory is taken.
@@ -266,7 +274,7 @@ export class Engine {
       options.log?.(`ceilings (measured now): memory read ${ceilings.memGbps.toFixed(1)} GB/s (2 threads), disk read ${ceilings.diskGbps.toFixed(2)} GB/s (expert-sized O_DIRECT reads, depth 16)`);
     }
     // Low-memory presets run lm_head in row chunks (at most 4096 rows, at least 16 chunks).
-    const headChunkRows = plan.embedHeadResident ? undefined : Math.max(1, Math.min(4096, Math.ceil(cfg.vocabSize / 16)));
+    const headChunkRows = plan.embedHeadResident ? undefined : headChunkRowsFor(cfg.vocabSize);
     const model = await Model.open(dir, {
       headChunkRows,
       streamEmbedHead: !plan.embedHeadResident,
@@ -280,7 +288,7 @@ export class Engine {
       preload: options.loadMethod === "per-tensor" ? false : { ceiling: options.loadCeiling, onProgress: options.onLoadProgress },
       // Read pieces: 64 MiB, or the largest layer rounded up to 1 MiB when smaller (no oversized slots).
       trunk: streaming
-        ? { dir: options.trunkDir!, pinnedLayers: plan.pinnedLayers, ringSlots: plan.ringSlots, chunkBytes: Math.min(64 << 20, Math.ceil(Math.max(...census.layerTrunkBytes) / (1 << 20)) * (1 << 20)) }
+        ? { dir: options.trunkDir!, pinnedLayers: plan.pinnedLayers, ringSlots: plan.ringSlots, chunkBytes: plan.trunkChunkBytes }
         : undefined,
     });
     const engine = new Engine(dir, cfg, tok, plan, census, model, options);
@@ -350,12 +358,15 @@ export class Engine {
     const context = spec ? [...(options.state ? options.state.ids : []), ...promptIds] : [];
 
     let logits: Float32Array;
+    // The counters when decoding starts: the plan check compares the decode phase only.
+    let atDecode: { trunk: number; experts: number; embedHead: number; requests: number; hits: number } | null = null;
     try {
       this.model.phase = "prefill";
       const tp = performance.now();
       logits = useCache ? await this.prefillCached(promptIds, state, cache!, fwd) : await this.model.forward(promptIds, state, fwd);
       counters.prefillSeconds = (performance.now() - tp) / 1000;
       this.model.phase = "decode";
+      atDecode = { ...counters.bytesRead, requests: counters.expertRequests, hits: counters.expertResidentHits };
       const td = performance.now();
       for (let i = 0; i < maxTokens; i++) {
         options.onLogits?.(logits, i);
@@ -423,7 +434,7 @@ export class Engine {
       const elapsed = (performance.now() - t0) / 1000;
       yield { token: -1, text: rest, stats: { index: generated.length, promptTokens: promptIds.length, elapsedSeconds: elapsed, tokensPerSecond: generated.length / elapsed } };
     }
-    const report = this.report(promptIds, generated, text, stopReason, counters, (performance.now() - t0) / 1000);
+    const report = this.report(promptIds, generated, text, stopReason, counters, (performance.now() - t0) / 1000, atDecode);
     const result: GenerationResult = { ids: generated, text, stopReason, stopId, unfed, cachedTokens, report };
     this.lastResult = result;
     return result;
@@ -467,8 +478,21 @@ export class Engine {
     }
   }
 
-  private report(promptIds: number[], ids: number[], text: string, stop: RunReport["stop_reason"], counters: RunCounters, wall: number): RunReport {
+  private report(
+    promptIds: number[], ids: number[], text: string, stop: RunReport["stop_reason"], counters: RunCounters, wall: number,
+    atDecode: { trunk: number; experts: number; embedHead: number; requests: number; hits: number } | null = null,
+  ): RunReport {
     const store = this.model.experts?.stats();
+    const d = atDecode ?? { ...counters.bytesRead, requests: counters.expertRequests, hits: counters.expertResidentHits };
+    const b = counters.bytesRead;
+    const planCheck = {
+      plan: this.plan,
+      decodeForwards: atDecode ? counters.decodeForwards : 0,
+      decodeBytes: { trunk: b.trunk - d.trunk, experts: b.experts - d.experts, embedHead: b.embedHead - d.embedHead },
+      decodeExpertRequests: counters.expertRequests - d.requests,
+      decodeExpertHits: counters.expertResidentHits - d.hits,
+      allocated: this.model.allocations(),
+    };
     return buildReport({
       model: this.dir,
       preset: this.plan.preset,
@@ -483,6 +507,7 @@ export class Engine {
       io: { prefetch: this.model.prefetch, pieceBytes: this.model.pieceBytes, engine: store?.engine, engineNote: store?.engineNote },
       load: this.model.loadStats,
       ceilings: this.ceilings,
+      planCheck,
     });
   }
 }

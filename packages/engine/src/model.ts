@@ -15,7 +15,7 @@ import { loadMlaCache, MlaCache, MlaMixer, newMlaCache } from "./layers/mla.js";
 import { GluMlp } from "./layers/mlp.js";
 import { MoeFfn } from "./layers/moe.js";
 import type { ExpertTraceRecorder } from "./cache-trace.js";
-import { ExpertStore, MoeLayer, openCheckpointIndex, TrunkStreamer, type TrunkLayer } from "@k3/moe-stream";
+import { ExpertStore, MoeLayer, openCheckpointIndex, RangeReader, TrunkStreamer, type TrunkLayer } from "@k3/moe-stream";
 import { prefetchSlotsFor } from "./presets.js";
 import { emptyCounters, type ReportKind, type Phase, type RunCounters } from "./report.js";
 import { classifyName, KIND_SHARED, KIND_TRUNK } from "@k3/safetensors";
@@ -152,8 +152,16 @@ export class Model {
   loadStats: LoadStats | null = null;
   private readonly embed: Uint16Array | Float32Array | null;
   /** Open checkpoint for the streamed embed/head (null when resident). */
-  private readonly stream: WeightSource | null;
-  private headBuffer: Uint8Array | null = null;
+  /**
+   * The streamed embed/head (null when resident): where each tensor is, and the reader that fetches
+   * lm_head row chunks (two slots: chunk c+1 is read while chunk c's GEMV runs) and embedding rows
+   * with O_DIRECT, so they never sit in the page cache.
+   */
+  private readonly stream: { reader: RangeReader; embed: { file: string; offset: number }; head: { file: string; offset: number } } | null;
+  /** Bytes loaded resident for embed_tokens + lm_head (0 when streamed). */
+  readonly embedHeadLoadBytes: number;
+  /** The trunk streamer's bytesRead / ioBusyNs already counted (pinned loads at open are load, not run). */
+  private trunkSeen = { bytes: 0, busyNs: 0 };
   private readonly finalNorm: Float32Array;
   private readonly outRes?: Float32Array;
   private readonly head: Matrix | null;
@@ -191,19 +199,25 @@ export class Model {
     const P = cfg.tensorPrefix;
     const D = cfg.hiddenSize;
     const V = cfg.vocabSize;
-    this.stream = options.streamEmbedHead ? src : null;
-    if (this.stream) {
-      for (const n of ["model.embed_tokens.weight", "lm_head.weight"]) {
+    this.headChunkRows = Math.max(1, Math.min(options.headChunkRows ?? V, V));
+    if (options.streamEmbedHead) {
+      const [embed, head] = ["model.embed_tokens.weight", "lm_head.weight"].map((n) => {
         const info = src.info(P + n);
         if (info.shape.join() !== `${V},${D}` || info.dtype !== "BF16") throw new WeightError(`tensor ${P + n}: ${info.dtype} ${JSON.stringify(info.shape)}, expected BF16 [${V},${D}]`);
-      }
+        return { file: info.file, offset: info.offset };
+      });
+      const reader = RangeReader.open({ files: [...new Set([embed.file, head.file])], maxRangeBytes: this.headChunkRows * D * 2, slots: 2, direct: options.directIo ?? true });
+      this.stream = { reader, embed, head };
       this.embed = null;
       this.head = null;
     } else {
+      this.stream = null;
       const emb = loadMatrix(src, P + "model.embed_tokens.weight", V, D);
       this.embed = emb.bf16 ?? emb.f32!;
       this.head = loadMatrix(src, P + "lm_head.weight", V, D);
     }
+    // Their tensors' own sizes (a preloaded source counts every resident byte at once).
+    this.embedHeadLoadBytes = options.streamEmbedHead ? 0 : src.info(P + "model.embed_tokens.weight").nbytes + src.info(P + "lm_head.weight").nbytes;
     this.finalNorm = loadVector(src, P + "model.norm.weight", D);
     if (cfg.attnResBlockSize !== null) {
       this.outRes = fuseResWeights(loadVector(src, P + "model.output_attn_res_norm.weight", D), loadVector(src, P + "model.output_attn_res_proj.weight", D));
@@ -213,7 +227,38 @@ export class Model {
       this.layers.push(streamer && !pinned.has(l) ? null : this.buildLayer(l, src));
     }
     this.loadBytes = src.bytesRead;
-    this.headChunkRows = Math.max(1, Math.min(options.headChunkRows ?? V, V));
+    if (streamer) {
+      const st = streamer.stats();
+      this.trunkSeen = { bytes: st.bytesRead, busyNs: st.ioBusyNs };
+    }
+  }
+
+  /** The streamed embed/head's reads: how many, and whether its files are read with O_DIRECT (null when resident). */
+  embedHeadIo(): { reads: number; directReads: number; bufferedReads: number; direct: boolean; engine: string } | null {
+    if (!this.stream) return null;
+    const st = this.stream.reader.stats();
+    return { reads: st.reads, directReads: st.directReads, bufferedReads: st.bufferedReads, direct: this.stream.reader.fileInfo().every((f) => f.direct), engine: st.engine };
+  }
+
+  /**
+   * What the model allocated, by memory-plan part name (bytes): the resident trunk and embed/head
+   * (bytes loaded), the trunk ring arena, the expert store's cache and streaming slots, and the
+   * streamed embed/head's read slots. Parts the model cannot measure are absent.
+   */
+  allocations(): Record<string, number> {
+    const out: Record<string, number> = {
+      // Tensor bytes (the preload's blocks also hold the small gaps it merged across: peak RSS counts those).
+      "pinned trunk": (this.loadStats?.tensorBytes ?? this.loadBytes) - this.embedHeadLoadBytes,
+      "embed + lm_head": this.embedHeadLoadBytes,
+      "trunk ring": this.streamer ? this.streamer.stats().arenaBytes : 0,
+      "embed/head read slots": this.stream ? this.stream.reader.arenaBytes : 0,
+    };
+    if (this.experts) {
+      const layers = this.cfg.layerKinds.filter((_, l) => isMoeLayer(this.cfg, l)).length;
+      out["expert cache"] = this.experts.slotsPerLayer * layers * this.experts.slotBytes;
+      out["expert read slots"] = this.experts.ioSlots * this.experts.slotBytes;
+    }
+    return out;
   }
 
   /** Builds layer l from a weight source (the checkpoint, or a trunk ring slot: views, no copies). */
@@ -244,12 +289,14 @@ export class Model {
     const resident = this.layers[l];
     if (resident) return { layer: resident, release: () => {} };
     const t0 = performance.now();
-    const before = this.streamer!.stats();
     const tl = await this.streamer!.acquire(l);
+    // Everything the streamer read since the last acquire: read-ahead loads finish while the
+    // previous layer computes, outside any acquire, and must count too.
     const after = this.streamer!.stats();
-    const read = after.bytesRead - before.bytesRead;
+    const read = after.bytesRead - this.trunkSeen.bytes;
     this.counters.bytesRead.trunk += read;
-    this.counters.ioSeconds += (after.ioBusyNs - before.ioBusyNs) / 1e9;
+    this.counters.ioSeconds += (after.ioBusyNs - this.trunkSeen.busyNs) / 1e9;
+    this.trunkSeen = { bytes: after.bytesRead, busyNs: after.ioBusyNs };
     let layer: Layer;
     try {
       layer = this.buildLayer(l, new TrunkLayerSource(tl));
@@ -353,7 +400,7 @@ export class Model {
         method = `read pool ${s.engine} x${s.readers}, ${s.pieceBytes / 2 ** 20} MiB pieces, ${s.directReads > 0 && s.bufferedReads === 0 ? "O_DIRECT" : s.directReads > 0 ? "O_DIRECT + buffered" : "buffered"}, prefault ${s.prefault}, ${s.blocks} blocks`;
       }
       const model = new Model(dir, cfg, source, options, store, streamer, expertBytes);
-      if (!options.streamEmbedHead) source.close();
+      source.close();
       const ru1 = process.resourceUsage();
       const seconds = (performance.now() - t0) / 1000;
       model.loadStats = {
@@ -379,7 +426,7 @@ export class Model {
   close(): void {
     this.experts?.close();
     this.streamer?.close();
-    this.stream?.close();
+    this.stream?.reader.close();
   }
 
   newState(): ModelState {
@@ -406,24 +453,29 @@ export class Model {
     return loadMlaCache(this.cfg, bytes);
   }
 
-  private embedRows(ids: number[], out: Float32Array): void {
+  private async embedRows(ids: number[], out: Float32Array): Promise<void> {
     const D = this.cfg.hiddenSize;
     const V = this.cfg.vocabSize;
-    ids.forEach((id, t) => {
-      if (!Number.isInteger(id) || id < 0 || id >= V) throw new WeightError(`token id ${id} is outside the vocabulary (0..${V - 1})`);
+    for (const id of ids) if (!Number.isInteger(id) || id < 0 || id >= V) throw new WeightError(`token id ${id} is outside the vocabulary (0..${V - 1})`);
+    const s = this.stream;
+    const before = s?.reader.stats();
+    for (let t = 0; t < ids.length; t++) {
+      const id = ids[t];
       const row = out.subarray(t * D, (t + 1) * D);
-      if (this.stream) {
-        const bytes = this.stream.readRange!(this.cfg.tensorPrefix + "model.embed_tokens.weight", id * D * 2, D * 2);
-        this.counters.bytesRead.embedHead += D * 2;
-        const bits = new Uint16Array(bytes.buffer, bytes.byteOffset, D);
-        const wide = new Uint32Array(row.buffer, row.byteOffset, D);
+      const wide = new Uint32Array(row.buffer, row.byteOffset, D);
+      if (s) {
+        // One O_DIRECT read per row into a head slot (the head is not being read while rows are).
+        const bytes = await s.reader.read(s.embed.file, s.embed.offset + id * D * 2, D * 2, t & 1);
+        const bits = new Uint16Array(bytes.slice().buffer, 0, D);
         for (let d = 0; d < D; d++) wide[d] = bits[d] << 16;
       } else if (this.embed instanceof Float32Array) row.set(this.embed.subarray(id * D, (id + 1) * D));
-      else {
-        const wide = new Uint32Array(row.buffer, row.byteOffset, D);
-        for (let d = 0; d < D; d++) wide[d] = this.embed![id * D + d] << 16;
-      }
-    });
+      else for (let d = 0; d < D; d++) wide[d] = this.embed![id * D + d] << 16;
+    }
+    if (s && before) {
+      const after = s.reader.stats();
+      this.counters.bytesRead.embedHead += after.deviceBytes - before.deviceBytes;
+      this.counters.ioSeconds += (after.busyNs - before.busyNs) / 1e9;
+    }
   }
 
   /**
@@ -431,23 +483,33 @@ export class Model {
    * (a batched GEMM, bit-identical per row to the GEMV), in row chunks when streamed (bit-identical
    * for any chunk size: rows are independent).
    */
-  private headLogits(h: Float32Array, n: number, out: Float32Array): void {
+  private async headLogits(h: Float32Array, n: number, out: Float32Array): Promise<void> {
     const D = this.cfg.hiddenSize;
     const V = this.cfg.vocabSize;
-    if (!this.stream) {
+    const s = this.stream;
+    if (!s) {
       if (n === 1) return void matmul(this.head!, h, out, 1);
       matmul(this.head!, h, out, n);
       return;
     }
-    const tmp = n > 1 ? new Float32Array(n * this.headChunkRows) : null;
-    for (let r0 = 0; r0 < V; r0 += this.headChunkRows) {
-      const rows = Math.min(this.headChunkRows, V - r0);
-      this.headBuffer ??= new Uint8Array(this.headChunkRows * D * 2);
-      const t0 = performance.now();
-      const bytes = this.stream.readRange!(this.cfg.tensorPrefix + "lm_head.weight", r0 * D * 2, rows * D * 2, this.headBuffer);
-      this.counters.ioSeconds += (performance.now() - t0) / 1000;
-      this.counters.bytesRead.embedHead += rows * D * 2;
-      const w = new Uint16Array(bytes.buffer, bytes.byteOffset, rows * D);
+    // Streamed: row chunks read with O_DIRECT into the reader's two slots, chunk c+1 read while
+    // chunk c's GEMV/GEMM runs. Same rows, same kernels, same bits as the resident head.
+    const R = this.headChunkRows;
+    const chunks = Math.ceil(V / R);
+    const before = s.reader.stats();
+    const read = (c: number) => s.reader.read(s.head.file, s.head.offset + c * R * D * 2, Math.min(R, V - c * R) * D * 2, c & 1);
+    let next = read(0);
+    let waitMs = 0;
+    const tmp = n > 1 ? new Float32Array(n * R) : null;
+    for (let c = 0; c < chunks; c++) {
+      const r0 = c * R;
+      const rows = Math.min(R, V - r0);
+      const w0 = performance.now();
+      const bytes = await next;
+      waitMs += performance.now() - w0;
+      if (c + 1 < chunks) next = read(c + 1);
+      // The view starts at the tensor's offset within the aligned slot: copy in the rare odd case.
+      const w = bytes.byteOffset % 2 === 0 ? new Uint16Array(bytes.buffer, bytes.byteOffset, rows * D) : new Uint16Array(bytes.slice().buffer);
       if (n === 1) {
         gemvBf16(w, h, out.subarray(r0, r0 + rows), { rows, cols: D });
         continue;
@@ -456,6 +518,11 @@ export class Model {
       gemmBf16(w, h, y, { rows, cols: D, batch: n });
       for (let t = 0; t < n; t++) out.set(y.subarray(t * rows, (t + 1) * rows), t * V + r0);
     }
+    const after = s.reader.stats();
+    const busy = (after.busyNs - before.busyNs) / 1e9;
+    this.counters.bytesRead.embedHead += after.deviceBytes - before.deviceBytes;
+    this.counters.ioSeconds += busy;
+    this.counters.ioOverlappedSeconds += Math.max(0, busy - waitMs / 1000);
   }
 
   /** One chunk of T tokens through every layer; returns the final-norm input rows [T, D]. */
@@ -466,7 +533,7 @@ export class Model {
     let h: Float32Array = new Float32Array(T * D);
     const te = performance.now();
     const readBefore = this.counters.bytesRead.embedHead;
-    this.embedRows(ids, h);
+    await this.embedRows(ids, h);
     this.tally("embed", (performance.now() - te) / 1000, T * D * (this.embed instanceof Float32Array ? 4 : 2), this.counters.bytesRead.embedHead - readBefore);
     const blocks: Float32Array[] = [];
     const normed = new Float32Array(T * D);
@@ -663,7 +730,7 @@ export class Model {
       const normed = new Float32Array(n * D);
       for (let t = 0; t < n; t++) rmsNorm(h.subarray((t0 + t) * D, (t0 + t + 1) * D), this.finalNorm, this.cfg.rmsNormEps, normed.subarray(t * D, (t + 1) * D), D);
       const at = c0 + t0 - from;
-      this.headLogits(normed, n, logits.subarray(at * V, (at + n) * V));
+      await this.headLogits(normed, n, logits.subarray(at * V, (at + n) * V));
       this.tally("lm_head", (performance.now() - tl) / 1000, V * D * (this.head?.f32 ? 4 : 2), this.counters.bytesRead.embedHead - read0);
     }
     return logits;

@@ -114,13 +114,26 @@ export interface MemoryPlan {
   streamedLayers: number[];
   ringSlots: number;
   ringSlotBytes: number;
+  /** The ring's read piece (trunkChunkBytesFor the largest layer; 0 when the trunk is resident). */
+  trunkChunkBytes: number;
   /** Expert cache slots per MoE layer. */
   cacheSlotsPerLayer: number;
   /** Tokens the KV budget holds. */
   kvCapacityTokens: number;
   embedHeadResident: boolean;
-  /** Bytes read from disk per decoded token when no expert is cached. */
+  /**
+   * Where the trunk lives: "streamed" (a packed trunk is given and not every layer is pinned: the
+   * rest go through the ring), or "resident" (every layer loaded at start: all fit the budget, or
+   * there is no packed trunk to stream from, in which case the whole trunk is resident whatever
+   * the budget says).
+   */
+  trunkMode: "streamed" | "resident";
+  /** Why the trunk is resident although the budget does not hold it (no packed trunk), else null. */
+  trunkNote: string | null;
+  /** Bytes read from disk per decoded token when no expert is cached (= the sum of expectedReads). */
   expectedBytesPerToken: number;
+  /** The same, by source: streamed trunk layers, routed experts (cold), embed row + lm_head when streamed. */
+  expectedReads: { trunk: number; experts: number; embedHead: number };
   /** Planned resident bytes, by part. */
   parts: { name: string; bytes: number }[];
   totalBytes: number;
@@ -147,15 +160,62 @@ export interface PlanExtras {
   promptCache?: { slots: number; maxBytes: number };
   /** Speculative decoding keeps one copy of the KDA states as its rollback checkpoint. */
   spec?: boolean;
+  /**
+   * A packed trunk (`k3 pack`, `--trunk DIR`) is there to stream from. Without one (the default,
+   * as Model.load) every layer is loaded resident: the plan pins them all, has no ring and counts
+   * no trunk reads, whatever the trunk budget.
+   */
+  packedTrunk?: boolean;
+  /**
+   * Each layer's bytes in the packed trunk (its manifest's groups, 4 KiB-aligned): what the ring
+   * reads per streamed layer and what sizes its slots. Default: the census estimate.
+   */
+  packedLayerBytes?: number[];
+}
+
+/**
+ * The trunk ring's read piece for a largest layer of `largest` bytes: 64 MiB, or the layer rounded
+ * up to 4 KiB when smaller (Engine.load passes this to the TrunkStreamer; slots are whole pieces).
+ */
+export function trunkChunkBytesFor(largest: number): number {
+  return Math.min(64 << 20, Math.max(1, Math.ceil(largest / 4096)) * 4096);
+}
+
+/** What an O_DIRECT read at an unaligned offset moves beyond the bytes asked, on average (one page). */
+export const ALIGN_SLACK = 4096;
+
+/** lm_head rows per chunk when embed/head stream (at most 4096 rows, at least 16 chunks). */
+export function headChunkRowsFor(vocab: number): number {
+  return Math.max(1, Math.min(4096, Math.ceil(vocab / 16)));
+}
+
+/** A streamed embed/head's read slots: two lm_head chunks, each rounded up to 4 KiB plus 4 KiB (RangeReader.arenaBytesFor). */
+export function headReadSlotBytes(census: Census): number {
+  const vocab = Math.round(census.embedBytes / Math.max(1, census.embedRowBytes));
+  const chunk = headChunkRowsFor(vocab) * census.embedRowBytes;
+  return 2 * (Math.ceil(chunk / 4096) * 4096 + 4096);
+}
+
+/** One ring slot as the TrunkStreamer allocates it: the largest layer rounded up to whole pieces. */
+export function ringSlotBytesFor(largest: number): number {
+  const chunk = trunkChunkBytesFor(largest);
+  return Math.ceil(largest / chunk) * chunk;
 }
 
 export function planMemory(census: Census, budgets: Budgets, preset: PresetName | "custom", mem: MemInfo = readMemInfo(), io: PlanExtras = {}): MemoryPlan {
   const L = census.layerTrunkBytes.length;
-  const largest = Math.max(0, ...census.layerTrunkBytes);
-  const allFit = census.trunkBytes <= budgets.trunkBytes;
+  const packed = io.packedLayerBytes;
+  if (packed && packed.length !== L) throw new UsageError(`packed trunk sizes for ${packed.length} layers, the model has ${L}`);
+  // What a streamed layer reads (and occupies in a ring slot): its packed group when known.
+  const streamBytes = (l: number) => (packed ? packed[l] : census.layerTrunkBytes[l]);
+  const largest = Math.max(0, ...[...Array(L).keys()].map(streamBytes));
+  const fits = census.trunkBytes <= budgets.trunkBytes;
+  // No packed trunk: nothing can stream, so every layer is loaded (Model.load) whatever the budget.
+  const allFit = fits || !io.packedTrunk;
+  const slotBytes = ringSlotBytesFor(largest);
   // The ring needs at least one slot of the largest layer; a second one only when the budget holds it.
-  const ringSlots = allFit ? 0 : Math.max(1, Math.min(budgets.ringSlots, Math.floor(budgets.trunkBytes / Math.max(1, largest))));
-  const ringBytes = ringSlots * largest;
+  const ringSlots = allFit ? 0 : Math.max(1, Math.min(budgets.ringSlots, Math.floor(budgets.trunkBytes / Math.max(1, slotBytes))));
+  const ringBytes = ringSlots * slotBytes;
   const pinned: number[] = [];
   if (allFit) {
     for (let l = 0; l < L; l++) pinned.push(l);
@@ -175,13 +235,30 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
   const pinnedBytes = pinned.reduce((a, l) => a + census.layerTrunkBytes[l], 0);
   // Never plan more cache slots than a layer has experts, nor more KV than the context limit.
   const expertsPerLayer = census.moeLayers > 0 ? census.expertsTotal / census.moeLayers : 0;
+  // Every expert store slot (cache or streaming) is one expert rounded up to 4 KiB plus 4 KiB for
+  // the aligned-superset O_DIRECT read (ExpertStore.arenaBytesFor).
+  const expertSlot = Math.ceil(census.expertBytes / 4096) * 4096 + 4096;
   const cacheSlotsPerLayer =
-    census.moeLayers > 0 && census.expertBytes > 0 ? Math.min(expertsPerLayer, Math.floor(budgets.cacheBytes / census.moeLayers / census.expertBytes)) : 0;
+    census.moeLayers > 0 && census.expertBytes > 0 ? Math.min(expertsPerLayer, Math.floor(budgets.cacheBytes / census.moeLayers / expertSlot)) : 0;
   const kvCapacityTokens =
     census.kvBytesPerToken > 0 ? Math.min(census.maxPositions, Math.floor(budgets.kvBytes / census.kvBytesPerToken)) : census.maxPositions;
   const embedHeadResident = !budgets.streamEmbedHead;
-  const streamedTrunk = streamed.reduce((a, l) => a + census.layerTrunkBytes[l], 0);
-  const expectedBytesPerToken = streamedTrunk + census.expertBytesPerToken + (embedHeadResident ? 0 : census.headBytes);
+  const streamedTrunk = streamed.reduce((a, l) => a + streamBytes(l), 0);
+  // A streamed embed/head reads one embedding row and all of lm_head per decoded token.
+  // Every O_DIRECT read moves its 4 KiB-aligned superset: about one page more than asked at an
+  // unaligned offset (exactly one for a K3 expert, whose 17,547,264 B are whole pages).
+  const reads = census.expertBytes > 0 ? census.expertBytesPerToken / census.expertBytes : 0;
+  const headReads = Math.ceil(census.headBytes / Math.max(1, headChunkRowsFor(Math.round(census.embedBytes / Math.max(1, census.embedRowBytes))) * census.embedRowBytes));
+  const expectedReads = {
+    trunk: streamedTrunk,
+    experts: census.expertBytesPerToken + reads * ALIGN_SLACK,
+    embedHead: embedHeadResident ? 0 : census.headBytes + census.embedRowBytes + (headReads + 1) * ALIGN_SLACK,
+  };
+  const expectedBytesPerToken = expectedReads.trunk + expectedReads.experts + expectedReads.embedHead;
+  const trunkNote =
+    !fits && !io.packedTrunk
+      ? `no packed trunk (--trunk DIR from \`k3 pack\`): the whole trunk is loaded resident (${fmtBytes(census.trunkBytes)}, over the ${fmtBytes(budgets.trunkBytes)} trunk budget)`
+      : null;
   // The expert store's streaming slots (topK + 2 for demand reads, plus the lookahead share), each
   // one expert rounded up to 4 KiB plus 4 KiB for the aligned-superset read; faulted in at open.
   const topK = census.moeLayers > 0 && census.expertBytes > 0 ? Math.round(census.expertBytesPerToken / (census.moeLayers * census.expertBytes)) : 0;
@@ -190,8 +267,9 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
     { name: "pinned trunk", bytes: pinnedBytes },
     { name: "trunk ring", bytes: ringBytes },
     { name: "embed + lm_head", bytes: embedHeadResident ? census.embedBytes + census.headBytes : 0 },
-    { name: "expert cache", bytes: cacheSlotsPerLayer * census.moeLayers * census.expertBytes },
-    { name: "expert read slots", bytes: streamSlots * (Math.ceil(census.expertBytes / 4096) * 4096 + 4096) },
+    { name: "embed/head read slots", bytes: embedHeadResident ? 0 : headReadSlotBytes(census) },
+    { name: "expert cache", bytes: cacheSlotsPerLayer * census.moeLayers * expertSlot },
+    { name: "expert read slots", bytes: streamSlots * expertSlot },
     { name: "recurrent state", bytes: census.recurrentStateBytes },
     { name: "KV cache", bytes: Math.min(budgets.kvBytes, kvCapacityTokens * census.kvBytesPerToken) },
     { name: "runtime + scratch", bytes: RUNTIME_OVERHEAD_BYTES },
@@ -209,11 +287,15 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
     pinnedLayers: pinned,
     streamedLayers: streamed,
     ringSlots,
-    ringSlotBytes: ringSlots ? largest : 0,
+    ringSlotBytes: ringSlots ? slotBytes : 0,
+    trunkChunkBytes: ringSlots ? trunkChunkBytesFor(largest) : 0,
     cacheSlotsPerLayer,
     kvCapacityTokens,
     embedHeadResident,
+    trunkMode: streamed.length > 0 ? "streamed" : "resident",
+    trunkNote,
     expectedBytesPerToken,
+    expectedReads,
     parts,
     totalBytes,
     availableBytes: mem.availableBytes,
@@ -252,12 +334,15 @@ export function fmtBytes(n: number): string {
 /** The plan as printed before loading. */
 export function formatPlan(plan: MemoryPlan, layers: number): string {
   const lines = [`memory plan (${plan.preset}):`];
-  for (const p of plan.parts) lines.push(`  ${p.name.padEnd(18)} ${fmtBytes(p.bytes).padStart(10)}`);
-  lines.push(`  ${"TOTAL".padEnd(18)} ${fmtBytes(plan.totalBytes).padStart(10)}   (available ${fmtBytes(plan.availableBytes)})`);
+  for (const p of plan.parts) lines.push(`  ${p.name.padEnd(22)} ${fmtBytes(p.bytes).padStart(10)}`);
+  lines.push(`  ${"TOTAL".padEnd(22)} ${fmtBytes(plan.totalBytes).padStart(10)}   (available ${fmtBytes(plan.availableBytes)})`);
   const pinned = plan.pinnedLayers.length === layers ? `all ${layers} layers pinned (trunk resident)` : `${plan.pinnedLayers.length}/${layers} layers pinned`;
   const ring = plan.ringSlots ? `, ring ${plan.ringSlots} x ${fmtBytes(plan.ringSlotBytes)}${plan.ringSlots >= 2 ? " (async prefetch)" : " (no prefetch)"}` : "";
   lines.push(`  trunk: ${pinned}${ring}`);
+  if (plan.trunkNote) lines.push(`  note: ${plan.trunkNote}`);
   lines.push(`  expert cache: ${plan.cacheSlotsPerLayer} slots per MoE layer; KV capacity ${plan.kvCapacityTokens === Number.MAX_SAFE_INTEGER ? "unbounded" : plan.kvCapacityTokens + " tokens"}`);
-  lines.push(`  embed/lm_head: ${plan.embedHeadResident ? "resident" : "streamed in chunks"}; expected read per token (cold cache): ${fmtBytes(plan.expectedBytesPerToken)}`);
+  const r = plan.expectedReads;
+  lines.push(`  embed/lm_head: ${plan.embedHeadResident ? "resident" : "streamed in chunks (O_DIRECT)"}`);
+  lines.push(`  expected read per decoded token (cold cache): ${fmtBytes(plan.expectedBytesPerToken)} = trunk ${fmtBytes(r.trunk)} + experts ${fmtBytes(r.experts)} + embed/head ${fmtBytes(r.embedHead)}`);
   return lines.join("\n");
 }

@@ -3,7 +3,7 @@
  * decode speed separately, peak RSS, bytes read per token, resident hit rate, I/O share, overlap.
  */
 import type { LoadStats } from "./model.js";
-import { fmtBytes } from "./presets.js";
+import { fmtBytes, type MemoryPlan } from "./presets.js";
 
 /**
  * The layer kinds the run report splits time and bytes by. moe_trunk: router, shared experts,
@@ -169,6 +169,8 @@ export interface RunReport {
   per_kind: Record<ReportKind, { prefill: PhaseFigures; decode: PhaseFigures & { tokens: number } }>;
   /** The floor (max of memory and disk time for the bytes the run touched/read) and how far the run is from it; null unless measured (--floor). */
   floor: FloorReport | null;
+  /** The memory plan against this run: bytes read per decoded token by source, memory parts, peak RSS. */
+  plan_check: PlanCheck | null;
 }
 
 export interface PhaseFigures {
@@ -250,6 +252,85 @@ export function loadReport(l: LoadStats | null | undefined): RunReport["load"] {
   };
 }
 
+/** Reads of one source per decoded token (bytes). */
+export interface ReadsBySource {
+  trunk: number;
+  experts: number;
+  embed_head: number;
+  total: number;
+}
+
+export interface PlanCheck {
+  /** Decode forward passes the per-token figures divide by (the prompt's prefill is not counted). */
+  decode_forwards: number;
+  /** The plan's cold-cache reads per decoded token. */
+  planned_per_token: ReadsBySource;
+  /** The same with experts scaled by (1 - the decode phase's resident hit rate): what this run should read. */
+  expected_per_token: ReadsBySource;
+  /** What the decode phase read per forward (device bytes: aligned supersets and prefetches included). */
+  measured_per_token: ReadsBySource;
+  /** The decode phase's resident hit rate (null without expert requests). */
+  decode_resident_hit_rate: number | null;
+  /** Planned bytes by memory part, and what the run allocated where it can be measured (else null). */
+  memory: { name: string; planned: number; measured: number | null }[];
+  planned_total_bytes: number;
+  peak_rss_bytes: number;
+  /** Each source or part more than MISMATCH_TOLERANCE off the plan (empty = the plan held). */
+  mismatches: string[];
+}
+
+/** A measured figure more than this fraction away from the plan is flagged. */
+export const MISMATCH_TOLERANCE = 0.1;
+
+/** What the engine knows at the end of a run to check its plan (decode-phase deltas of the counters). */
+export interface PlanCheckInput {
+  plan: MemoryPlan;
+  decodeForwards: number;
+  /** Bytes read during the decode phase, by source. */
+  decodeBytes: { trunk: number; experts: number; embedHead: number };
+  decodeExpertRequests: number;
+  decodeExpertHits: number;
+  /** Allocations the run made, by plan part name (bytes); parts not listed are not measured. */
+  allocated: Record<string, number>;
+  peakRssBytes: number;
+}
+
+const sources = (trunk: number, experts: number, embed_head: number): ReadsBySource => ({ trunk, experts, embed_head, total: trunk + experts + embed_head });
+
+/** Compares a run with its plan; flags every source and part more than 10 % off. */
+export function checkPlan(x: PlanCheckInput): PlanCheck {
+  const r = x.plan.expectedReads;
+  const hit = x.decodeExpertRequests > 0 ? x.decodeExpertHits / x.decodeExpertRequests : null;
+  const planned = sources(r.trunk, r.experts, r.embedHead);
+  const expected = sources(r.trunk, r.experts * (1 - (hit ?? 0)), r.embedHead);
+  const n = x.decodeForwards;
+  const measured = n > 0 ? sources(x.decodeBytes.trunk / n, x.decodeBytes.experts / n, x.decodeBytes.embedHead / n) : sources(0, 0, 0);
+  const mismatches: string[] = [];
+  const off = (want: number, got: number) => Math.abs(got - want) > MISMATCH_TOLERANCE * Math.max(want, 1);
+  if (n > 0) {
+    for (const [key, label] of [["trunk", "trunk"], ["experts", "experts"], ["embed_head", "embed/head"]] as const) {
+      const want = expected[key];
+      const got = measured[key];
+      if (off(want, got))
+        mismatches.push(`${label} reads: ${fmtBytes(got)}/token measured vs ${fmtBytes(want)}/token planned${key === "experts" && hit !== null ? ` at the measured ${(100 * hit).toFixed(1)}% resident hit rate` : ""} (${want > 0 ? `${((100 * (got - want)) / want).toFixed(0)}%` : "none planned"})`);
+    }
+  }
+  const memory = x.plan.parts.map((p) => ({ name: p.name, planned: p.bytes, measured: x.allocated[p.name] ?? null }));
+  for (const m of memory) if (m.measured !== null && m.measured > m.planned * (1 + MISMATCH_TOLERANCE) + 65536) mismatches.push(`${m.name}: ${fmtBytes(m.measured)} allocated vs ${fmtBytes(m.planned)} planned`);
+  if (x.peakRssBytes > x.plan.totalBytes) mismatches.push(`peak RSS ${fmtBytes(x.peakRssBytes)} exceeds the planned total ${fmtBytes(x.plan.totalBytes)}`);
+  return {
+    decode_forwards: n,
+    planned_per_token: planned,
+    expected_per_token: expected,
+    measured_per_token: measured,
+    decode_resident_hit_rate: hit,
+    memory,
+    planned_total_bytes: x.plan.totalBytes,
+    peak_rss_bytes: x.peakRssBytes,
+    mismatches,
+  };
+}
+
 /** Peak resident set size of this process in bytes (getrusage ru_maxrss). */
 export function peakRssBytes(): number {
   return process.resourceUsage().maxRSS * 1024;
@@ -272,6 +353,8 @@ export function buildReport(args: {
   load?: LoadStats | null;
   /** Memory and disk ceilings measured in this run (then the report has its floor). */
   ceilings?: Ceilings | null;
+  /** The plan and the decode-phase figures to check it against (no plan_check when absent). */
+  planCheck?: Omit<PlanCheckInput, "peakRssBytes">;
 }): RunReport {
   const c = args.counters;
   const total = c.bytesRead.trunk + c.bytesRead.experts + c.bytesRead.embedHead;
@@ -323,6 +406,7 @@ export function buildReport(args: {
       }),
     ) as RunReport["per_kind"],
     floor: args.ceilings ? floorReport(c, args.ceilings) : null,
+    plan_check: args.planCheck ? checkPlan({ ...args.planCheck, peakRssBytes: peakRssBytes() }) : null,
   };
 }
 
@@ -360,6 +444,18 @@ export function formatReport(r: RunReport): string {
   if (r.spec.max_draft > 0)
     lines.push(`  speculation (n-gram, up to ${r.spec.max_draft}): ${r.spec.accepted} of ${r.spec.drafted} drafted tokens confirmed (${pct(r.spec.acceptance)}) in ${r.spec.rounds} verification passes; ${r.decode_forwards} decode forwards for ${r.generated_tokens} tokens`);
   lines.push(...formatPerKind(r));
+  const pc = r.plan_check;
+  if (pc) {
+    const row = (x: ReadsBySource) => `trunk ${fmtBytes(x.trunk)}, experts ${fmtBytes(x.experts)}, embed/head ${fmtBytes(x.embed_head)} = ${fmtBytes(x.total)}`;
+    if (pc.decode_forwards > 0) {
+      lines.push(`  plan vs run, read per decoded token (${pc.decode_forwards} decode forwards):`);
+      lines.push(`    planned  ${row(pc.expected_per_token)}${pc.decode_resident_hit_rate ? ` (cold cache: experts ${fmtBytes(pc.planned_per_token.experts)})` : ""}`);
+      lines.push(`    measured ${row(pc.measured_per_token)}`);
+    } else lines.push("  plan vs run: no decode forward (reads per token not compared)");
+    const measured = pc.memory.filter((m) => m.measured !== null).map((m) => `${m.name} ${fmtBytes(m.measured!)} of ${fmtBytes(m.planned)}`);
+    lines.push(`  plan vs run, memory: peak RSS ${fmtBytes(pc.peak_rss_bytes)} of ${fmtBytes(pc.planned_total_bytes)} planned${measured.length ? `; ${measured.join(", ")}` : ""}`);
+    lines.push(pc.mismatches.length ? pc.mismatches.map((m) => `  PLAN MISMATCH (>${100 * MISMATCH_TOLERANCE}%): ${m}`).join("\n") : `  plan held (every source and part within ${100 * MISMATCH_TOLERANCE}%)`);
+  }
   for (const d of r.expert_drop_details.slice(0, 3)) lines.push(`  DROPPED layer ${d.layer} expert ${d.expert} (${d.tokens} token(s)): ${d.reason}`);
   if (r.expert_drops > 3) lines.push(`  ... ${r.expert_drops - 3} more drop(s)${r.expert_drops > r.expert_drop_details.length ? ` (the JSON report lists the first ${r.expert_drop_details.length})` : " in the JSON report"}`);
   return lines.join("\n");

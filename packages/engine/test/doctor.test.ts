@@ -2,7 +2,7 @@ import { cpSync, mkdtempSync, readFileSync, truncateSync, statSync, writeFileSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { runDoctor } from "../src/doctor.js";
+import { PROBE_QUEUE_DEPTH, probeDisk, probeReads, runDoctor } from "../src/doctor.js";
 import { TINY_K3 } from "./helpers.js";
 
 async function doctor(dir: string | null) {
@@ -38,5 +38,38 @@ describe("k3 doctor", () => {
     const r = await doctor(null);
     expect(r.ok).toBe(true);
     expect(r.text).toMatch(/SIMD: using/);
+  });
+
+  it("probes the disk with the engine's pattern: distinct expert-sized O_DIRECT reads at the store's depth", async () => {
+    const { rmSync } = await import("node:fs");
+    const dir = mkdtempSync(join(tmpdir(), "k3-doctor-probe-"));
+    try {
+      // Sparse shards (free on disk): the probe's pattern and engine, not the drive, are under test.
+      const files = [join(dir, "a.safetensors"), join(dir, "b.safetensors")];
+      for (const f of files) {
+        writeFileSync(f, "");
+        truncateSync(f, 10 * 17_547_264 + 12345);
+      }
+      const { reads, pattern } = probeReads(null, files, 8 * 17_547_264);
+      expect(pattern).toBe("ranges");
+      expect(reads).toHaveLength(8);
+      expect(new Set(reads.map((r) => `${r.file}:${r.offset}`)).size).toBe(8);
+      for (const r of reads) {
+        expect(r.length).toBe(17_547_264);
+        expect(r.offset % 4096).toBe(0);
+        expect(r.offset + r.length).toBeLessThanOrEqual(statSync(r.file).size);
+      }
+      const p = probeDisk(null, files, 4 * 17_547_264)!;
+      expect(p.reads).toBe(4);
+      expect(p.readBytes).toBe(4 * 17_547_264);
+      expect(["io_uring", "pread"]).toContain(p.engine.engine);
+      expect(p.engine.gbPerSec).toBeGreaterThan(0);
+      expect(p.ceiling.gbPerSec).toBeGreaterThan(0);
+      expect(PROBE_QUEUE_DEPTH).toBe(16);
+      // Files smaller than one expert read: nothing to probe.
+      expect(probeDisk(null, [join(TINY_K3, "model-00001-of-00003.safetensors")], 1e9)).toBeNull();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

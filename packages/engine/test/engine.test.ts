@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { bestSimdLevel, setSimdLevel, setThreadCount, type SimdLevel } from "@k3/dense";
 import { afterAll, describe, expect, it } from "vitest";
 import { Engine } from "../src/engine.js";
-import { GB, PRESET_NAMES } from "../src/presets.js";
+import { GB, headChunkRowsFor, PRESET_NAMES, ringSlotBytesFor } from "../src/presets.js";
 import { TINY_48B, TINY_K3 } from "./helpers.js";
 
 const bigBox = { totalBytes: 256 * GB, availableBytes: 250 * GB };
@@ -136,7 +136,16 @@ describe("byte-identical output across presets, chunk sizes, threads and SIMD le
         const V = e.config.vocabSize;
         // every fed token's embedding row + one full lm_head pass per sampled token
         const fed = meta.prompt_ids.length + r.ids.length - 1;
-        expect(r.report.bytes_read.embed_head).toBe(fed * D * 2 + r.ids.length * V * D * 2);
+        // Device bytes of O_DIRECT reads: each read's 4 KiB-aligned superset (at most 2 pages more).
+        const asked = fed * D * 2 + r.ids.length * V * D * 2;
+        const reads = fed + r.ids.length * Math.ceil(V / headChunkRowsFor(V));
+        expect(r.report.bytes_read.embed_head).toBeGreaterThanOrEqual(asked);
+        expect(r.report.bytes_read.embed_head).toBeLessThanOrEqual(asked + reads * 8192);
+        // ... and they bypass the page cache (the tiny model's files are on a disk that allows O_DIRECT).
+        const io = e.model.embedHeadIo()!;
+        expect(io.reads).toBe(reads);
+        if (io.direct) expect(io.bufferedReads).toBe(0);
+        expect(r.report.plan_check!.mismatches).toEqual([]);
       } else expect(r.report.bytes_read.embed_head).toBe(0);
       e.close();
     }
@@ -272,13 +281,18 @@ describe("trunk streaming from a packed trunk (k3 pack) gives the same output", 
 
   for (const ringSlots of [1, 2]) {
     it(`${ringSlots} ring slot(s), some layers pinned`, async () => {
-      const budgets = { trunkBytes: (ringSlots + 4) * largest, ringSlots };
+      // Ring slots are the largest packed layer rounded up to 4 KiB pieces (what the streamer allocates).
+      const budgets = { trunkBytes: ringSlots * ringSlotBytesFor(largest) + 4 * largest, ringSlots };
       const e = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop", budgets, trunkDir });
       expect(e.plan.streamedLayers.length).toBeGreaterThan(0);
       expect(e.plan.pinnedLayers.length).toBeGreaterThan(0);
       const r = await e.complete(meta.prompt_ids, { maxTokens: 20, stopIds: [] });
       expect(r.ids).toEqual(want);
       expect(r.report.bytes_read.trunk).toBeGreaterThan(0);
+      // The plan held: every streamed layer's packed bytes per decoded token, the ring it allocated.
+      const pc = r.report.plan_check!;
+      expect(pc.mismatches).toEqual([]);
+      expect(pc.memory.find((m) => m.name === "trunk ring")!.measured).toBeLessThanOrEqual(pc.memory.find((m) => m.name === "trunk ring")!.planned);
       e.close();
     });
   }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { censusOf } from "../src/census.js";
-import { parseConfig, readConfig } from "../src/config.js";
-import { budgetsFor, checkContextFits, checkPlanFits, formatPlan, GB, planMemory, presetForMemory, PRESET_NAMES } from "../src/presets.js";
+import { parseConfig, readConfig, withLayers } from "../src/config.js";
+import { ALIGN_SLACK, budgetsFor, checkContextFits, checkPlanFits, formatPlan, GB, headReadSlotBytes, planMemory, ringSlotBytesFor, presetForMemory, PRESET_NAMES } from "../src/presets.js";
 import { publishedK3Config as rawK3, TINY_K3 } from "./helpers.js";
 
 const census = censusOf(readConfig(TINY_K3));
@@ -27,10 +27,16 @@ describe("presets and plan", () => {
 
   it("streams the largest layers' complement under a tight trunk budget", () => {
     const largest = Math.max(...census.layerTrunkBytes);
-    const budgets = { trunkBytes: 2 * largest + 3 * largest, cacheBytes: 0, kvBytes: 1e6, ringSlots: 2, streamEmbedHead: true };
-    const plan = planMemory(census, budgets, "custom", bigBox);
+    // Ring slots are what the TrunkStreamer allocates: the largest layer rounded up to whole read pieces (4 KiB here).
+    const slot = ringSlotBytesFor(largest);
+    expect(slot).toBe(Math.ceil(largest / 4096) * 4096);
+    const budgets = { trunkBytes: 2 * slot + 3 * largest, cacheBytes: 0, kvBytes: 1e6, ringSlots: 2, streamEmbedHead: true };
+    expect(budgets.trunkBytes).toBeLessThan(census.trunkBytes);
+    const plan = planMemory(census, budgets, "custom", bigBox, { packedTrunk: true });
     expect(plan.ringSlots).toBe(2);
-    expect(plan.pinnedLayers.length).toBeGreaterThanOrEqual(3);
+    expect(plan.trunkMode).toBe("streamed");
+    expect(plan.pinnedLayers.length).toBe(3);
+    expect(plan.parts.find((p) => p.name === "trunk ring")!.bytes).toBe(2 * slot);
     expect(plan.pinnedLayers.length + plan.streamedLayers.length).toBe(13);
     expect(plan.expectedBytesPerToken).toBeGreaterThan(census.expertBytesPerToken);
     expect(formatPlan(plan, 13)).toMatch(/ring 2 x .* \(async prefetch\)/);
@@ -55,33 +61,68 @@ describe("presets and plan", () => {
     const largest = Math.max(...k3.layerTrunkBytes);
     expect(largest).toBeGreaterThan(2.3e9); // layer 0 with the dense MLP (2.34 GB)
     const box = { totalBytes: 512 * GB, availableBytes: 500 * GB };
-    const laptop = planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box);
+    const streamed = { packedTrunk: true };
+    const laptop = planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, streamed);
     expect(laptop.ringSlots).toBe(1);
     expect(laptop.pinnedLayers.length).toBe(0);
-    const desktop = planMemory(k3, budgetsFor("desktop", k3, box), "desktop", box);
+    const desktop = planMemory(k3, budgetsFor("desktop", k3, box), "desktop", box, streamed);
     expect(desktop.ringSlots).toBe(2);
     expect(desktop.pinnedLayers.length).toBeGreaterThan(5);
-    const server = planMemory(k3, budgetsFor("server", k3, box), "server", box);
+    const server = planMemory(k3, budgetsFor("server", k3, box), "server", box, streamed);
     expect(server.pinnedLayers.length).toBeGreaterThan(85);
     // cold-cache reads per token: streamed trunk + 16 experts x 92 layers
     expect(laptop.expectedBytesPerToken).toBeGreaterThan(k3.expertBytesPerToken + 100e9);
-    const ultra = planMemory(k3, budgetsFor("ultra", k3, box), "ultra", box);
+    const ultra = planMemory(k3, budgetsFor("ultra", k3, box), "ultra", box, streamed);
     expect(ultra.embedHeadResident).toBe(false);
     expect(ultra.totalBytes).toBeLessThan(4 * GB);
     // The expert store's streaming slots are planned: 16 + 2 demand + 8 lookahead, one expert each.
     const slot = Math.ceil(k3.expertBytes / 4096) * 4096 + 4096;
     expect(laptop.parts.find((p) => p.name === "expert read slots")!.bytes).toBe(26 * slot);
     // A prompt cache and speculation's checkpoint are planned when on: capped snapshots, one KDA state set.
-    const extras = planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { promptCache: { slots: 2, maxBytes: 2 ** 40 }, spec: true });
+    const extras = planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { ...streamed, promptCache: { slots: 2, maxBytes: 2 ** 40 }, spec: true });
     const snapshot = k3.recurrentStateBytes + laptop.kvCapacityTokens * k3.kvBytesPerToken;
     expect(extras.parts.find((p) => p.name === "prompt cache")!.bytes).toBe(2 * snapshot);
     expect(extras.parts.find((p) => p.name === "spec checkpoint")!.bytes).toBe(k3.recurrentStateBytes);
     expect(extras.totalBytes).toBe(laptop.totalBytes + 2 * snapshot + k3.recurrentStateBytes);
-    expect(planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { promptCache: { slots: 2, maxBytes: GB } }).parts.find((p) => p.name === "prompt cache")!.bytes).toBe(GB);
+    expect(planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { ...streamed, promptCache: { slots: 2, maxBytes: GB } }).parts.find((p) => p.name === "prompt cache")!.bytes).toBe(GB);
     expect(laptop.parts.some((p) => p.name === "prompt cache" || p.name === "spec checkpoint")).toBe(false);
-    const noPrefetch = planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { prefetch: false });
+    const noPrefetch = planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { ...streamed, prefetch: false });
     expect(noPrefetch.parts.find((p) => p.name === "expert read slots")!.bytes).toBe(18 * slot);
     expect(laptop.totalBytes - noPrefetch.totalBytes).toBe(8 * slot);
+  });
+
+  it("without a packed trunk plans the whole trunk resident: no ring, no trunk reads (issue 13's 4-layer K3 figures)", () => {
+    const k3 = parseConfig(JSON.parse(JSON.stringify(rawK3())));
+    const c4 = censusOf(withLayers(k3, 4));
+    const box = { totalBytes: 64 * GB, availableBytes: 60 * GB };
+    const perExpert = c4.expertBytes + ALIGN_SLACK;
+    expect(c4.expertBytes).toBe(17_547_264);
+    for (const preset of ["ultra", "laptop"] as const) {
+      const plan = planMemory(c4, budgetsFor(preset, c4, box), preset, box);
+      expect(plan.trunkMode).toBe("resident");
+      expect(plan.ringSlots).toBe(0);
+      expect(plan.pinnedLayers).toEqual([0, 1, 2, 3]);
+      expect(plan.expectedReads.trunk).toBe(0);
+      expect(plan.parts.find((p) => p.name === "trunk ring")!.bytes).toBe(0);
+      expect(plan.parts.find((p) => p.name === "pinned trunk")!.bytes).toBe(c4.trunkBytes);
+      // 3 MoE layers x 16 experts, one aligned-superset read each.
+      expect(plan.expectedReads.experts).toBe(3 * 16 * perExpert);
+      expect(plan.trunkNote).toMatch(/no packed trunk .* whole trunk is loaded resident \(5\.72 GB, over the \d\.\d+ GB trunk budget\)/);
+      expect(formatPlan(plan, 4)).toContain("all 4 layers pinned (trunk resident)");
+      expect(formatPlan(plan, 4)).toContain("note: no packed trunk");
+    }
+    const ultra = planMemory(c4, budgetsFor("ultra", c4, box), "ultra", box);
+    const laptop = planMemory(c4, budgetsFor("laptop", c4, box), "laptop", box);
+    // What the issue measured: 3.19 GB/token at ultra (experts + streamed lm_head), 0.84 at laptop.
+    expect(ultra.expectedBytesPerToken / GB).toBeCloseTo(3.19, 2);
+    expect(laptop.expectedBytesPerToken / GB).toBeCloseTo(0.84, 2);
+    expect(ultra.parts.find((p) => p.name === "embed/head read slots")!.bytes).toBe(headReadSlotBytes(c4));
+    expect(headReadSlotBytes(c4)).toBe(2 * (4096 * 7168 * 2 + 4096)); // two 4096-row chunks, page-rounded + one page
+    // With a packed trunk the same budgets stream: a ring and trunk reads.
+    const packed = planMemory(c4, budgetsFor("laptop", c4, box), "laptop", box, { packedTrunk: true });
+    expect(packed.trunkMode).toBe("streamed");
+    expect(packed.ringSlots).toBe(1);
+    expect(packed.expectedReads.trunk).toBeGreaterThan(5 * GB);
   });
 
   it("auto gives the trunk everything on a big machine and caps it on a small one", () => {

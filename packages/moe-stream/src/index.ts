@@ -52,6 +52,7 @@ export {
   type TrunkGroup,
   type TrunkTensor,
 } from "./trunk-pack.js";
+export { RangeReader, type RangeReaderOptions, type RangeReaderStats } from "./range-reader.js";
 export { TrunkStreamer, type TrunkStreamerOptions, type TrunkLayer, type TrunkStreamerStats } from "./trunk-stream.js";
 export { planMemory, censusFromConfig, type PlanOptions, type MemoryPlan, type ModelCensus } from "./plan.js";
 export { resolveIoEngine, type IoEngine, type IoEngineInUse } from "./io-engine.js";

@@ -1,0 +1,176 @@
+/**
+ * Runs a child process under a cgroup memory cap (no swap): cgroup v2 memory.max + memory.swap.max=0
+ * where the memory controller is on v2, else v1 memory.limit_in_bytes (+ memsw when present).
+ * The cap cgroup is a child of this process's own cgroup, created per run and removed after it.
+ * `memoryCap()` says why not when neither is writable (not root, no controller, read-only mount).
+ */
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+
+export interface MemoryCap {
+  kind: "v2" | "v1";
+  /** The parent directory the per-run cgroups are made in. */
+  parent: string;
+}
+
+interface Mount {
+  type: string;
+  dir: string;
+  options: string[];
+}
+
+function mounts(): Mount[] {
+  try {
+    return readFileSync("/proc/mounts", "utf8")
+      .split("\n")
+      .map((l) => l.split(" "))
+      .filter((f) => f.length >= 4)
+      .map((f) => ({ type: f[2], dir: f[1], options: f[3].split(",") }));
+  } catch {
+    return [];
+  }
+}
+
+/** This process's path in a hierarchy: "0::/x" for v2, "N:memory:/x" for v1's memory controller. */
+function ownPath(kind: "v2" | "v1"): string | null {
+  try {
+    for (const line of readFileSync("/proc/self/cgroup", "utf8").split("\n")) {
+      const [, ctl, path] = line.split(":");
+      if (path === undefined) continue;
+      if (kind === "v2" && line.startsWith("0::")) return line.slice(3);
+      if (kind === "v1" && ctl.split(",").includes("memory")) return path;
+    }
+  } catch {
+    /* no /proc */
+  }
+  return null;
+}
+
+function tryDir(parent: string, probe: (dir: string) => void): string | null {
+  const dir = join(parent, `k3-cap-probe-${process.pid}`);
+  try {
+    mkdirSync(dir);
+  } catch (e) {
+    return `cannot create a cgroup in ${parent}: ${(e as NodeJS.ErrnoException).code}`;
+  }
+  try {
+    probe(dir);
+    return null;
+  } catch (e) {
+    return `cannot set a memory limit in ${parent}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`;
+  } finally {
+    try {
+      rmdirSync(dir);
+    } catch {
+      /* best effort */
+    }
+  }
+}
+
+/** A writable memory cgroup to cap children in, or the reason there is none. */
+export function memoryCap(): MemoryCap | { skip: string } {
+  if (process.platform !== "linux") return { skip: `cgroups are Linux-only (this is ${process.platform})` };
+  const reasons: string[] = [];
+  const v2 = mounts().find((m) => m.type === "cgroup2" && existsSync(join(m.dir, "cgroup.controllers")) && readFileSync(join(m.dir, "cgroup.controllers"), "utf8").split(/\s+/).includes("memory"));
+  const p2 = ownPath("v2");
+  if (v2 && p2 !== null) {
+    // A v2 cgroup with processes cannot enable controllers for children: use the process's own
+    // cgroup's parent when the own one has members (the usual case), trying both.
+    for (const parent of [join(v2.dir, p2), join(v2.dir, p2, "..")]) {
+      const why = tryDir(parent, (d) => {
+        writeFileSync(join(d, "memory.max"), String(1 << 30));
+        writeFileSync(join(d, "memory.swap.max"), "0");
+      });
+      if (why === null) return { kind: "v2", parent };
+      reasons.push(why);
+    }
+  } else reasons.push("no cgroup v2 hierarchy with the memory controller");
+  const v1 = mounts().find((m) => m.type === "cgroup" && m.options.includes("memory"));
+  const p1 = ownPath("v1");
+  if (v1 && p1 !== null) {
+    const parent = join(v1.dir, p1);
+    const why = tryDir(parent, (d) => writeFileSync(join(d, "memory.limit_in_bytes"), String(1 << 30)));
+    if (why === null) return { kind: "v1", parent };
+    reasons.push(why);
+  } else reasons.push("no cgroup v1 memory hierarchy");
+  return { skip: reasons.join("; ") };
+}
+
+export interface CappedResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  /** The cgroup's peak usage (v1 memory.max_usage_in_bytes / v2 memory.peak; page cache included), when readable. */
+  cgroupPeakBytes: number | null;
+  /** Times the cap was hit (v1 memory.failcnt, v2 memory.events max), when readable. */
+  capHits: number | null;
+  /** The OOM killer ran in the cgroup (v2 memory.events oom_kill; v1: SIGKILL with failcnt > 0). */
+  oomKilled: boolean;
+}
+
+let seq = 0;
+
+/** Runs `argv` (argv[0] = executable) in a fresh cgroup capped at `capBytes` (no swap), then removes it. */
+export async function runCapped(cap: MemoryCap, capBytes: number, argv: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {}): Promise<CappedResult> {
+  const dir = join(cap.parent, `k3-cap-${process.pid}-${++seq}`);
+  mkdirSync(dir);
+  try {
+    const bytes = String(Math.floor(capBytes / 4096) * 4096);
+    if (cap.kind === "v2") {
+      writeFileSync(join(dir, "memory.max"), bytes);
+      writeFileSync(join(dir, "memory.swap.max"), "0");
+    } else {
+      writeFileSync(join(dir, "memory.limit_in_bytes"), bytes);
+      // No swap either: memory + swap capped at the same number (absent without swap accounting).
+      if (existsSync(join(dir, "memory.memsw.limit_in_bytes"))) writeFileSync(join(dir, "memory.memsw.limit_in_bytes"), bytes);
+    }
+    // The shell joins the cgroup, then becomes the child: every byte the child maps is charged to it.
+    const script = `echo $$ > "${join(dir, "cgroup.procs")}" && exec "$@"`;
+    const child = spawn("/bin/sh", ["-c", script, "sh", ...argv], { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const timer = opts.timeoutMs ? setTimeout(() => child.kill("SIGKILL"), opts.timeoutMs) : null;
+    const { code, signal } = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => child.on("close", (c, s) => res({ code: c, signal: s })));
+    if (timer) clearTimeout(timer);
+    const num = (f: string) => {
+      try {
+        return Number(readFileSync(join(dir, f), "utf8").trim());
+      } catch {
+        return null;
+      }
+    };
+    let cgroupPeakBytes: number | null;
+    let capHits: number | null;
+    let oomKilled = false;
+    if (cap.kind === "v2") {
+      cgroupPeakBytes = num("memory.peak");
+      let events = "";
+      try {
+        events = readFileSync(join(dir, "memory.events"), "utf8");
+      } catch {
+        /* absent */
+      }
+      capHits = Number(/^max (\d+)/m.exec(events)?.[1] ?? NaN);
+      if (!Number.isFinite(capHits)) capHits = null;
+      oomKilled = Number(/^oom_kill (\d+)/m.exec(events)?.[1] ?? 0) > 0;
+    } else {
+      cgroupPeakBytes = num("memory.max_usage_in_bytes");
+      capHits = num("memory.failcnt");
+      oomKilled = signal === "SIGKILL" && (capHits ?? 0) > 0;
+    }
+    return { code, signal, stdout, stderr, cgroupPeakBytes, capHits, oomKilled };
+  } finally {
+    for (let i = 0; i < 50; i++) {
+      try {
+        rmdirSync(dir);
+        break;
+      } catch {
+        await new Promise((r) => setTimeout(r, 100)); // the last task may still be leaving the cgroup
+      }
+    }
+  }
+}
