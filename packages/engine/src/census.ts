@@ -36,7 +36,8 @@ function mxfp4Matrix(rows: number, cols: number): number {
   return rows * (cols / 2) + rows * (cols / 32);
 }
 
-function kdaLayerBytes(cfg: ModelConfig): number {
+/** A KDA mixer's weights (q/k/v/o, convs, gates, decay). */
+export function kdaLayerBytes(cfg: ModelConfig): number {
   const D = cfg.hiddenSize;
   const P = cfg.kda.numHeads * cfg.kda.headDim;
   let n = 3 * P * D * BF16; // q, k, v
@@ -49,7 +50,8 @@ function kdaLayerBytes(cfg: ModelConfig): number {
   return n;
 }
 
-function mlaLayerBytes(cfg: ModelConfig): number {
+/** An MLA mixer's weights (low-rank q, kv latent, up/out projections, output gate). */
+export function mlaLayerBytes(cfg: ModelConfig): number {
   const D = cfg.hiddenSize;
   const m = cfg.mla;
   const qHead = m.qkNopeHeadDim + m.qkRopeHeadDim;
@@ -107,5 +109,35 @@ export function censusOf(cfg: ModelConfig): Census {
     kvBytesPerToken: mlaLayers * (cfg.mla.kvLoraRank + cfg.mla.qkRopeHeadDim) * F32,
     expertBytesPerToken: moeLayers * moe.topK * expertBytes,
     maxPositions: cfg.maxPositionEmbeddings ?? Number.MAX_SAFE_INTEGER,
+  };
+}
+
+/** The layer kinds a run report times separately (report.per_kind). */
+export const LAYER_KINDS = ["embed", "kda", "mla", "dense_mlp", "moe_trunk", "moe_experts", "attn_res", "lm_head"] as const;
+export type ReportKind = (typeof LAYER_KINDS)[number];
+
+/**
+ * Weight bytes one decoded token touches per layer kind, and how many layers of each kind the
+ * model has: the census split the way the run report times it.
+ */
+export function kindCensus(cfg: ModelConfig): Record<ReportKind, { layers: number; bytesPerLayer: number }> {
+  const D = cfg.hiddenSize;
+  const moe = cfg.moe;
+  const c = censusOf(cfg);
+  const kda = cfg.layerKinds.filter((k) => k === "kda").length;
+  const moeLayers = c.moeLayers;
+  let moeTrunk = moe.numExperts * D * BF16 + moe.numExperts * F32;
+  if (moe.numShared > 0) moeTrunk += 3 * moe.numShared * moe.intermediate * D * BF16;
+  if (moe.latentDim !== null) moeTrunk += 2 * moe.latentDim * D * BF16 + (moe.latentNorm ? moe.latentDim * BF16 : 0);
+  return {
+    embed: { layers: 1, bytesPerLayer: c.embedRowBytes },
+    kda: { layers: kda, bytesPerLayer: kdaLayerBytes(cfg) },
+    mla: { layers: cfg.numLayers - kda, bytesPerLayer: mlaLayerBytes(cfg) },
+    dense_mlp: { layers: cfg.numLayers - moeLayers, bytesPerLayer: 3 * cfg.denseIntermediate * D * BF16 },
+    moe_trunk: { layers: moeLayers, bytesPerLayer: moeTrunk },
+    // One MoE layer's routed experts for one token: top-k experts.
+    moe_experts: { layers: moeLayers, bytesPerLayer: moe.topK * c.expertBytes },
+    attn_res: { layers: cfg.numLayers, bytesPerLayer: (2 + (cfg.attnResBlockSize !== null ? 4 : 0)) * D * BF16 },
+    lm_head: { layers: 1, bytesPerLayer: c.headBytes },
   };
 }

@@ -40,6 +40,7 @@ commands:
   serve          OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models)
   pack           pack the trunk (non-expert weights) into one aligned file for streaming
   doctor         check this machine and a checkpoint: toolchain, SIMD, RAM → preset, disk, shards
+  plan           the memory plan of a model at a preset, and --project: published-K3 s/token per preset
   bench          prefill and decode speed on a model
   download       fetch a checkpoint from the hub: pinned revision, free-space check, resume, sha256-verified
   compare-logits compare two --dump-logits files (max/rel-L2 difference, first argmax change)
@@ -158,6 +159,21 @@ ${MODEL_OPTIONS}
 Packs every non-expert tensor (the trunk) into one 4 KiB-aligned file plus a manifest, so the
 streaming presets read each layer with one aligned read. Resumable; shows a progress bar in a TTY
 and JSON lines otherwise. (@k3/moe-stream packTrunk.)
+`,
+  plan: `usage: k3 plan (--model DIR | --published-k3) [--preset P|all] [--trunk DIR | --packed]
+               [--project] [--from-report run.json] [--disk-gbps X] [--probe-mb N] [--json FILE]
+
+Prints the memory plan a run would make, before loading anything: parts, pinned layers, ring,
+cache slots, and the bytes read per decoded token by source. Without a packed trunk (--trunk DIR
+from \`k3 pack\`) the whole trunk is resident, as in the run; --packed plans as if one were given
+(the default with --published-k3, the released K3 being larger than every preset but max).
+
+--project: seconds per decoded token of the published K3 (93 layers: 69 KDA, 24 MLA, 1 dense,
+92 MoE, 16 experts/token) at each preset (default all), next to kimi-k3-in-c's published figures
+(26-33 s/token at 8 GB, 5.59 s with the trunk resident). Compute comes from the per-layer-kind
+rates of a run report (--from-report: k3 run --json's per_kind and floor); I/O is each preset's
+cold-cache plan reads over the disk bandwidth: --disk-gbps, else the report's disk ceiling, else a
+probe of --model's shards with the engine's read pattern (as k3 doctor).
 `,
   doctor: `usage: k3 doctor [--model DIR] [--probe-mb N]
 
@@ -695,6 +711,75 @@ async function cmdDoctor(argv: string[]): Promise<number> {
   return ok ? EXIT_OK : EXIT_RUNTIME;
 }
 
+async function cmdPlan(argv: string[]): Promise<number> {
+  const { values, tokens } = parse("plan", argv, {
+    "published-k3": { type: "boolean" },
+    packed: { type: "boolean" },
+    project: { type: "boolean" },
+    "from-report": { type: "string" },
+    "disk-gbps": { type: "string" },
+    "probe-mb": { type: "string" },
+    json: { type: "string" },
+  });
+  if (values.help) return print(HELP.plan);
+  const { censusOf } = await import("./census.js");
+  const { readConfig, withLayers } = await import("./config.js");
+  const { budgetsFor, formatPlan, planMemory, readMemInfo } = await import("./presets.js");
+  const { formatProjection, projectK3, publishedK3, ratesFromReport } = await import("./projection.js");
+  const published = values["published-k3"] === true;
+  if (published === (typeof values.model === "string")) throw new UsageError("k3 plan: give exactly one of --model DIR and --published-k3");
+  const dir = typeof values.model === "string" ? resolve(values.model) : null;
+  const cfg = dir ? withLayers(readConfig(dir), values.layers === undefined ? undefined : num(values, "layers", 0, (x) => Number.isInteger(x) && x >= 1, "an integer >= 1")) : publishedK3();
+  const presetArg = (values.preset as string | undefined) ?? (values.project ? "all" : "auto");
+  if (presetArg !== "all" && !(PRESET_NAMES as readonly string[]).includes(presetArg)) throw new UsageError(`--preset ${presetArg}: expected all or one of ${PRESET_NAMES.join(", ")}`);
+  const presets = presetArg === "all" ? [...PRESET_NAMES] : [presetArg as PresetName];
+  const mem = readMemInfo();
+  const census = censusOf(cfg);
+  const eo = engineOptions(values, tokens, () => {});
+  const packed = values.packed === true || values.trunk !== undefined || published;
+  const out: Record<string, unknown> = {};
+  if (!values.project) {
+    const plans = presets.map((p) => {
+      const plan = planMemory(census, { ...budgetsFor(p, census, mem), ...eo.budgets }, eo.budgets ? "custom" : p, mem, { prefetch: eo.prefetch ?? true, packedTrunk: packed });
+      process.stdout.write(formatPlan(plan, cfg.numLayers) + "\n");
+      return plan;
+    });
+    writeJson(values.json as string | undefined, { model: dir ?? "published K3", plans });
+    return EXIT_OK;
+  }
+  let report: Parameters<typeof ratesFromReport>[0] | null = null;
+  if (values["from-report"] !== undefined) {
+    try {
+      report = JSON.parse(readFileSync(resolve(String(values["from-report"])), "utf8"));
+    } catch (e) {
+      throw new UsageError(`--from-report ${values["from-report"]}: ${(e as Error).message}`);
+    }
+  }
+  const fromReport = report ? ratesFromReport(report) : { rates: {}, memCeilingGbps: null, diskCeilingGbps: null };
+  let diskGbps: number;
+  let diskSource: string;
+  if (values["disk-gbps"] !== undefined) {
+    diskGbps = num(values, "disk-gbps", 0, (x) => Number.isFinite(x) && x > 0, "a bandwidth in GB/s > 0");
+    diskSource = "--disk-gbps";
+  } else if (fromReport.diskCeilingGbps !== null) {
+    diskGbps = fromReport.diskCeilingGbps;
+    diskSource = "the report's measured disk ceiling";
+  } else if (dir) {
+    const { probeDisk, PROBE_QUEUE_DEPTH } = await import("./doctor.js");
+    const { readdirSync } = await import("node:fs");
+    const files = readdirSync(dir).filter((f) => f.endsWith(".safetensors")).map((f) => join(dir, f));
+    const p = probeDisk(dir, files, num(values, "probe-mb", 512, (x) => Number.isInteger(x) && x >= 1, "an integer >= 1") * 1e6, shardDirsOf(values));
+    if (!p) throw new UsageError(`k3 plan --project: ${dir}'s shards are too small to probe the disk; give --disk-gbps X`);
+    diskGbps = Math.max(p.engine.gbPerSec, p.ceiling.gbPerSec);
+    diskSource = `measured here: ${p.reads} expert-sized O_DIRECT reads of ${dir}, ${PROBE_QUEUE_DEPTH} in flight`;
+  } else throw new UsageError("k3 plan --project: give --disk-gbps X, a --from-report with floor.disk_ceiling_gbps, or --model DIR to measure the disk");
+  const projection = projectK3({ rates: fromReport.rates, diskGbps, diskSource, mem, presets });
+  process.stdout.write(formatProjection(projection) + "\n");
+  out.projection = projection;
+  writeJson(values.json as string | undefined, projection);
+  return EXIT_OK;
+}
+
 async function cmdSynth(argv: string[]): Promise<number> {
   const { values, positionals } = parsePositional("synth", argv, {
     out: { type: "string" },
@@ -793,6 +878,8 @@ export async function main(argv: string[]): Promise<number> {
         return await cmdPack(rest);
       case "doctor":
         return await cmdDoctor(rest);
+      case "plan":
+        return await cmdPlan(rest);
       case "bench":
         return await cmdBench(rest);
       case "cache-sim":

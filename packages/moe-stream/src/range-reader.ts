@@ -9,6 +9,7 @@
  *   const r = RangeReader.open({ files: [shard], slotBytes: 64 << 20, slots: 2 });
  *   const bytes = await r.read(shard, offset, length, 0);   // a view into slot 0, valid until slot 0 is read again
  */
+import { ArenaViews } from "./arena-views.js";
 import { MoeStreamError, StoreStateError } from "./errors.js";
 import { native, type NativeExpertStore, type NativeReadDone } from "./native.js";
 import { openNativeStore, type IoEngine, type IoEngineInUse } from "./io-engine.js";
@@ -57,7 +58,7 @@ export class RangeReader {
   readonly arenaBytes: number;
   readonly pieceBytes: number;
   private readonly nativeStore: NativeExpertStore;
-  private readonly arena: Uint8Array;
+  private readonly arena: ArenaViews;
   private readonly fileIndex = new Map<string, number>();
   private readonly fileAlign: number[];
   private readonly fileSize: number[];
@@ -95,7 +96,7 @@ export class RangeReader {
       direct: opts.direct ?? true, maxPrefetchInflight: 1, prefault: opts.prefault ?? true, ioEngine: opts.ioEngine,
       onDone: (d) => this.onDone(d),
     });
-    this.arena = new Uint8Array(this.nativeStore.arena());
+    this.arena = new ArenaViews(this.nativeStore, "RangeReader");
     const infos = [...this.fileIndex.keys()].map((_, i) => this.nativeStore.fileInfo(i));
     this.fileAlign = infos.map((x) => x.offsetAlign);
     this.fileSize = infos.map((x) => x.size);
@@ -150,8 +151,8 @@ export class RangeReader {
     } finally {
       this.busy.delete(slot);
     }
-    const start = slot * this.slotBytes + (offset - base);
-    return this.arena.subarray(start, start + length);
+    if (this.closed) throw new StoreStateError("RangeReader: closed while a read was in flight");
+    return this.arena.bytes(slot * this.slotBytes, this.slotBytes, offset - base, length);
   }
 
   stats(): RangeReaderStats {
@@ -174,6 +175,7 @@ export class RangeReader {
     this.last = this.stats();
     this.closed = true;
     this.nativeStore.close();
+    this.arena.clear();
   }
 
   private onDone(d: NativeReadDone): void {

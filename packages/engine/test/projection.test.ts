@@ -1,0 +1,89 @@
+// k3 plan --project: the published K3's s/token per preset from a fixed report's per-kind rates.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { censusOf, kindCensus, kdaLayerBytes, mlaLayerBytes } from "../src/census.js";
+import { GB } from "../src/presets.js";
+import { formatProjection, projectK3, publishedK3, ratesFromReport } from "../src/projection.js";
+import { captureCli } from "./helpers.js";
+
+const FIXTURE = join(__dirname, "fixtures", "per-kind-report.json");
+const report = JSON.parse(readFileSync(FIXTURE, "utf8"));
+const box = { totalBytes: 512 * GB, availableBytes: 500 * GB };
+
+describe("published-K3 projection", () => {
+  it("splits the K3 census by the report's layer kinds: 69 KDA, 24 MLA, 1 dense, 92 MoE, 16 experts/token", () => {
+    const cfg = publishedK3();
+    const kc = kindCensus(cfg);
+    expect([kc.kda.layers, kc.mla.layers, kc.dense_mlp.layers, kc.moe_trunk.layers, kc.moe_experts.layers]).toEqual([69, 24, 1, 92, 92]);
+    expect(kc.moe_experts.bytesPerLayer).toBe(16 * 17_547_264);
+    expect(kc.dense_mlp.bytesPerLayer).toBe(3 * 33_792 * 7168 * 2);
+    expect(kc.lm_head.bytesPerLayer).toBe(163_840 * 7168 * 2);
+    // The kinds add up to the census trunk (norms and AttnRes vectors are attn_res).
+    const c = censusOf(cfg);
+    const trunk = 69 * kdaLayerBytes(cfg) + 24 * mlaLayerBytes(cfg) + kc.dense_mlp.bytesPerLayer + 92 * kc.moe_trunk.bytesPerLayer + 93 * kc.attn_res.bytesPerLayer;
+    expect(trunk).toBe(c.trunkBytes);
+  });
+
+  it("derives each kind's compute rate: seconds less its reads at the disk ceiling; I/O-bound kinds at the memory ceiling", () => {
+    const { rates, memCeilingGbps, diskCeilingGbps } = ratesFromReport(report);
+    expect([memCeilingGbps, diskCeilingGbps]).toEqual([10, 2]);
+    expect(rates.kda!.gbps).toBeCloseTo(8e9 / 2.0 / GB, 12); // 4 GB/s, no reads
+    // 3.36 GB read at 2 GB/s = 1.68 s of the 4 s: compute 2.32 s for 3.36 GB touched.
+    expect(rates.moe_experts!.gbps).toBeCloseTo(3.36 / 2.32, 12);
+    expect(rates.moe_experts!.note).toMatch(/4\.000 s less 1\.680 s of reads at 2\.00 GB\/s/);
+    // 9.4 GB at 2 GB/s = 4.7 s > the 4 s measured: the head's compute is hidden; taken at 10 GB/s.
+    expect(rates.lm_head!.gbps).toBe(10);
+    expect(rates.lm_head!.note).toMatch(/I\/O-bound/);
+  });
+
+  it("projects compute = sum of K3 bytes per kind / rate, I/O = plan reads / disk, and the anchors' figures", () => {
+    const { rates } = ratesFromReport(report);
+    const p = projectK3({ rates, diskGbps: 7, diskSource: "test", mem: box });
+    const kc = kindCensus(publishedK3());
+    const want =
+      (69 * kc.kda.bytesPerLayer) / (4 * GB) +
+      (24 * kc.mla.bytesPerLayer) / (2 * GB) +
+      kc.dense_mlp.bytesPerLayer / (5 * GB) +
+      (92 * kc.moe_trunk.bytesPerLayer) / (5 * GB) +
+      (92 * kc.moe_experts.bytesPerLayer) / ((3.36 / 2.32) * GB) +
+      (93 * kc.attn_res.bytesPerLayer) / (1 * GB) +
+      kc.lm_head.bytesPerLayer / (10 * GB) +
+      // embed: 57,344 B read in 0.4 ms, 0.029 ms of it reading at 2 GB/s.
+      kc.embed.bytesPerLayer / ((57344 / (0.0004 - 57344 / 2e9)) );
+    expect(p.computeSeconds!).toBeCloseTo(want, 9);
+    const laptop = p.rows.find((r) => r.preset === "laptop")!;
+    const resident = p.rows.find((r) => r.preset === "resident")!;
+    // streaming.md §2.2 at 7 GB/s: 19.2 s/token with the trunk streamed, 3.7 s with it resident.
+    expect(laptop.ioSeconds).toBeCloseTo(19.2, 1);
+    expect(resident.ioSeconds).toBeCloseTo(3.7, 1);
+    expect(laptop.overlappedSeconds).toBeCloseTo(Math.max(laptop.ioSeconds, want), 9);
+    expect(laptop.serialSeconds!).toBeCloseTo(laptop.ioSeconds + want, 9);
+    expect(laptop.anchor).toMatch(/26-33 s\/token/);
+    expect(resident.anchor).toMatch(/5\.59 s\/token/);
+    expect(formatProjection(p)).toMatch(/laptop .* kimi-k3-in-c 8 GB preset/);
+    // Without rates: the I/O floor only, and the table says what is missing.
+    const bare = projectK3({ rates: {}, diskGbps: 7, diskSource: "test", mem: box, presets: ["ultra"] });
+    expect(bare.computeSeconds).toBeNull();
+    expect(formatProjection(bare)).toMatch(/give --from-report/);
+    expect(() => projectK3({ rates: {}, diskGbps: 0, diskSource: "test", mem: box })).toThrow(/--disk-gbps 0: expected a bandwidth/);
+  });
+
+  it("refuses a report without per_kind or with a bad figure, naming it", () => {
+    expect(() => ratesFromReport({})).toThrow(/no per_kind figures/);
+    expect(() => ratesFromReport({ per_kind: { kda: { decode: { seconds: -1, bytes_touched: 1, bytes_read: 0, tokens: 1 } } } })).toThrow(/per_kind\.kda\.decode\.seconds is -1/);
+    expect(() => ratesFromReport({ per_kind: { mla: { decode: { seconds: 1, bytes_touched: 1, bytes_read: 0 } } } })).toThrow(/per_kind\.mla\.decode\.tokens/);
+  });
+
+  it("k3 plan --published-k3 --project --from-report --disk-gbps 7 prints the table; k3 plan --model prints the run's plan", async () => {
+    const r = await captureCli(["plan", "--published-k3", "--project", "--from-report", FIXTURE, "--disk-gbps", "7"]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/projection for Kimi K3 \(93 layers: 69 KDA, 24 MLA, 1 dense, 92 MoE, 16 experts\/token\), disk 7\.00 GB\/s/);
+    expect(r.stdout).toMatch(/resident .* 25\.84 GB .* 3\.69/);
+    const m = await captureCli(["plan", "--model", join(__dirname, "..", "assets", "tiny-k3"), "--preset", "ultra"]);
+    expect(m.code).toBe(0);
+    expect(m.stdout).toMatch(/memory plan \(ultra\)/);
+    expect(m.stdout).toMatch(/expected read per decoded token \(cold cache\): .* = trunk 0 B \+ experts/);
+    expect((await captureCli(["plan", "--project"])).code).toBe(2);
+  });
+});
