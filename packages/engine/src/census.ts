@@ -4,6 +4,7 @@
  * any weight is read; the loader cross-checks it against the real tensor headers.
  */
 import { isMoeLayer, type ModelConfig } from "./config.js";
+import type { ReportKind } from "./report.js";
 
 const BF16 = 2;
 const F32 = 4;
@@ -111,10 +112,6 @@ export function censusOf(cfg: ModelConfig): Census {
     maxPositions: cfg.maxPositionEmbeddings ?? Number.MAX_SAFE_INTEGER,
   };
 }
-
-/** The layer kinds a run report times separately (report.per_kind). */
-export const LAYER_KINDS = ["embed", "kda", "mla", "dense_mlp", "moe_trunk", "moe_experts", "attn_res", "lm_head"] as const;
-export type ReportKind = (typeof LAYER_KINDS)[number];
 
 /**
  * Weight bytes one decoded token touches per layer kind, and how many layers of each kind the

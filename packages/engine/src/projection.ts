@@ -15,7 +15,8 @@
  * Anchors (streaming.md §1a, §2.2): kimi-k3-in-c measured 26-33 s/token at its 8 GB preset
  * (32.69 s, 2x EPYC 7763, NVMe ~3.2-6 GB/s) and 5.59 s/token with the trunk resident (4.6 GB/s NVMe).
  */
-import { censusOf, kindCensus, LAYER_KINDS, type ReportKind } from "./census.js";
+import { censusOf, kindCensus } from "./census.js";
+import { REPORT_KINDS as LAYER_KINDS, type ReportKind } from "./report.js";
 import { parseConfig, type ModelConfig } from "./config.js";
 import { UsageError } from "./errors.js";
 import { budgetsFor, fmtBytes, GB, planMemory, PRESET_NAMES, type MemInfo, type PresetName } from "./presets.js";
