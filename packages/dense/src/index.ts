@@ -5,9 +5,9 @@
  * load (`K3_SIMD=scalar|avx2|avx512` forces one). Every kernel gives bit-identical results at
  * every SIMD level and thread count: threads split outputs, reductions have one fixed order.
  */
-import { addon, native, type SimdLevel } from "./native.js";
+import { addon, native, type PoolStats, type SimdLevel } from "./native.js";
 
-export type { SimdLevel };
+export type { PoolStats, SimdLevel };
 
 /** The SIMD level the kernels use now. */
 export function simdLevel(): SimdLevel {
@@ -32,6 +32,16 @@ export function threadCount(): number {
 /** Resizes the shared pool; 1 runs every kernel on the calling thread. */
 export function setThreadCount(threads: number): void {
   native.setThreadCount(threads);
+}
+
+/**
+ * Thread-pool counters since load, for benches: `jobs` run on the pool (2+ tasks with 2+ threads),
+ * jobs in which a worker thread `helped` (ran at least one task; the caller claims whatever the
+ * workers do not), and `sleeps`: times a worker's spin ran out and it slept on its condition
+ * variable. Workers spin up to K3_POOL_SPIN_US (default 200) microseconds between jobs, then sleep.
+ */
+export function poolStats(): PoolStats {
+  return native.poolStats();
 }
 
 /** Where the native addon was loaded from. */

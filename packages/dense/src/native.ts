@@ -2,6 +2,13 @@ import { loadAddon } from "@k3/native";
 
 export type SimdLevel = "scalar" | "avx2" | "avx512";
 
+/** Thread-pool counters since load (see poolStats in index.ts). */
+export interface PoolStats {
+  jobs: number;
+  helped: number;
+  sleeps: number;
+}
+
 export interface DenseBinding {
   simdLevel(): SimdLevel;
   bestSimdLevel(): SimdLevel;
@@ -14,6 +21,7 @@ export interface DenseBinding {
   gemmF32(w: Float32Array, X: Float32Array, Y: Float32Array, rows: number, cols: number, batch: number, ld: number): void;
   gemmBf16Rounded(w: ArrayBufferView, X: Float32Array, Y: Float32Array, rows: number, cols: number, batch: number, ld: number): void;
   roundedUsesDpbf16(): boolean;
+  poolStats(): PoolStats;
   gemmAccF32(A: Float32Array, B: Float32Array, C: Float32Array, m: number, n: number, k: number, lda: number, ldb: number, ldc: number): void;
   gemmAccBf16(A: Float32Array, B: ArrayBufferView, C: Float32Array, m: number, n: number, k: number, lda: number, ldb: number, ldc: number): void;
   dotRowsF32(A: Float32Array, B: Float32Array, C: Float32Array, m: number, n: number, k: number, lda: number, ldb: number, ldc: number): void;

@@ -440,6 +440,17 @@ static Napi::Value MemoryReadCeiling(const Napi::CallbackInfo &info) {
     return Napi::Number::New(env, gbps);
 }
 
+// poolStats() -> { jobs, helped, sleeps } (pool.h)
+static Napi::Value PoolStats(const Napi::CallbackInfo &info) {
+    unsigned long c[3];
+    k3_pool_stats(c);
+    Napi::Object o = Napi::Object::New(info.Env());
+    o.Set("jobs", Napi::Number::New(info.Env(), (double)c[0]));
+    o.Set("helped", Napi::Number::New(info.Env(), (double)c[1]));
+    o.Set("sleeps", Napi::Number::New(info.Env(), (double)c[2]));
+    return o;
+}
+
 // fmaPeak(threads, reps) -> GFLOP/s
 static Napi::Value FmaPeak(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
@@ -501,6 +512,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["topK"] = Napi::Function::New(env, TopK);
     exports["memoryReadCeiling"] = Napi::Function::New(env, MemoryReadCeiling);
     exports["fmaPeak"] = Napi::Function::New(env, FmaPeak);
+    exports["poolStats"] = Napi::Function::New(env, PoolStats);
     exports["api"] = Napi::Function::New(env, Api);
     return exports;
 }

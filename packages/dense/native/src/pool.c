@@ -6,16 +6,22 @@
  * for milliseconds. A worker that wakes late finds the word tagged with another job and claims
  * nothing, so it can never run a task twice or touch the next job's data.
  * Workers spin briefly before sleeping: decode issues thousands of short jobs per token and a
- * condition-variable wake-up costs tens of microseconds.
+ * condition-variable wake-up costs tens of microseconds. The spin is bounded in TIME (K3_POOL_SPIN_US,
+ * default 200 us, checked every 32 pauses), not in pause instructions: a PAUSE takes anything from a
+ * few to ~150 cycles depending on the CPU, so a count bound meant ~10 us on some machines and ~1 ms
+ * on others. Within a burst of calls (a layer) workers stay hot; an idle process stops spinning
+ * after the bound and sleeps on the condition variable, so it never burns a core.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 #include "pool.h"
 
-#define SPIN_ROUNDS 20000
+#define SPIN_US_DEFAULT 200
+#define SPIN_US_MAX 100000
 #define MAX_THREADS 256
 
 typedef struct {
@@ -41,11 +47,52 @@ static pool_state pool = {
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER; /* one job at a time (worker_threads) */
 static atomic_int configured_threads = 0;                   /* 0 = not started yet */
 static _Thread_local int inside_task = 0;                   /* a task calling parallel_for runs it inline */
+static long spin_ns = -1;                                   /* K3_POOL_SPIN_US, read once */
+
+/* Counters for the bench (k3_pool_stats): jobs run on the pool, jobs in which a worker ran at least
+   one task, and times a worker went to sleep on the condition variable. */
+static atomic_ulong stat_jobs, stat_jobs_helped, stat_sleeps;
+static _Atomic unsigned helped_job; /* the last job a worker ran a task of */
 
 static void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
+}
+
+static long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+static long spin_budget_ns(void) {
+    if (spin_ns < 0) {
+        const char *env = getenv("K3_POOL_SPIN_US");
+        long us = SPIN_US_DEFAULT;
+        if (env && *env) {
+            char *end;
+            long v = strtol(env, &end, 10);
+            if (*end == 0 && v >= 0 && v <= SPIN_US_MAX) us = v;
+        }
+        spin_ns = us * 1000L;
+    }
+    return spin_ns;
+}
+
+/* Spins (PAUSE) until done(arg) or the time bound passes; returns done(arg). */
+static int spin_until(int (*done)(const void *), const void *arg) {
+    const long budget = spin_budget_ns();
+    if (done(arg)) return 1;
+    if (budget == 0) return 0;
+    const long t0 = now_ns();
+    for (;;) {
+        for (int i = 0; i < 32; i++) {
+            if (done(arg)) return 1;
+            cpu_relax();
+        }
+        if (now_ns() - t0 > budget) return done(arg);
+    }
 }
 
 /* ---------------------------------------------------------------- claiming tasks */
@@ -61,9 +108,10 @@ static int claim_task(unsigned job) {
     }
 }
 
-static void run_tasks_of(unsigned job) {
+static void run_tasks_of(unsigned job, int is_worker) {
     int i;
     while ((i = claim_task(job)) >= 0) {
+        if (is_worker && atomic_exchange(&helped_job, job) != job) atomic_fetch_add(&stat_jobs_helped, 1);
         int n_tasks = pool.n_tasks; /* read before the last task completes and the job ends */
         inside_task = 1;
         pool.task(pool.ctx, i);
@@ -78,14 +126,15 @@ static void run_tasks_of(unsigned job) {
 
 /* ---------------------------------------------------------------- workers */
 
+static int generation_moved(const void *seen) {
+    return atomic_load_explicit(&pool.generation, memory_order_acquire) != *(const unsigned *)seen;
+}
+
 static unsigned wait_for_job(unsigned seen) {
-    for (int spin = 0; spin < SPIN_ROUNDS; spin++) {
-        unsigned g = atomic_load_explicit(&pool.generation, memory_order_acquire);
-        if (g != seen) return g;
-        cpu_relax();
-    }
+    if (spin_until(generation_moved, &seen)) return atomic_load_explicit(&pool.generation, memory_order_acquire);
     pthread_mutex_lock(&pool.lock);
     unsigned g;
+    if ((g = atomic_load(&pool.generation)) == seen && !pool.shutting_down) atomic_fetch_add(&stat_sleeps, 1);
     while ((g = atomic_load(&pool.generation)) == seen && !pool.shutting_down)
         pthread_cond_wait(&pool.wake, &pool.lock);
     pthread_mutex_unlock(&pool.lock);
@@ -99,7 +148,7 @@ static void *worker_main(void *arg) {
     for (;;) {
         seen = wait_for_job(seen);
         if (pool.shutting_down) return NULL;
-        run_tasks_of(seen);
+        run_tasks_of(seen, 1);
     }
 }
 
@@ -163,6 +212,14 @@ int k3_pool_set_threads(int n_threads) {
 
 /* ---------------------------------------------------------------- running a job */
 
+static int all_done(const void *n_tasks) { return atomic_load(&pool.tasks_done) >= *(const int *)n_tasks; }
+
+void k3_pool_stats(unsigned long out[3]) {
+    out[0] = atomic_load(&stat_jobs);
+    out[1] = atomic_load(&stat_jobs_helped);
+    out[2] = atomic_load(&stat_sleeps);
+}
+
 void k3_pool_parallel_for(int n_tasks, k3_task_fn task, void *ctx) {
     if (n_tasks <= 0) return;
     if (inside_task) {
@@ -187,10 +244,10 @@ void k3_pool_parallel_for(int n_tasks, k3_task_fn task, void *ctx) {
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
 
-    run_tasks_of(job);
+    atomic_fetch_add(&stat_jobs, 1);
+    run_tasks_of(job, 0);
 
-    for (int spin = 0; spin < SPIN_ROUNDS && atomic_load(&pool.tasks_done) < n_tasks; spin++) cpu_relax();
-    if (atomic_load(&pool.tasks_done) < n_tasks) {
+    if (!spin_until(all_done, &n_tasks)) {
         pthread_mutex_lock(&pool.lock);
         while (atomic_load(&pool.tasks_done) < n_tasks) pthread_cond_wait(&pool.done, &pool.lock);
         pthread_mutex_unlock(&pool.lock);

@@ -7,5 +7,8 @@ int k3_pool_thread_count(void);
 /* Resizes the pool (1 = run everything on the calling thread). 0 ok, -1 bad count. */
 int k3_pool_set_threads(int n_threads);
 void k3_pool_parallel_for(int n_tasks, k3_task_fn task, void *ctx);
+/* Counters since load: [0] jobs run on the pool (2+ tasks, 2+ threads), [1] jobs in which a worker
+   ran at least one task, [2] times a worker went to sleep (its time-bounded spin ran out). */
+void k3_pool_stats(unsigned long out[3]);
 
 #endif

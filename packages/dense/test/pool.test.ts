@@ -1,0 +1,58 @@
+// The shared pool: workers spin a bounded time between jobs (K3_POOL_SPIN_US, default 200 us), then sleep.
+import { describe, expect, it } from "vitest";
+import { gemvBf16, poolStats, setThreadCount, threadCount } from "../src/index.js";
+
+const busyWait = (ms: number) => {
+  const t0 = performance.now();
+  while (performance.now() - t0 < ms);
+};
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("thread pool", () => {
+  it("an idle process stops spinning: the worker sleeps and uses almost no CPU", async () => {
+    const before = threadCount();
+    setThreadCount(2);
+    try {
+      const rows = 512, cols = 512;
+      const w = new Uint16Array(rows * cols).fill(0x3c00);
+      const x = new Float32Array(cols).fill(1), y = new Float32Array(rows);
+      for (let i = 0; i < 50; i++) gemvBf16(w, x, y, { rows, cols });
+      const s0 = poolStats();
+      await sleep(50); // longer than any spin bound the default allows
+      const c0 = process.cpuUsage();
+      const t0 = performance.now();
+      await sleep(400);
+      const cpuMs = (process.cpuUsage(c0).user + process.cpuUsage(c0).system) / 1e3;
+      const wallMs = performance.now() - t0;
+      const s1 = poolStats();
+      // a worker spinning through the window would burn ~wallMs of CPU
+      expect(cpuMs, `process CPU ${cpuMs.toFixed(1)} ms over ${wallMs.toFixed(0)} ms idle`).toBeLessThan(0.25 * wallMs);
+      expect(s1.sleeps, "the worker went to sleep after the burst").toBeGreaterThan(s0.sleeps);
+      expect(s1.jobs).toBeGreaterThanOrEqual(s0.jobs);
+    } finally {
+      setThreadCount(before);
+    }
+  });
+
+  it("counts jobs and the worker's help, and keeps the worker hot across a burst of calls", () => {
+    const before = threadCount();
+    setThreadCount(2);
+    try {
+      const rows = 4096, cols = 1024;
+      const w = new Uint16Array(rows * cols).fill(0x3c00);
+      const x = new Float32Array(cols).fill(1), y = new Float32Array(rows);
+      gemvBf16(w, x, y, { rows, cols });
+      const s0 = poolStats();
+      for (let i = 0; i < 200; i++) {
+        gemvBf16(w, x, y, { rows, cols });
+        busyWait(0.02); // a short gap between calls, as between a layer's kernels
+      }
+      const s1 = poolStats();
+      expect(s1.jobs - s0.jobs).toBe(200);
+      expect(s1.helped - s0.helped, "a worker ran tasks in most jobs").toBeGreaterThan(100);
+      expect(y[0]).toBe(cols / 128); // bf16 0x3c00 = 2^-7
+    } finally {
+      setThreadCount(before);
+    }
+  });
+});
