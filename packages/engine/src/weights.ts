@@ -115,6 +115,8 @@ export interface PreloadResult {
   stats: ResidentLoadStats;
   /** GB/s of the same reads by the same engine, page cache dropped per file (best of before and after); null when not measured. */
   ceilingGbps: number | null;
+  /** Wall seconds spent measuring the ceiling (not part of the load). */
+  ceilingSeconds: number;
 }
 
 /**
@@ -184,17 +186,23 @@ export function preloadWeights(src: WeightSource, names: readonly string[], opts
   // The ceiling reads the very blocks the load reads (same planner and pieces) with the engine it uses.
   const blocks = measure ? planBlocks(ranges, RESIDENT_BLOCK_BYTES, RESIDENT_MERGE_GAP).blocks : [];
   let engine: "io_uring" | "pread" = resolveIoEngine(undefined).engine === "pread" ? "pread" : "io_uring";
+  let ceilingSeconds = 0;
   const ceiling = () => {
+    const t0 = performance.now();
     try {
       return loadCeiling(blocks, { ...ro, engine });
     } catch (e) {
       if (engine === "pread") throw e;
       engine = "pread"; // io_uring blocked here: the load's "auto" runs pread threads too
       return loadCeiling(blocks, { ...ro, engine });
+    } finally {
+      ceilingSeconds += (performance.now() - t0) / 1000;
     }
   };
   const before = measure ? ceiling() : null;
+  const t1 = performance.now();
   if (measure) for (const f of new Set(blocks.map((b) => b.file))) dropPageCache(f);
+  ceilingSeconds += (performance.now() - t1) / 1000;
   let load: ResidentLoad;
   try {
     // A bar only for loads long enough to watch.
@@ -209,7 +217,7 @@ export function preloadWeights(src: WeightSource, names: readonly string[], opts
   // Same bytes (the blocks) over the ceiling run's time: the faster of the runs before and after.
   const runs = [before, after].filter((x) => x !== null);
   const ceilingGbps = runs.length > 0 ? Math.max(...runs.map((x) => load.stats.blockBytes / x!.seconds / 1e9)) : null;
-  return { source: new ResidentSource(src, views, load.stats.blockBytes), stats: load.stats, ceilingGbps };
+  return { source: new ResidentSource(src, views, load.stats.blockBytes), stats: load.stats, ceilingGbps, ceilingSeconds };
 }
 
 /** Wraps @k3/safetensors' typed errors so the CLI maps them to exit 2 with the file named. */

@@ -59,6 +59,48 @@ static int populate(uint8_t *p, uint64_t bytes) {
     return 0;
 }
 
+#define MAX_FEEDERS 8
+
+typedef struct {
+    k3_read_job job;
+    uint8_t *mem;       /* the piece's memory */
+    uint64_t mem_bytes; /* bytes of it that hold data */
+} load_piece;
+
+typedef struct {
+    k3_read_pool *pool;
+    load_piece *pieces;
+    uint64_t n;
+    uint64_t next; /* atomic */
+    int populate;
+    int populate_ok; /* atomic and */
+    load_tally *tally;
+} feeder;
+
+/* Takes pieces in order: populates each (when asked) and queues its read. A piece that cannot be
+   queued is reported as a failed completion, so the waiter always sees n completions. */
+static void *feed(void *arg) {
+    feeder *f = arg;
+    for (;;) {
+        uint64_t i = __atomic_fetch_add(&f->next, 1, __ATOMIC_RELAXED);
+        if (i >= f->n) break;
+        load_piece *q = &f->pieces[i];
+        if (f->populate && !populate(q->mem, q->mem_bytes)) __atomic_store_n(&f->populate_ok, 0, __ATOMIC_RELAXED);
+        if (k3_read_pool_submit(f->pool, &q->job) != 0) {
+            load_tally *t = f->tally;
+            pthread_mutex_lock(&t->lock);
+            t->done_jobs++;
+            if (t->status == 0) {
+                t->status = ENOMEM;
+                snprintf(t->message, sizeof t->message, "cannot queue a read");
+            }
+            pthread_cond_signal(&t->cond);
+            pthread_mutex_unlock(&t->lock);
+        }
+    }
+    return NULL;
+}
+
 void k3_resident_block_free(uint8_t *data, uint64_t owned) {
     if (data && owned) munmap(data, (size_t)owned);
 }
@@ -147,36 +189,51 @@ int k3_resident_load(const k3_load_config *cfg, k3_load_block *blocks, int n_blo
         rc = EINVAL;
     }
     if (pool && cfg->fault_kind) k3_read_pool_inject_fault(pool, cfg->fault_after, cfg->fault_kind);
-    uint64_t submitted = 0, total_bytes = 0;
+    uint64_t total_bytes = 0;
     for (int b = 0; b < n_blocks; b++) total_bytes += blocks[b].end - blocks[b].start;
-    double last_progress = now_s();
-    int populate_ok = 1;
+    /* Every piece's read, in file order; under POPULATE its pages are faulted in just before it is queued. */
+    load_piece *pieces = rc == 0 ? calloc((size_t)(n_jobs ? n_jobs : 1), sizeof(load_piece)) : NULL;
+    if (rc == 0 && !pieces) {
+        snprintf(message, message_len, "out of memory");
+        rc = ENOMEM;
+    }
+    uint64_t np = 0;
     for (int b = 0; b < n_blocks && rc == 0; b++) {
         k3_load_block *k = &blocks[b];
-        if (prefault == K3_PREFAULT_POPULATE) populate_ok &= populate(k->data, k->bytes);
         uint32_t slot0 = (uint32_t)((uint64_t)(k->data - arena) / P);
-        for (uint64_t i = 0; i * P < k->owned && rc == 0; i++) {
+        for (uint64_t i = 0; i * P < k->owned; i++) {
             uint64_t lo = k->base + i * P, hi = lo + P;
             uint64_t from = k->start > lo ? k->start : lo, to = k->end < hi ? k->end : hi;
             if (to <= from) continue; /* alignment tail only */
+            load_piece *q = &pieces[np++];
             /* The id carries the piece length (< 2^31) so completions can count bytes without a table. */
             k3_read_job j = {(int32_t)(to - from), k->file, slot0 + (uint32_t)i, K3_PRIORITY_DEMAND, from, to - from, lo, NULL};
-            if (k3_read_pool_submit(pool, &j) != 0) {
-                snprintf(message, message_len, "cannot queue a read");
-                rc = ENOMEM;
-            } else {
-                submitted++;
-            }
-        }
-        if (cfg->progress && now_s() - last_progress >= cfg->progress_ms * 1e-3) {
-            pthread_mutex_lock(&t.lock);
-            uint64_t d = t.done_bytes;
-            pthread_mutex_unlock(&t.lock);
-            cfg->progress(cfg->progress_ctx, d, total_bytes);
-            last_progress = now_s();
+            q->job = j;
+            q->mem = k->data + i * P;
+            q->mem_bytes = (k->end - lo < P ? k->end - lo : P);
         }
     }
-    if (prefault == K3_PREFAULT_POPULATE && !populate_ok) stats->prefault_used = K3_PREFAULT_HUGE;
+    feeder fd;
+    memset(&fd, 0, sizeof fd);
+    fd.pool = pool;
+    fd.pieces = pieces;
+    fd.n = np;
+    fd.populate = prefault == K3_PREFAULT_POPULATE;
+    fd.populate_ok = 1;
+    fd.tally = &t;
+    pthread_t feeders[MAX_FEEDERS];
+    int n_feeders = 0;
+    if (rc == 0) {
+        /* Populating is first-touch page zeroing (and, in a VM, the host backing the pages): spread
+           over the cores, so it runs ahead of the reads instead of pacing them. Without it one feeder
+           (this thread's helper) just queues everything. */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int want = fd.populate ? (int)(cores < 1 ? 1 : cores > MAX_FEEDERS ? MAX_FEEDERS : cores) : 1;
+        for (int i = 0; i < want; i++)
+            if (pthread_create(&feeders[n_feeders], NULL, feed, &fd) == 0) n_feeders++;
+        if (n_feeders == 0) feed(&fd);
+    }
+    uint64_t submitted = np; /* every piece is either queued or counted as failed by its feeder */
     /* Wait for every submitted piece, reporting progress on this thread. */
     if (pool) {
         pthread_mutex_lock(&t.lock);
@@ -196,6 +253,7 @@ int k3_resident_load(const k3_load_config *cfg, k3_load_block *blocks, int n_blo
             }
         }
         pthread_mutex_unlock(&t.lock);
+        for (int i = 0; i < n_feeders; i++) pthread_join(feeders[i], NULL);
         k3_read_pool_stats st;
         k3_read_pool_stats_get(pool, &st);
         stats->reads = st.reads;
@@ -207,7 +265,8 @@ int k3_resident_load(const k3_load_config *cfg, k3_load_block *blocks, int n_blo
         snprintf(stats->engine_note, sizeof stats->engine_note, "%s", st.engine_note);
         k3_read_pool_destroy(pool);
     }
-    (void)n_jobs;
+    if (fd.populate && !fd.populate_ok) stats->prefault_used = K3_PREFAULT_HUGE;
+    free(pieces);
     stats->seconds = now_s() - t0;
     if (rc == 0 && t.status != 0) {
         rc = t.status;
