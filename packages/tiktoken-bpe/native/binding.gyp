@@ -5,6 +5,7 @@
       "sources": [
         "src/addon.cc",
         "src/encoder.c",
+        "src/decode.c",
         "src/pretokenize.c",
         "src/rank_table.c",
         "src/rank_file.c",

@@ -1,4 +1,10 @@
+/** Slack the native decode needs after the result (K3_DECODE_PAD in native/src/decode.h). */
+const DECODE_PAD = 16;
+/** Decode buffers up to this size are kept for the next call; larger ones are used once. */
+const KEEP_DECODE_BYTES = 16 << 20;
+
 /** EncoderBackend over the native core; output buffers are reused between calls. */
+import { UnknownTokenError } from "./errors.js";
 import type { TiktokenBinding } from "./native.js";
 import type { Family } from "./pretokenize.js";
 import type { Vocabulary } from "./rank-table.js";
@@ -9,6 +15,7 @@ export class NativeBackend implements EncoderBackend {
   readonly kind = "native";
   private readonly handle: object;
   private out = new Uint32Array(1024);
+  private decodeOut = new Uint8Array(4096);
 
   constructor(private readonly binding: TiktokenBinding, vocab: Vocabulary, family: Family, specials: SpecialToken[]) {
     const total = specials.reduce((s, t) => s + t.bytes.length, 0);
@@ -38,6 +45,34 @@ export class NativeBackend implements EncoderBackend {
 
   count(bytes: Uint8Array, len: number, allowed: Uint8Array | null): number {
     return this.binding.count(this.handle, bytes, len, allowed);
+  }
+
+  /** Concatenated bytes of ids (a fresh array); unknown ids throw UnknownTokenError. */
+  decodeBytes(ids: Uint32Array): Uint8Array {
+    let out: Uint8Array = this.decodeOut;
+    let r = this.binding.decodeInto(this.handle, ids, out);
+    if (r >= 0 && r + DECODE_PAD > out.length) {
+      out = this.decodeBuffer(r);
+      r = this.binding.decodeInto(this.handle, ids, out);
+    }
+    if (r < 0) throw new UnknownTokenError(ids[-r - 1], -r - 1);
+    return out.slice(0, r);
+  }
+
+  /** UTF-8 text of the ids' bytes: one U+FFFD per maximal invalid subpart, a BOM is kept. */
+  decode(ids: Uint32Array): string {
+    let r = this.binding.decodeString(this.handle, ids, this.decodeOut);
+    if (typeof r === "number" && r >= 0) r = this.binding.decodeString(this.handle, ids, this.decodeBuffer(r));
+    if (typeof r === "number") throw new UnknownTokenError(ids[-r - 1], -r - 1);
+    return r;
+  }
+
+  /** An output buffer for `needed` bytes: the kept one grown, or a one-off when very large. */
+  private decodeBuffer(needed: number): Uint8Array {
+    const size = needed + DECODE_PAD;
+    if (size > KEEP_DECODE_BYTES) return new Uint8Array(size);
+    this.decodeOut = new Uint8Array(Math.max(size, Math.min(KEEP_DECODE_BYTES, this.decodeOut.length * 2)));
+    return this.decodeOut;
   }
 
   /** Test hook for the two merge strategies. */

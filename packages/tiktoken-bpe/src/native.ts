@@ -19,6 +19,14 @@ export interface TiktokenBinding {
   encode(handle: object, bytes: Uint8Array, len: number, allowed: Uint8Array | null, out: Uint32Array): number;
   count(handle: object, bytes: Uint8Array, len: number, allowed: Uint8Array | null): number;
   findSpecial(handle: object, bytes: Uint8Array, len: number, mask: Uint8Array): number;
+  /**
+   * Bytes of ids into out (whose last 16 bytes are slack the copy may overwrite): r >= 0 and
+   * r + 16 <= out.length: r bytes written; r + 16 > out.length: out too small, r bytes needed;
+   * r < 0: ids[-r - 1] is unknown.
+   */
+  decodeInto(handle: object, ids: Uint32Array, out: Uint8Array): number;
+  /** The same, then the UTF-8 text of the bytes as a string (or the number when not written). */
+  decodeString(handle: object, ids: Uint32Array, out: Uint8Array): string | number;
   /** Fills pool/offsets/ranks from rank-file bytes: [count, poolUsed], or -(line) of a bad line. */
   parseRankFile(data: Uint8Array, pool: Uint8Array, offsets: Uint32Array, ranks: Uint32Array): [number, number] | number;
   /** Test hook: BPE of one piece forced through the linear (0) or heap (1) merge. */

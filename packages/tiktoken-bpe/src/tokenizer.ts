@@ -52,6 +52,8 @@ export interface StreamDecoder {
 }
 
 const utf8 = new TextEncoder();
+/** Only ever used without `stream`, so every call starts from a clean state. */
+const textDecoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
 export class Tokenizer {
   readonly name: string;
@@ -74,6 +76,12 @@ export class Tokenizer {
   /** id → bytes tables, built on first decode (see decodeTables). */
   private decodeTablesCache: { start: Uint32Array; len: Int32Array; pool: Uint8Array } | undefined;
   private scratch = new Uint8Array(4096);
+  /** ids of a number[] given to decode, as a Uint32Array (the native decode takes those). */
+  private idScratch = new Uint32Array(256);
+  /** TypeScript decode output, reused between calls. */
+  private decodeScratch = new Uint8Array(4096);
+  /** The native backend when it is in use: it decodes in C. */
+  private readonly nativeDecoder: NativeBackend | undefined;
   private readonly allMask: Uint8Array;
   private readonly rankInfo: RankInfo;
   /** Ranks present (only for non-contiguous vocabularies; contiguous: id < nRanks). */
@@ -130,6 +138,7 @@ export class Tokenizer {
     else if (this.family !== undefined) this.backend = new TypeScriptBackend(this.vocab, this.family, matcher);
     else this.backend = new RegexBackend(this.vocab, translatePattern(pattern), matcher);
     this.backendKind = this.backend.kind;
+    this.nativeDecoder = this.backend instanceof NativeBackend ? this.backend : undefined;
   }
 
   /** tiktoken `encode`: specials per options; throws DisallowedSpecialError by default on special text. */
@@ -164,31 +173,18 @@ export class Tokenizer {
 
   /** Concatenated bytes of the ids (specials give their UTF-8 text). Unknown ids throw. */
   decodeBytes(ids: ArrayLike<number>): Uint8Array {
-    const { start: decodeStart, len: decodeLen, pool: decodePool } = this.decodeTables();
-    let total = 0;
-    for (let i = 0; i < ids.length; i++) {
-      const id = ids[i];
-      const l = id >= 0 && id < decodeLen.length ? decodeLen[id] : -1;
-      if (l < 0 || !Number.isInteger(id)) throw new UnknownTokenError(id, i);
-      total += l;
-    }
-    const out = new Uint8Array(total);
-    let w = 0;
-    for (let i = 0; i < ids.length; i++) {
-      const s = decodeStart[ids[i]];
-      const l = decodeLen[ids[i]];
-      if (l === 1) out[w++] = decodePool[s];
-      else {
-        out.set(decodePool.subarray(s, s + l), w);
-        w += l;
-      }
-    }
-    return out;
+    const u = this.idArray(ids);
+    if (this.nativeDecoder) return this.nativeDecoder.decodeBytes(u);
+    const [out, n] = this.decodeToScratch(u);
+    return out.slice(0, n);
   }
 
   /** Text of the ids; invalid UTF-8 becomes U+FFFD per maximal invalid subpart; a BOM is kept. */
   decode(ids: ArrayLike<number>): string {
-    return new TextDecoder("utf-8", { ignoreBOM: true }).decode(this.decodeBytes(ids));
+    const u = this.idArray(ids);
+    if (this.nativeDecoder) return this.nativeDecoder.decode(u);
+    const [out, n] = this.decodeToScratch(u);
+    return textDecoder.decode(out.subarray(0, n));
   }
 
   /** Bytes of one id (tiktoken `decode_single_token_bytes`). */
@@ -222,6 +218,55 @@ export class Tokenizer {
   private isRank(id: number): boolean {
     if (this.rankInfo.contiguous) return id < this.nRanks;
     return this.rankSet !== undefined && id < this.rankSet.length && this.rankSet[id] === 1;
+  }
+
+  /**
+   * ids as a Uint32Array: the argument itself, or a copy of a number[] (or other array-like) in
+   * idScratch. A value that is not an integer in [0, 2^32) throws UnknownTokenError here; ids
+   * beyond the vocabulary throw in the decoders.
+   */
+  private idArray(ids: ArrayLike<number>): Uint32Array {
+    if (ids instanceof Uint32Array) return ids;
+    const n = ids.length;
+    if (this.idScratch.length < n) this.idScratch = new Uint32Array(Math.max(n, this.idScratch.length * 2));
+    const u = this.idScratch;
+    for (let i = 0; i < n; i++) {
+      const id = ids[i];
+      if (id >>> 0 !== id) throw new UnknownTokenError(id, i);
+      u[i] = id;
+    }
+    return u.subarray(0, n);
+  }
+
+  /** TypeScript decode: the bytes of ids into decodeScratch (or a one-off buffer); returns it and the count. */
+  private decodeToScratch(ids: Uint32Array): [Uint8Array, number] {
+    const { start, len, pool } = this.decodeTables();
+    const n = ids.length;
+    let total = 0;
+    for (let i = 0; i < n; i++) {
+      const id = ids[i];
+      const l = id < len.length ? len[id] : -1;
+      if (l < 0) throw new UnknownTokenError(id, i);
+      total += l;
+    }
+    let out = this.decodeScratch;
+    if (out.length < total) {
+      out = new Uint8Array(Math.max(total, out.length * 2));
+      if (total <= 16 << 20) this.decodeScratch = out; // kept for the next call unless very large
+    }
+    let w = 0;
+    for (let i = 0; i < n; i++) {
+      const id = ids[i];
+      let s = start[id];
+      const e = s + len[id];
+      // Most tokens are a few bytes: a byte loop beats creating a subarray for set().
+      if (e - s <= 32) while (s < e) out[w++] = pool[s++];
+      else {
+        out.set(pool.subarray(s, e), w);
+        w += e - s;
+      }
+    }
+    return [out, w];
   }
 
   /**

@@ -147,6 +147,85 @@ static Napi::Value MergePiece(const Napi::CallbackInfo &info) {
     return Napi::Number::New(env, (double)n);
 }
 
+// decodeInto / decodeString are called per generated token by a streaming server, so they use raw
+// N-API (one napi_get_typedarray_info per array, no node-addon-api wrappers): the call overhead is
+// most of the cost of a short decode. Same checks, same messages as the helpers above.
+static bool raw_u8_or_u32(napi_env env, napi_value v, napi_typedarray_type want, const char *fn, const char *name,
+                          void **data, size_t *count) {
+    napi_typedarray_type type;
+    napi_value ab;
+    size_t off;
+    bool is_ta = false;
+    if (napi_is_typedarray(env, v, &is_ta) != napi_ok || !is_ta ||
+        napi_get_typedarray_info(env, v, &type, count, data, &ab, &off) != napi_ok || type != want)
+        return k3::fail(Napi::Env(env), fn,
+                        std::string("argument '") + name + "' must be a " +
+                            (want == napi_uint8_array ? "Uint8Array" : "Uint32Array"));
+    return true;
+}
+
+// Checks (handle, ids, out) and decodes; *result as k3_decode returns it.
+static bool decode_call(napi_env env, napi_callback_info cbi, const char *fn, int64_t *result, uint8_t **out,
+                        size_t *cap) {
+    size_t argc = 3;
+    napi_value argv[3];
+    if (napi_get_cb_info(env, cbi, &argc, argv, nullptr, nullptr) != napi_ok) return false;
+    if (argc < 3) return k3::fail(Napi::Env(env), fn, "expects (handle, ids, out)");
+    bool tagged = false;
+    void *ptr = nullptr;
+    if (napi_check_object_type_tag(env, argv[0], &kEncoderTag, &tagged) != napi_ok || !tagged ||
+        napi_get_value_external(env, argv[0], &ptr) != napi_ok)
+        return k3::fail(Napi::Env(env), fn, "argument 'handle' must be a tokenizer handle from create()");
+    k3_encoder *e = static_cast<k3_encoder *>(ptr);
+    void *ids, *o;
+    size_t n;
+    if (!raw_u8_or_u32(env, argv[1], napi_uint32_array, fn, "ids", &ids, &n) ||
+        !raw_u8_or_u32(env, argv[2], napi_uint8_array, fn, "out", &o, cap))
+        return false;
+    if (*cap < K3_DECODE_PAD)
+        return k3::fail(Napi::Env(env), fn, "out must hold at least " + std::to_string(K3_DECODE_PAD) + " bytes", true);
+    const k3_decode_table *t = k3_encoder_decode_table(e);
+    if (!t) return k3::fail(Napi::Env(env), fn, "out of memory for the decode table", true);
+    *out = static_cast<uint8_t *>(o);
+    *result = k3_decode(t, static_cast<const uint32_t *>(ids), n, *out, *cap);
+    return true;
+}
+
+// decodeInto(handle, ids, out) -> bytes written; bytes needed when > out.length - 16; -(i + 1) when ids[i] is unknown
+static napi_value DecodeInto(napi_env env, napi_callback_info cbi) {
+    int64_t r;
+    uint8_t *out;
+    size_t cap;
+    napi_value v = nullptr;
+    if (decode_call(env, cbi, "decodeInto", &r, &out, &cap)) napi_create_double(env, (double)r, &v);
+    return v;
+}
+
+// decodeString(handle, ids, out) -> the UTF-8 text of the ids (V8's decoder: one U+FFFD per maximal
+// invalid subpart, BOM kept), or the number decodeInto would return when out is too small or an id is unknown
+static napi_value DecodeString(napi_env env, napi_callback_info cbi) {
+    int64_t r;
+    uint8_t *out;
+    size_t cap;
+    napi_value v = nullptr;
+    if (!decode_call(env, cbi, "decodeString", &r, &out, &cap)) return nullptr;
+    if (r < 0 || (uint64_t)r + K3_DECODE_PAD > cap) {
+        napi_create_double(env, (double)r, &v);
+        return v;
+    }
+    if (napi_create_string_utf8(env, reinterpret_cast<const char *>(out), (size_t)r, &v) != napi_ok) {
+        k3::fail(Napi::Env(env), "decodeString", "cannot create the string (too long?)", true);
+        return nullptr;
+    }
+    return v;
+}
+
+static void export_raw(Napi::Env env, Napi::Object exports, const char *name, napi_callback cb) {
+    napi_value f;
+    napi_create_function(env, name, NAPI_AUTO_LENGTH, cb, nullptr, &f);
+    exports[name] = Napi::Value(env, f);
+}
+
 // parseRankFile(data, pool, offsets, ranks) -> [count, poolUsed] or -(line) of the first bad line
 static Napi::Value ParseRankFile(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
@@ -172,6 +251,8 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["count"] = Napi::Function::New(env, Count);
     exports["findSpecial"] = Napi::Function::New(env, FindSpecial);
     exports["mergePiece"] = Napi::Function::New(env, MergePiece);
+    export_raw(env, exports, "decodeInto", DecodeInto);
+    export_raw(env, exports, "decodeString", DecodeString);
     exports["parseRankFile"] = Napi::Function::New(env, ParseRankFile);
     return exports;
 }

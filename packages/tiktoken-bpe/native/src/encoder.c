@@ -13,6 +13,7 @@ void k3_encoder_free(k3_encoder *e) {
     k3_rank_table_free(&e->table);
     k3_bpe_scratch_free(&e->scratch);
     k3_piece_cache_free(&e->cache);
+    k3_decode_table_free(&e->decode);
     free(e->special_pool);
     free(e->special_offsets);
     free(e->special_ids);
@@ -125,4 +126,13 @@ size_t k3_encoder_encode(k3_encoder *e, const uint8_t *s, size_t len, const uint
         start = at + (e->special_offsets[sp + 1] - e->special_offsets[sp]);
     }
     return count;
+}
+
+const k3_decode_table *k3_encoder_decode_table(k3_encoder *e) {
+    if (e->decode.entries) return &e->decode;
+    const k3_rank_table *t = &e->table;
+    if (k3_decode_table_init(&e->decode, t->pool, t->offsets, t->ranks, t->n, e->special_pool, e->special_offsets,
+                             e->special_ids, e->n_special))
+        return NULL;
+    return &e->decode;
 }

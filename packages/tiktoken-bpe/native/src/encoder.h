@@ -3,6 +3,7 @@
 #define K3_ENCODER_H
 
 #include "bpe.h"
+#include "decode.h"
 #include "piece_cache.h"
 #include "pretokenize.h"
 
@@ -17,6 +18,7 @@ typedef struct {
     uint32_t first_start[257]; /* by_first[first_start[b] .. first_start[b+1]) start with byte b */
     k3_bpe_scratch scratch;
     k3_piece_cache cache;
+    k3_decode_table decode; /* built on the first decode (k3_encoder_decode_table) */
 } k3_encoder;
 
 k3_encoder *k3_encoder_new(const uint8_t *pool, size_t pool_len, const uint32_t *offsets, const uint32_t *ranks,
@@ -32,5 +34,8 @@ long k3_encoder_find_special(const k3_encoder *e, const uint8_t *s, size_t from,
 /* Ids of s[0, len) into out (capacity >= len; NULL = count only). `allowed` may be NULL.
  * Returns the count, or (size_t)-1 when out of memory. */
 size_t k3_encoder_encode(k3_encoder *e, const uint8_t *s, size_t len, const uint8_t *allowed, uint32_t *out);
+
+/* The decode table, built on first use; NULL when out of memory. */
+const k3_decode_table *k3_encoder_decode_table(k3_encoder *e);
 
 #endif
