@@ -5,7 +5,8 @@
 //   string: decode(ids)       vs  TextDecoder(ignoreBOM).decode(tiktoken.decode(ids))   (string)
 // Outputs are checked identical before timing. Contenders run interleaved (one pass each per
 // round), best round each. Ceiling: a plain copy (Uint8Array.set) of the same output bytes, timed
-// in the same rounds: no decoder can write its bytes faster than that.
+// in the same rounds: no decoder can write its bytes faster than that; for strings, Node's own
+// UTF-8 → string conversion of the same bytes (TextDecoder / Buffer#toString) in the same rounds.
 // Run: flock -x /tmp/k3-bench.lock pnpm bench:decode   (K3_BENCH_ROUNDS, K3_BENCH_QUICK=1)
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -68,8 +69,11 @@ for (const { enc, ours, oursTs, wasm } of encodings) {
 
     // Whole corpus, one call.
     const copyDst = new Uint8Array(bytes.length);
+    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
     const whole = race([
       ["copy", () => copyDst.set(bytes)],
+      ["TextDecoder only", () => td.decode(bytes)],
+      ["Buffer utf8 only", () => buf.toString("utf8")],
       ["ours bytes", () => ours.decodeBytes(ids)],
       ["tiktoken bytes", () => wasm.decode(ids)],
       ["ours TS bytes", () => oursTs.decodeBytes(ids)],
@@ -95,6 +99,7 @@ for (const { enc, ours, oursTs, wasm } of encodings) {
       "ours TS bytes": mbps("ours TS bytes"),
       "ours TS string": mbps("ours TS string"),
       "copy ceiling": mbps("copy"),
+      "string ceiling": Math.max(mbps("TextDecoder only"), mbps("Buffer utf8 only")),
     });
 
     // Short calls: the same chunks for everyone (Uint32Array views; ours also from number[]).
@@ -110,9 +115,12 @@ for (const { enc, ours, oursTs, wasm } of encodings) {
           throw new Error(`${enc}/${name}: short call ${i} (size ${k}) differs from tiktoken`);
       }
       const copyOut = new Uint8Array(4096);
+      const chunkBufs = chunkBytes.map((b) => Buffer.from(b.buffer, b.byteOffset, b.length));
       let sink = 0;
       const short = race([
         ["copy", () => { for (const b of chunkBytes) copyOut.set(b); }],
+        ["TextDecoder only", () => { for (const b of chunkBytes) sink += td.decode(b).length; }],
+        ["Buffer utf8 only", () => { for (const b of chunkBufs) sink += b.toString("utf8").length; }],
         ["ours bytes", () => { for (const c of chunks) sink += ours.decodeBytes(c).length; }],
         ["tiktoken bytes", () => { for (const c of chunks) sink += wasm.decode(c).length; }],
         ["ours string", () => { for (const c of chunks) sink += ours.decode(c).length; }],
@@ -133,6 +141,42 @@ for (const { enc, ours, oursTs, wasm } of encodings) {
         "ours TS bytes": "–",
         "ours TS string": "–",
         "copy ceiling": ns("copy"),
+        "string ceiling": Math.min(ns("TextDecoder only"), ns("Buffer utf8 only")),
+      });
+    }
+    // Streaming: one id per push through a decoder that holds back unfinished characters.
+    {
+      const one = new Uint32Array(1);
+      const tdStream = new TextDecoder("utf-8", { ignoreBOM: true });
+      let a = "";
+      const d = ours.streamDecoder();
+      for (const id of prefix) a += d.push(id);
+      a += d.flush();
+      let b = "";
+      for (const id of prefix) b += ((one[0] = id), tdStream.decode(wasm.decode(one), { stream: true }));
+      b += tdStream.decode();
+      if (a !== b) throw new Error(`${enc}/${name}: streamDecoder differs from tiktoken + streaming TextDecoder`);
+      let sink = 0;
+      const stream = race([
+        ["ours", () => { const d = ours.streamDecoder(); for (const id of prefix) sink += d.push(id).length; sink += d.flush().length; }],
+        ["tiktoken", () => { for (const id of prefix) sink += ((one[0] = id), tdStream.decode(wasm.decode(one), { stream: true })).length; sink += tdStream.decode().length; }],
+        ["TextDecoder only", () => { for (let i = 0; i < prefix.length; i++) sink += tdStream.decode(bytes.subarray(i, i + 1), { stream: true }).length; sink += tdStream.decode().length; }],
+      ]);
+      if (sink < 0) console.log(sink);
+      const ns = (key: string) => (stream.get(key)! * 1e6) / prefix.length;
+      row("stream: 1 id per push", {
+        unit: "ns/push",
+        "ours bytes": "–",
+        "tiktoken bytes": "–",
+        "× bytes": "–",
+        "ours string": ns("ours"),
+        "tiktoken string": ns("tiktoken"),
+        "× string": ns("tiktoken") / ns("ours"),
+        "ours string, number[]": "–",
+        "ours TS bytes": "–",
+        "ours TS string": "–",
+        "copy ceiling": "–",
+        "string ceiling": ns("TextDecoder only"),
       });
     }
   }
@@ -141,11 +185,11 @@ for (const { enc, ours, oursTs, wasm } of encodings) {
 const load = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
 writeReport("tiktoken-bpe-decode", {
   title: "@k3/tiktoken-bpe: decode vs tiktoken@1.0.22 (WASM), single thread, best round",
-  command: "K3_TEST_DATA=<data> flock -x /tmp/k3-bench.lock pnpm --filter @k3/tiktoken-bpe bench:decode",
+  command: "flock -x /tmp/k3-bench.lock pnpm --filter @k3/tiktoken-bpe bench:decode",
   rows,
   notes: [
     `Whole rows: MB/s of decoded UTF-8 (higher is better). Short rows: ns per call over the first ${SHORT_IDS} ids of the corpus cut into calls of 1, 4 or 16 ids (lower is better). × = ours / tiktoken speed (> 1: ours faster). ${rounds} interleaved rounds, best each; outputs checked identical first.`,
-    "tiktoken string = `new TextDecoder('utf-8', { ignoreBOM: true })` (one instance, reused) over tiktoken's bytes. Short-call ids are Uint32Array views (tiktoken takes nothing else); the `ours string, number[]` column is ours decoding the same calls from plain arrays. copy ceiling = Uint8Array.set of the same output bytes (whole: MB/s; short: ns for all of one call's bytes).",
+    "tiktoken string = `new TextDecoder('utf-8', { ignoreBOM: true })` (one instance, reused) over tiktoken's bytes. Short-call ids are Uint32Array views (tiktoken takes nothing else); the `ours string, number[]` column is ours decoding the same calls from plain arrays. copy ceiling = Uint8Array.set of the same output bytes; string ceiling = the faster of TextDecoder.decode and Buffer#toString('utf8') on the same bytes, i.e. making the string alone, with no ids to look up (whole: MB/s; short: ns per call). Stream rows: \`streamDecoder().push(id)\` per id over the same prefix vs a streaming TextDecoder over tiktoken.decode of a reused 1-id Uint32Array; their string ceiling is a streaming TextDecoder fed one byte of the output per call.",
     `Load average at the end: ${load} (2 vCPUs, shared).`,
   ],
 });

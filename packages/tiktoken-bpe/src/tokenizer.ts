@@ -82,6 +82,10 @@ export class Tokenizer {
   private decodeScratch = new Uint8Array(4096);
   /** The native backend when it is in use: it decodes in C. */
   private readonly nativeDecoder: NativeBackend | undefined;
+  /** Stream cache (streamEntry): id → slot, text and packed unfinished tail per slot. */
+  private readonly streamSlots = new Map<number, number>();
+  private readonly streamTexts: string[] = [];
+  private readonly streamTails: number[] = [];
   private readonly allMask: Uint8Array;
   private readonly rankInfo: RankInfo;
   /** Ranks present (only for non-contiguous vocabularies; contiguous: id < nRanks). */
@@ -192,12 +196,35 @@ export class Tokenizer {
     return this.decodeBytes([id]);
   }
 
-  /** Decoder for a stream of ids that holds back an unfinished UTF-8 character. */
+  /**
+   * Decoder for a stream of ids that holds back an unfinished UTF-8 character. Each push returns
+   * exactly what a streaming WHATWG TextDecoder (ignoreBOM) returns for the id's bytes. With no
+   * bytes held back (the usual case) a push is a cache lookup: the text of the id's bytes up to
+   * any unfinished character at their end, and that unfinished tail (see streamEntry).
+   */
   streamDecoder(): StreamDecoder {
-    const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
+    let held: Uint8Array = new Uint8Array(0); // bytes of an unfinished character (0..3)
     return {
-      push: (id: number) => decoder.decode(this.decodeBytes([id]), { stream: true }),
-      flush: () => decoder.decode(),
+      push: (id: number) => {
+        if (held.length === 0) {
+          const k = this.streamEntry(id);
+          const tail = this.streamTails[k];
+          if (tail !== 0) held = tailBytes(tail);
+          return this.streamTexts[k];
+        }
+        const bytes = this.decodeBytes([id]);
+        const all = new Uint8Array(held.length + bytes.length);
+        all.set(held);
+        all.set(bytes, held.length);
+        const cut = unfinishedTailStart(all);
+        held = all.slice(cut);
+        return textDecoder.decode(all.subarray(0, cut));
+      },
+      flush: () => {
+        const rest = held.length ? textDecoder.decode(held) : "";
+        held = new Uint8Array(0);
+        return rest;
+      },
     };
   }
 
@@ -218,6 +245,26 @@ export class Tokenizer {
   private isRank(id: number): boolean {
     if (this.rankInfo.contiguous) return id < this.nRanks;
     return this.rankSet !== undefined && id < this.rankSet.length && this.rankSet[id] === 1;
+  }
+
+  /**
+   * Slot of id in the stream cache: the text of its bytes up to any unfinished character at their
+   * end, and that unfinished tail (up to 3 bytes, packed as len | b0 << 8 | b1 << 16 | b2 << 24;
+   * 0 = none). Unknown ids throw (from decodeBytes) and are not cached.
+   */
+  private streamEntry(id: number): number {
+    const k = this.streamSlots.get(id);
+    if (k !== undefined) return k;
+    const bytes = this.decodeBytes([id]);
+    const cut = unfinishedTailStart(bytes);
+    let tail = 0;
+    for (let i = cut; i < bytes.length; i++) tail |= bytes[i] << (8 * (i - cut + 1));
+    if (cut < bytes.length) tail |= bytes.length - cut;
+    const slot = this.streamTexts.length;
+    this.streamTexts.push(textDecoder.decode(bytes.subarray(0, cut)));
+    this.streamTails.push(tail >>> 0);
+    this.streamSlots.set(id, slot);
+    return slot;
   }
 
   /**
@@ -336,6 +383,39 @@ export class Tokenizer {
     }
     return allowed;
   }
+}
+
+/**
+ * Where the unfinished UTF-8 character at the end of bytes starts (bytes.length when there is
+ * none): the start of a trailing lead byte with fewer continuation bytes than it needs, all of them
+ * in the ranges WHATWG accepts after that lead (E0: A0-BF, ED: 80-9F, F0: 90-BF, F4: 80-8F). A
+ * streaming WHATWG decoder holds exactly those bytes back and has emitted everything before them,
+ * as a non-streaming decode of the bytes before them would.
+ */
+export function unfinishedTailStart(bytes: Uint8Array): number {
+  const n = bytes.length;
+  for (let k = 1; k <= 3 && k <= n; k++) {
+    const b = bytes[n - k];
+    if (b >= 0x80 && b <= 0xbf) continue; // continuation byte: look further back
+    const need = b >= 0xc2 && b <= 0xdf ? 1 : b >= 0xe0 && b <= 0xef ? 2 : b >= 0xf0 && b <= 0xf4 ? 3 : 0;
+    if (need < k) return n; // ASCII, an invalid byte, or a complete character
+    if (k >= 2) {
+      const c = bytes[n - k + 1];
+      const lo = b === 0xe0 ? 0xa0 : b === 0xf0 ? 0x90 : 0x80;
+      const hi = b === 0xed ? 0x9f : b === 0xf4 ? 0x8f : 0xbf;
+      if (c < lo || c > hi) return n; // the decoder has already replaced this lead
+    }
+    return n - k;
+  }
+  return n;
+}
+
+/** The bytes of a packed tail (streamEntry). */
+function tailBytes(tail: number): Uint8Array {
+  const len = tail & 0xff;
+  const out = new Uint8Array(len);
+  for (let i = 0; i < len; i++) out[i] = (tail >>> (8 * (i + 1))) & 0xff;
+  return out;
 }
 
 function checkVocabulary(v: Vocabulary): Vocabulary {

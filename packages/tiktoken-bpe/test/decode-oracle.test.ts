@@ -145,6 +145,46 @@ for (const enc of encodings) {
         expect(tok.decode(ids)).toBe(whatwg.decode(new Uint8Array(all)));
       });
 
+      it("streamDecoder: every push returns what a streaming TextDecoder returns for the id's bytes", () => {
+        const tok = tokenizer(enc, backend);
+        const o = wasm(enc);
+        const next = rng(0x57e4 + enc.length);
+        const specials = [...tok.specialTokens.values()];
+        const one = new Uint32Array(1);
+        for (let c = 0; c < 400; c++) {
+          const d = tok.streamDecoder();
+          const ref = new TextDecoder("utf-8", { ignoreBOM: true });
+          const n = 1 + Math.floor(next() * 40);
+          for (let i = 0; i < n; i++) {
+            const u = next();
+            // lone bytes (many of them lead or continuation bytes), specials, any rank
+            const id = u < 0.05 ? specials[Math.floor(next() * specials.length)] : u < 0.6 ? Math.floor(next() * 256) : Math.floor(next() * tok.nRanks);
+            one[0] = id;
+            expect(d.push(id), `case ${c} push ${i} (id ${id})`).toBe(ref.decode(o.decode(one), { stream: true }));
+          }
+          expect(d.flush(), `case ${c} flush`).toBe(ref.decode());
+          expect(d.flush()).toBe("");
+        }
+        // Every sequence of up to 4 edge bytes, one byte per push, then flushed.
+        const byteId = new Map<number, number>();
+        for (let id = 0; id < 512 && byteId.size < 256; id++) {
+          const b = tok.decodeBytes([id]);
+          if (b.length === 1) byteId.set(b[0], id);
+        }
+        const edge = [0x41, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc2, 0xdf, 0xe0, 0xe1, 0xed, 0xef, 0xf0, 0xf1, 0xf4, 0xf5];
+        const visit = (prefix: number[]) => {
+          if (prefix.length) {
+            const d = tok.streamDecoder();
+            const ref = new TextDecoder("utf-8", { ignoreBOM: true });
+            for (const b of prefix) expect(d.push(byteId.get(b)!), prefix.join(",")).toBe(ref.decode(new Uint8Array([b]), { stream: true }));
+            expect(d.flush(), prefix.join(",")).toBe(ref.decode());
+          }
+          if (prefix.length < 4) for (const b of edge) visit([...prefix, b]);
+        };
+        visit([]);
+        expect(() => tok.streamDecoder().push(tok.nVocab + 1)).toThrow(UnknownTokenError);
+      });
+
       it("large outputs: past the reused buffer and past the 16 MB one-off size", () => {
         const tok = tokenizer(enc, backend);
         let longest = 0;
