@@ -8,6 +8,7 @@
 import { gemmBf16, gemvBf16, gemvF32, memoryReadCeiling, fmaPeak, setSimdLevel, setThreadCount, bestSimdLevel, type SimdLevel } from "@k3/dense";
 import { dequantize, matmul, matmulInt8, matrixBytes, matvec, matvecInt8, hasVnni, type Mxfp4Matrix } from "../src/index.js";
 import { AdjacentCeiling, timeIt, writeReport } from "@k3/test-utils";
+import { execFileSync } from "node:child_process";
 // @ts-expect-error: plain .mjs helper shared by the dense and mxfp4 benches
 import { ggmlBin, ggmlNote, runGgmlMulMat } from "../../../scripts/ggml-runner.mjs";
 
@@ -112,6 +113,21 @@ function ggmlRun(bin: string | null, c: GgmlCase, threads: number): { us: number
     return null;
   }
 }
+// K3_GGML_REPACK_BIN: optional program of yours that runs ggml's MUL_MAT through its public API with the
+// weights in the CPU_REPACK buffer (llama.cpp's mxfp4_8x8 path, which test-backend-ops cannot reach):
+// argv `m k n E threads repack(1) seconds`, E distinct weight copies per graph, prints one JSON line
+// {"us": per matrix, "gflops", "gbPerSec"}. Not part of the project (ggml-anchors.md "harness").
+const ggmlRepack: string | null = process.env.K3_GGML_REPACK_BIN || null;
+function ggmlRepackRun(m: number, k: number, n: number, experts: number, threads: number): { us: number; gflops: number; gbPerSec: number } | null {
+  if (!ggmlRepack) return null;
+  try {
+    const out = execFileSync(ggmlRepack, [m, k, n, experts, threads, 1, 1].map(String), { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"], timeout: 120_000 });
+    return JSON.parse(out.trim().split("\n").pop() ?? "");
+  } catch (e) {
+    console.error(String(e).slice(0, 400));
+    return null;
+  }
+}
 const fmt = (v: number | undefined) => (v === undefined ? "-" : Number(v.toPrecision(4)));
 
 // ---------------------------------------------------------------- (a) packed matvec vs the ceiling and ggml
@@ -140,6 +156,8 @@ for (const level of levels) {
         [`matvecInt8 (opt-in${level === "avx512" && hasVnni() ? ", VNNI" : ", vpmaddubsw"})`, () => { for (const m of mats) matvecInt8(m, x, y); }],
       ];
       const gg = ggmlRun(bin, g, threads);
+      // ggml repacked: >= 256 MiB of distinct copies per graph, like ours (DRAM); only for the native build
+      const gr = level === levels[0] ? ggmlRepackRun(r, c, 1, large ? 1 : Math.ceil(TARGET_BYTES / matrixBytes(mats[0])), threads) : null;
       for (const [kernel, fn] of kernels) {
         const { seconds, ceiling } = await againstCeiling(threads, fn);
         const gb = bytes / seconds / 1e9;
@@ -151,8 +169,10 @@ for (const level of levels) {
           "GB/s": fmt(gb),
           "ceiling GB/s (adjacent)": fmt(ceiling),
           "k3/ceiling": fmt(gb / ceiling),
-          "ggml GB/s": gg ? fmt(gg.gbPerSec) : "not run",
-          "k3/ggml": gg ? fmt(gb / gg.gbPerSec) : "-",
+          "ggml plain GB/s": gg ? fmt(gg.gbPerSec) : "not run",
+          "k3/ggml plain": gg ? fmt(gb / gg.gbPerSec) : "-",
+          "ggml repacked GB/s": gr ? fmt(gr.gbPerSec) : "not run",
+          "k3/ggml repacked": gr ? fmt(gb / gr.gbPerSec) : "-",
         });
       }
     }
@@ -176,6 +196,7 @@ for (const level of levels) {
     const X = new Float32Array(batch * 3584).map((_, i) => Math.sin(i * 0.37));
     const Y = new Float32Array(batch * 3072);
     const gg = ggmlRun(bin, { type: "mxfp4", m: 3072, k: 3584, n: batch, experts: 1 }, 2);
+    const gr = level === levels[0] ? ggmlRepackRun(3072, 3584, batch, 4, 2) : null;
     for (const [kernel, fn] of [
       ["matmul exact fp32", () => { for (const m of mats) matmul(m, X, Y, batch); }],
       [`matmulInt8 (opt-in${level === "avx512" && hasVnni() ? ", VNNI" : ", vpmaddubsw"})`, () => { for (const m of mats) matmulInt8(m, X, Y, batch); }],
@@ -196,8 +217,10 @@ for (const level of levels) {
         "GFLOP/s": fmt(gflops),
         "2-thread FMA peak (adjacent)": fmt(peak),
         "k3/peak": fmt(gflops / peak),
-        "ggml GFLOP/s": gg ? fmt(gg.gflops) : "not run",
-        "k3/ggml": gg ? fmt(gflops / gg.gflops) : "-",
+        "ggml plain GFLOP/s": gg ? fmt(gg.gflops) : "not run",
+        "k3/ggml plain": gg ? fmt(gflops / gg.gflops) : "-",
+        "ggml repacked GFLOP/s": gr ? fmt(gr.gflops) : "not run",
+        "k3/ggml repacked": gr ? fmt(gflops / gr.gflops) : "-",
       });
     }
   }
@@ -222,14 +245,19 @@ setSimdLevel(bestSimdLevel());
     "GFLOP/s": fmt((2 * 3072 * 3584) / ((naive.best * 1e3) / mats.length) / 1e3),
     "2-thread FMA peak (adjacent)": "-",
     "k3/peak": "-",
-    "ggml GFLOP/s": "-",
-    "k3/ggml": `packed matvec is ${(naive.best / packed.best).toFixed(1)}x faster`,
+    "ggml plain GFLOP/s": "-",
+    "k3/ggml plain": `packed matvec is ${(naive.best / packed.best).toFixed(1)}x faster`,
+    "ggml repacked GFLOP/s": "-",
+    "k3/ggml repacked": "-",
   });
 }
 
 const ggmlNotes = [
   ggmlNote(ggml) + (ggmlAvx2 ? ` AVX2 rows: ggml ${ggmlAvx2}.` : " AVX2 rows: no portable ggml build given (K3_GGML_BIN_AVX2), so they print ours alone."),
   "ggml path measured: test-backend-ops puts weights in the plain CPU buffer, so its MXFP4 rows are the NON-repacked path (q8_0 activations, vec_dot; ggml-anchors.md 'Caveat (no repack)'); llama.cpp's repacked mxfp4_8x8 path is not reachable through test-backend-ops. ggml rounds the activations to int8 (q8_0) in every row; our exact rows keep fp32, our Int8 rows round like ggml. ggml 1-thread rows: the process pinned to cpu 0 with taskset (its thread count is hardware_concurrency = 2). ggml matvec rows use 16 distinct experts per call (94 MB, DRAM); its batched rows reuse one matrix (L3-hot; compute-bound at n >= 4).",
+  ggmlRepack
+    ? `ggml repacked: ${ggmlRepack} (ggml's public API, weights in CPU_REPACK = mxfp4_8x8, q8_0 activations; matvec rows >= 256 MiB of distinct copies per graph, batched rows 4 copies; best graph time / copies).`
+    : "ggml repacked: not run (K3_GGML_REPACK_BIN not set).",
   "Our weights need no repack: the kernels read the K3 (compressed-tensors) bytes as they come from disk, so a streamed expert pays nothing per read.",
 ];
 const notes = [

@@ -129,18 +129,63 @@ static inline __attribute__((always_inline)) void int8_micro(const uint8_t *wbuf
         for (int j = 0; j < NB; j++) out[i * NB + j] = k3_lanes16_sum_avx512(acc[i][j]);
 }
 
+static void int8_micro4(const uint8_t *w, size_t g, const k3_int8_activations *a, float *o) { int8_micro(w, g, a, o, 4); }
 static void int8_micro3(const uint8_t *w, size_t g, const k3_int8_activations *a, float *o) { int8_micro(w, g, a, o, 3); }
 static void int8_micro2(const uint8_t *w, size_t g, const k3_int8_activations *a, float *o) { int8_micro(w, g, a, o, 2); }
 static void int8_micro1(const uint8_t *w, size_t g, const k3_int8_activations *a, float *o) { int8_micro(w, g, a, o, 1); }
 
 void k3_mxfp4_int8_rows4_batch_vnni(const uint8_t *wbuf, size_t groups, const k3_int8_activations *acts, size_t batch,
                                     float *y, size_t rows, size_t r0) {
-    float out[12];
+    float out[16];
     for (size_t b = 0; b < batch;) {
-        size_t nb = batch - b >= 3 ? 3 : batch - b;
-        (nb == 3 ? int8_micro3 : nb == 2 ? int8_micro2 : int8_micro1)(wbuf, groups, acts + b, out);
+        /* 3 wide (12 accumulators, no spill), 4 when exactly 4 are left (n = 4 needs no 1-wide tail) */
+        size_t nb = batch - b == 4 ? 4 : batch - b >= 3 ? 3 : batch - b;
+        (nb == 4 ? int8_micro4 : nb == 3 ? int8_micro3 : nb == 2 ? int8_micro2 : int8_micro1)(wbuf, groups, acts + b, out);
         for (int i = 0; i < 4; i++)
             for (size_t j = 0; j < nb; j++) y[(b + j) * rows + r0 + (size_t)i] = out[i * (int)nb + (int)j];
         b += nb;
+    }
+}
+
+/* ---------------------------------------------------------------- activation quantisation (AVX-512)
+   The same bits as k3_mxfp4_quantize_activations: max|x| is exact, d = amax / 127 is the same f32
+   division, x / d is a correctly rounded vdivps and vrndscaleps rounds to nearest even like nearbyintf. */
+void k3_mxfp4_quantize_activations_avx512(const float *x, size_t cols, k3_int8_activations *out) {
+    const size_t n_blocks = cols / 32;
+    memset(out->q_even, 0, out->groups * 64);
+    memset(out->q_odd, 0, out->groups * 64);
+    memset(out->d, 0, out->groups * 4 * sizeof(float));
+    memset(out->d_lanes, 0, out->groups * 16 * sizeof(float));
+    memset(out->neg12_sums, 0, out->groups * 16 * sizeof(int32_t));
+    const __m512i even_idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd_idx = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+    const __m512 inf = _mm512_set1_ps(__builtin_inff());
+    for (size_t b = 0; b < n_blocks; b++) {
+        __m512 lo = _mm512_loadu_ps(x + 32 * b), hi = _mm512_loadu_ps(x + 32 * b + 16);
+        __m512 alo = _mm512_and_ps(lo, abs_mask), ahi = _mm512_and_ps(hi, abs_mask);
+        /* non-finite (|x| >= inf, or NaN: unordered) anywhere -> d = NaN, q = 0 */
+        __mmask16 bad = _mm512_cmp_ps_mask(alo, inf, _CMP_NLT_UQ) | _mm512_cmp_ps_mask(ahi, inf, _CMP_NLT_UQ);
+        float d;
+        if (bad) d = __builtin_nanf("");
+        else {
+            float amax = _mm512_reduce_max_ps(_mm512_max_ps(alo, ahi));
+            d = amax / 127.0f;
+            if (amax != 0.0f) {
+                __m512 dv = _mm512_set1_ps(d);
+                __m512 e = _mm512_permutex2var_ps(lo, even_idx, hi), o = _mm512_permutex2var_ps(lo, odd_idx, hi);
+                __m512i qe = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_div_ps(e, dv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+                __m512i qo = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_div_ps(o, dv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+                _mm_storeu_si128((__m128i *)(out->q_even + 16 * b), _mm512_cvtepi32_epi8(qe));
+                _mm_storeu_si128((__m128i *)(out->q_odd + 16 * b), _mm512_cvtepi32_epi8(qo));
+                /* lane 4b + j/4 sums bytes j = 4l .. 4l+3: sum each group of 4 dwords */
+                __m512i sum = _mm512_add_epi32(qe, qo);
+                int32_t t[16];
+                _mm512_storeu_si512(t, sum);
+                for (int l = 0; l < 4; l++) out->neg12_sums[4 * b + l] = -12 * (t[4 * l] + t[4 * l + 1] + t[4 * l + 2] + t[4 * l + 3]);
+            }
+        }
+        out->d[b] = d;
+        for (int l = 0; l < 4; l++) out->d_lanes[4 * b + l] = d;
     }
 }
