@@ -90,6 +90,12 @@ void k3_mxfp4_int8_decode4_vnni(const k3_mxfp4_matrix *m, size_t r0, size_t grou
             size_t left = n_blocks - 4 * g;
             __mmask64 bytes = left >= 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * left)) - 1);
             __mmask16 lanes = left >= 4 ? 0xFFFF : (__mmask16)((1u << (4 * left)) - 1);
+            /* the next 4-row group's line (rows are contiguous): decode reads short 1.8 KB row pieces
+               between long VNNI phases, which the hardware prefetcher alone leaves exposed */
+            if (r0 + 8 <= m->rows) {
+                _mm_prefetch((const char *)(packed + 4 * (m->cols / 2) + 64 * g), _MM_HINT_T0);
+                if ((g & 15) == 0) _mm_prefetch((const char *)(scales + 4 * n_blocks + 4 * g), _MM_HINT_T0);
+            }
             __m512i v = _mm512_maskz_loadu_epi8(bytes, packed + 64 * g);
             _mm512_store_si512((__m512i *)o, _mm512_shuffle_epi8(table, _mm512_and_si512(v, low4)));
             _mm512_store_si512((__m512i *)(o + 64), _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4)));
