@@ -57,7 +57,7 @@ typedef struct k3_mxfp4_api {
     /* As matmul_split from plain activations; returns 0, or -1 if the scratch could not be allocated. */
     int (*matmul)(const k3_mxfp4_matrix *m, const float *x, float *y, size_t batch);
 
-    /* The opt-in int8-activation path (AVX-512 VNNI when available; order in the package's
+    /* The opt-in int8-activation path (AVX-512 VNNI, else AVX2 vpmaddubsw; same bits; order in the package's
        matmul_int8.h). Approximate (activation rounding, ~1e-4 of sum|w x|); 0, or -1 on out of memory. */
     int (*matmul_int8)(const k3_mxfp4_matrix *m, const float *x, float *y, size_t batch);
 } k3_mxfp4_api;
