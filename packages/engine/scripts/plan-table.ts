@@ -11,7 +11,8 @@ const gb = (b: number) => `${(b / 1e9).toFixed(1)} GB`;
 console.log("| preset | pinned layers | ring | cache slots/layer | KV tokens | planned total | cold read/token |");
 console.log("|---|---:|---|---:|---:|---:|---:|");
 for (const preset of PRESET_NAMES.filter((p) => p !== "auto")) {
-  const plan = planMemory(k3, budgetsFor(preset, k3, box), preset, box);
+  // With a packed trunk (k3 pack, --trunk DIR): without one the whole trunk is resident at every preset.
+  const plan = planMemory(k3, budgetsFor(preset, k3, box), preset, box, { packedTrunk: true });
   const ring = plan.ringSlots === 0 ? "none" : `${plan.ringSlots} x ${(plan.ringSlotBytes / 1e9).toFixed(2)} GB`;
   console.log(
     `| ${preset} | ${plan.pinnedLayers.length}/${k3.numLayers ?? plan.pinnedLayers.length + plan.streamedLayers.length} | ${ring} | ${plan.cacheSlotsPerLayer} | ${plan.kvCapacityTokens} | ${gb(plan.totalBytes)} | ${gb(plan.expectedBytesPerToken)} |`,

@@ -5,7 +5,8 @@
  * - Compute: a run's --json report times each layer kind (report.per_kind.<kind>.decode: seconds,
  *   bytes_touched, bytes_read, tokens). A kind's compute rate is bytes_touched / compute seconds,
  *   where compute seconds = seconds - bytes_read / the run's disk ceiling (report.floor): the I/O
- *   the kind waited for at most, so the rate is never flattered by reads. K3's compute per token is
+ *   the kind waited for at most (reads that overlapped compute are subtracted too, so a rate above the
+ *   memory ceiling is capped at it). K3's compute per token is
  *   the sum over kinds of (its layers x weight bytes a token touches per layer) / that rate.
  * - I/O: the plan's cold-cache bytes read per decoded token at the preset (packed trunk, as K3 runs
  *   below its trunk size) / the disk bandwidth (--disk-gbps, else the report's disk ceiling, else a
@@ -33,7 +34,7 @@ export interface KindPhase {
 /** The parts of a run's --json report the projection reads. */
 export interface RatesReport {
   per_kind?: Partial<Record<string, { prefill?: KindPhase; decode?: KindPhase }>>;
-  floor?: { mem_ceiling_gbps?: number; disk_ceiling_gbps?: number };
+  floor?: { mem_ceiling_gbps?: number; disk_ceiling_gbps?: number } | null;
 }
 
 export interface KindRate {
@@ -66,7 +67,11 @@ export function ratesFromReport(r: RatesReport): { rates: Partial<Record<ReportK
     const io = disk && d.bytes_read > 0 ? d.bytes_read / (disk * GB) : 0;
     const compute = d.seconds - io;
     if (compute > 0) {
-      rates[kind] = { gbps: d.bytes_touched / compute / GB, runSecondsPerToken: compute / tokens, note: io > 0 ? `${d.seconds.toFixed(3)} s less ${io.toFixed(3)} s of reads at ${disk!.toFixed(2)} GB/s` : `${d.seconds.toFixed(3)} s` };
+      const gbps = d.bytes_touched / compute / GB;
+      const how = io > 0 ? `${d.seconds.toFixed(3)} s less ${io.toFixed(3)} s of reads at ${disk!.toFixed(2)} GB/s` : `${d.seconds.toFixed(3)} s`;
+      // Reads that overlapped compute were subtracted too: no kind touches memory faster than its ceiling.
+      if (mem && gbps > mem) rates[kind] = { gbps: mem, runSecondsPerToken: d.bytes_touched / (mem * GB) / tokens, note: `${how}: ${gbps.toFixed(1)} GB/s, above the memory ceiling (reads overlapped): taken at ${mem.toFixed(2)} GB/s` };
+      else rates[kind] = { gbps, runSecondsPerToken: compute / tokens, note: how };
     } else if (mem) {
       // All of its time was reading: its compute is not measurable here; count it at the memory ceiling.
       rates[kind] = { gbps: mem, runSecondsPerToken: d.bytes_touched / (mem * GB) / tokens, note: `I/O-bound in the run: compute taken at the memory ceiling ${mem.toFixed(2)} GB/s` };

@@ -35,6 +35,10 @@ describe("published-K3 projection", () => {
     // 9.4 GB at 2 GB/s = 4.7 s > the 4 s measured: the head's compute is hidden; taken at 10 GB/s.
     expect(rates.lm_head!.gbps).toBe(10);
     expect(rates.lm_head!.note).toMatch(/I\/O-bound/);
+    // A kind whose reads overlapped its compute can come out above the memory ceiling: capped.
+    const fast = ratesFromReport({ ...report, per_kind: { ...report.per_kind, mla: { decode: { seconds: 0.5, bytes_touched: 8e9, bytes_read: 0, tokens: 4 } } } });
+    expect(fast.rates.mla!.gbps).toBe(10);
+    expect(fast.rates.mla!.note).toMatch(/16\.0 GB\/s, above the memory ceiling .* taken at 10\.00 GB\/s/);
   });
 
   it("projects compute = sum of K3 bytes per kind / rate, I/O = plan reads / disk, and the anchors' figures", () => {
