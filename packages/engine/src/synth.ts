@@ -302,8 +302,22 @@ function fnv32(text: string): number {
   return h >>> 0;
 }
 
+/** sfc32 (the state of a stream). */
+class Sfc32 {
+  constructor(public a: number, public b: number, public c: number, public d: number) {}
+  next(): number {
+    const t = (((this.a + this.b) | 0) + this.d) | 0;
+    this.d = (this.d + 1) | 0;
+    this.a = this.b ^ (this.b >>> 9);
+    this.b = (this.c + (this.c << 3)) | 0;
+    this.c = (this.c << 21) | (this.c >>> 11);
+    this.c = (this.c + t) | 0;
+    return t >>> 0;
+  }
+}
+
 /** sfc32 seeded through splitmix32 from (seed, key): a stream that depends only on both. */
-function rng(seed: number, key: string): () => number {
+function rngState(seed: number, key: string): Sfc32 {
   let s = (fnv32(key) ^ Math.imul(seed >>> 0, 0x9e3779b1) ^ Math.floor(seed / 2 ** 32)) >>> 0;
   const mix = () => {
     s = (s + 0x9e3779b9) >>> 0;
@@ -312,21 +326,50 @@ function rng(seed: number, key: string): () => number {
     z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
     return (z ^ (z >>> 16)) >>> 0;
   };
-  let a = mix();
-  let b = mix();
-  let c = mix();
-  let d = mix() | 1;
-  const next = () => {
-    const t = (((a + b) | 0) + d) | 0;
+  const a = mix();
+  const b = mix();
+  const c = mix();
+  const r = new Sfc32(a, b, c, mix() | 1);
+  for (let i = 0; i < 12; i++) r.next();
+  return r;
+}
+
+function rng(seed: number, key: string): () => number {
+  const r = rngState(seed, key);
+  return () => r.next();
+}
+
+/**
+ * out[i] = mean + std·irwinHall4(next(), next()) for i < n, with the sfc32 steps inlined (the hot
+ * loop of block building: the same values as the generic path, bit for bit).
+ */
+function normalInto(r: Sfc32, n: number, mean: number, std: number, out: Float32Array): void {
+  let a = r.a;
+  let b = r.b;
+  let c = r.c;
+  let d = r.d;
+  for (let i = 0; i < n; i++) {
+    let t = (((a + b) | 0) + d) | 0;
     d = (d + 1) | 0;
     a = b ^ (b >>> 9);
     b = (c + (c << 3)) | 0;
     c = (c << 21) | (c >>> 11);
     c = (c + t) | 0;
-    return t >>> 0;
-  };
-  for (let i = 0; i < 12; i++) next();
-  return next;
+    const w1 = t >>> 0;
+    t = (((a + b) | 0) + d) | 0;
+    d = (d + 1) | 0;
+    a = b ^ (b >>> 9);
+    b = (c + (c << 3)) | 0;
+    c = (c << 21) | (c >>> 11);
+    c = (c + t) | 0;
+    const w2 = t >>> 0;
+    const sum = (w1 & 0xffff) + (w1 >>> 16) + (w2 & 0xffff) + (w2 >>> 16) + 2;
+    out[i] = mean + std * (SQRT3 * (sum * INV16 - 2));
+  }
+  r.a = a;
+  r.b = b;
+  r.c = c;
+  r.d = d;
 }
 
 const INV32 = 1 / 4294967296;
@@ -343,12 +386,13 @@ function irwinHall4(a: number, b: number): number {
 }
 const INV16 = 1 / 65536;
 
-/** Float values of a fill, n of them, from `next`. */
-function values(fill: SynthFill, n: number, next: () => number): Float32Array {
+/** Float values of a fill, n of them, from the stream `r`. */
+function values(fill: SynthFill, n: number, r: Sfc32): Float32Array {
   const out = new Float32Array(n);
+  const next = () => r.next();
   switch (fill.kind) {
     case "normal":
-      for (let i = 0; i < n; i++) out[i] = fill.mean + fill.std * irwinHall4(next(), next());
+      normalInto(r, n, fill.mean, fill.std, out);
       break;
     case "uniform":
       for (let i = 0; i < n; i++) out[i] = fill.lo + (fill.hi - fill.lo) * next() * INV32;
@@ -366,7 +410,8 @@ function values(fill: SynthFill, n: number, next: () => number): Float32Array {
 }
 
 /** Bytes of n elements of `fill` in `dtype`. */
-function encode(fill: SynthFill, dtype: SynthTensor["dtype"], n: number, next: () => number): Uint8Array {
+function encode(fill: SynthFill, dtype: SynthTensor["dtype"], n: number, r: Sfc32): Uint8Array {
+  const next = () => r.next();
   if (dtype === "U8") {
     const out = new Uint8Array(n);
     if (fill.kind === "nibbles") {
@@ -386,7 +431,7 @@ function encode(fill: SynthFill, dtype: SynthTensor["dtype"], n: number, next: (
     } else throw new Error(`encode: ${fill.kind} cannot fill U8`);
     return out;
   }
-  const f = values(fill, n, next);
+  const f = values(fill, n, r);
   if (dtype === "F32") return new Uint8Array(f.buffer);
   const bits = new Uint32Array(f.buffer);
   const out = new Uint16Array(n);
@@ -414,7 +459,7 @@ class BlockCache {
     const key = fillKey(fill, dtype);
     let b = this.blocks.get(key);
     if (!b) {
-      const one = encode(fill, dtype, BLOCK_ELEMENTS, rng(this.seed, "block " + key));
+      const one = encode(fill, dtype, BLOCK_ELEMENTS, rngState(this.seed, "block " + key));
       b = new Uint8Array(one.length * 2);
       b.set(one, 0);
       b.set(one, one.length);
@@ -427,10 +472,11 @@ class BlockCache {
 /** The bytes of tensor `t`, in pieces of at most one block (≈ 8 MB of bf16). */
 function* tensorChunks(t: SynthTensor, seed: number, blocks: BlockCache): Generator<Uint8Array> {
   const n = t.shape.reduce((a, b) => a * b, 1);
-  const next = rng(seed, t.name);
+  const r = rngState(seed, t.name);
+  const next = () => r.next();
   const byteFill = t.fill.kind === "nibbles" || t.fill.kind === "e8m0";
   if (n <= DIRECT_MAX && !byteFill) {
-    yield encode(t.fill, t.dtype, n, next);
+    yield encode(t.fill, t.dtype, n, r);
     return;
   }
   const esize = t.dtype === "BF16" ? 2 : t.dtype === "F32" ? 4 : 1;
@@ -452,7 +498,7 @@ function* tensorChunks(t: SynthTensor, seed: number, blocks: BlockCache): Genera
  * Produces every byte of the checkpoint `config` describes without writing it (the generator's
  * own rate, for the benchmark): returns the bytes produced and an xor of one byte per piece.
  */
-export function generateOnly(config: Record<string, any>, seed = 0): { bytes: number; check: number } {
+export function generateOnly(config: Record<string, any>, seed = 0, onPiece?: (piece: Uint8Array) => void): { bytes: number; check: number } {
   const blocks = new BlockCache(seed);
   let bytes = 0;
   let check = 0;
@@ -461,6 +507,7 @@ export function generateOnly(config: Record<string, any>, seed = 0): { bytes: nu
       for (const c of tensorChunks(t, seed, blocks)) {
         bytes += c.length;
         check ^= c[c.length >> 1];
+        onPiece?.(c);
       }
     }
   }
