@@ -350,7 +350,12 @@ export interface ShardedWriterOptions {
   /** `__metadata__` of every shard (e.g. {format: "pt"}). */
   shardMetadata?: Record<string, string>;
   headerReserve?: number;
-  fsync?: boolean;
+  /**
+   * true (default): fsync each shard when it is finished; "finish": fsync every shard at finish(),
+   * before the index is written (the drive keeps writing one shard back while the next is being
+   * written; the index still appears only after all data is on disk); false: never.
+   */
+  fsync?: boolean | "finish";
 }
 
 export function defaultShardName(index: number, count: number): string {
@@ -389,7 +394,7 @@ export class ShardedCheckpointWriter {
       this.current = new SafetensorsWriter(this.tempShard(this.finished.length), {
         metadata: this.options.shardMetadata,
         headerReserve: this.options.headerReserve,
-        fsync: this.options.fsync,
+        fsync: this.options.fsync !== "finish" && this.options.fsync !== false,
         plan,
       });
       this.planned = !!plan;
@@ -473,6 +478,16 @@ export class ShardedCheckpointWriter {
       const finalNames = this.finished.map((_, i) => nameOf(i, count));
       if (new Set(finalNames).size !== count) fail("shardName gives two shards the same name", this.dir);
       const paths = finalNames.map((n) => join(this.dir, n));
+      if (this.options.fsync === "finish") {
+        for (const tmp of this.finished) {
+          const fd = openSync(tmp, "r+");
+          try {
+            fsyncSync(fd);
+          } finally {
+            closeSync(fd);
+          }
+        }
+      }
       this.finished.forEach((tmp, i) => renameSync(tmp, paths[i]));
       const index = {
         metadata: { ...(this.options.indexMetadata ?? {}), total_size: this.totalBytes },
@@ -482,7 +497,7 @@ export class ShardedCheckpointWriter {
       const fd = openSync(indexTemp, "wx");
       const text = Buffer.from(JSON.stringify(index, null, 2) + "\n");
       writeSync(fd, text, 0, text.length, 0);
-      if (this.options.fsync ?? true) fsyncSync(fd);
+      if (this.options.fsync !== false) fsyncSync(fd);
       closeSync(fd);
       renameSync(indexTemp, join(this.dir, "model.safetensors.index.json"));
       this.state = "finished";

@@ -150,4 +150,20 @@ describe("addChunks: a tensor written in pieces", () => {
     expect(() => w.finish()).toThrow(/aborted/);
     expect(readdirSync(dir)).toEqual([]);
   });
+
+  it('fsync: "finish" writes the same checkpoint (shards synced at finish, before the index)', () => {
+    const dir = tempDir();
+    const t = pattern(5000, 9);
+    for (const [sub, fsync] of [["a", true], ["b", "finish"]] as const) {
+      const w = new ShardedCheckpointWriter(join(dir, sub), { fsync });
+      w.add("x", "U8", [5000], t);
+      w.nextShard();
+      w.add("y", "U8", [100], t.subarray(0, 100));
+      w.finish();
+    }
+    for (const f of ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"]) {
+      expect(readFileSync(join(dir, "b", f)).equals(readFileSync(join(dir, "a", f))), f).toBe(true);
+    }
+    expect(readdirSync(join(dir, "b")).filter((f) => f.startsWith("."))).toEqual([]);
+  });
 });
