@@ -47,7 +47,7 @@ for (let round = 0; round < rounds; round++) {
     times.plain.push((performance.now() - t) / 1000);
     rmSync(file, { force: true });
   }
-  // k3 synth (fsync per shard), as the CLI runs it.
+  // k3 synth (every shard fsynced at the end), as the CLI runs it.
   const r = await synthesize({ out, ...opts, force: true });
   times.synth.push(r.seconds);
   synthBytes = r.fileBytes;

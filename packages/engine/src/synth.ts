@@ -81,7 +81,7 @@ export interface SynthOptions {
   force?: boolean;
   /** A real tiktoken.model to copy instead of the synthetic rank file (needs vocab − 256 ranks). */
   tokenizer?: string;
-  /** fsync every shard before its rename (default true). */
+  /** fsync the shards (all at the end, before the index is written; default true). */
   fsync?: boolean;
   onProgress?: (p: SynthProgress) => void;
   /**
@@ -631,7 +631,9 @@ export async function synthesize(options: SynthOptions): Promise<SynthResult> {
     JSON.stringify({ generator: "k3 synth", family, layers: tc.num_hidden_layers, experts: tc.num_experts, vocab: tc.vocab_size, seed, tokenizer: options.tokenizer ? "copied" : "synthetic", layer_map: layerMap }, null, 2) + "\n",
   );
 
-  const writer = new ShardedCheckpointWriter(dir, { shardMetadata: { format: "pt" }, fsync: options.fsync ?? true });
+  // Shards are synced together at the end (before the index): a per-shard fsync would stop the
+  // writes while each shard drains (measured 1.4x slower on this disk).
+  const writer = new ShardedCheckpointWriter(dir, { shardMetadata: { format: "pt" }, fsync: (options.fsync ?? true) ? "finish" : false });
   const blocks = new BlockCache(seed);
   let done = 0;
   let lastReport = 0;
