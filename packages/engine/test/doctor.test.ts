@@ -29,6 +29,7 @@ describe("k3 doctor", () => {
     const { rmSync } = await import("node:fs");
     rmSync(join(dir, "tiktoken.model"));
     const r = await doctor(dir);
+    rmSync(join(dir, ".."), { recursive: true, force: true });
     expect(r.ok).toBe(false);
     expect(r.text).toMatch(/FAIL {2}.*model-00002-of-00003.safetensors: size \d+ but the header says \d+/);
     expect(r.text).toMatch(/FAIL {2}tiktoken.model is missing/);
