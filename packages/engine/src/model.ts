@@ -652,6 +652,16 @@ export class Model {
    */
   private async ffn(L: Layer, l: number, x: Float32Array, T: number, out: Float32Array, lap?: (kind: ReportKind | null, touched: number) => void): Promise<void> {
     if (!(L.ffn instanceof MoeFfn)) {
+      // A dense layer before an MoE layer (K3's layer 0) starts that layer's predicted reads now,
+      // so they run behind this MLP and the next mixer instead of after the next router.
+      const prefetch = this.prefetch ? this.predictNext(l, x, T) : undefined;
+      if (prefetch) {
+        const issued0 = this.experts!.stats().prefetchIssued;
+        this.experts!.prefetch(prefetch.layer, prefetch.ids);
+        this.counters.prefetchIssued += this.experts!.stats().prefetchIssued - issued0;
+        this.predicted = { layer: prefetch.layer, ids: new Set(prefetch.ids) };
+        lap?.("moe_trunk", 0); // the lookahead router
+      }
       L.ffn.forward(x, T, out);
       lap?.("dense_mlp", L.ffn.bytes);
       return;

@@ -153,7 +153,6 @@ export class MoeLayer {
     const routing = router.route(x, T);
     const k = routing.k;
     const inDim = compute.inDim;
-    const u = latent ? matmul(latent.down, x, T, new Float32Array(T * inDim)) : x.subarray(0, T * hidden);
     cpu += now() - c0;
 
     // The union: unique experts in first-use order, each with the (token, rank) pairs it serves.
@@ -171,6 +170,12 @@ export class MoeLayer {
 
     const req = this.opts.experts.request(this.opts.layer, ids);
     if (opts.prefetch && this.opts.experts.prefetch) this.opts.experts.prefetch(opts.prefetch.layer, opts.prefetch.ids);
+    // With the reads in flight: the latent projection and the shared experts (neither needs an
+    // expert), so that compute runs while the first experts arrive. The sums below keep their order.
+    c0 = now();
+    const u = latent ? matmul(latent.down, x, T, new Float32Array(T * inDim)) : x.subarray(0, T * hidden);
+    const shared = this.opts.shared ? this.sharedForward(x, T) : null;
+    cpu += now() - c0;
     const done = new Set<ExpertHandle>();
     const dropped: DroppedExpert[] = [];
     const drop = this.opts.onExpertError === "drop";
@@ -242,10 +247,7 @@ export class MoeLayer {
     } else {
       out = r;
     }
-    if (this.opts.shared) {
-      const s = this.sharedForward(x, T);
-      for (let i = 0; i < out.length; i++) out[i] = Math.fround(out[i] + s[i]);
-    }
+    if (shared) for (let i = 0; i < out.length; i++) out[i] = Math.fround(out[i] + shared[i]);
     cpu += now() - c0;
 
     const after = this.opts.experts.stats?.();
