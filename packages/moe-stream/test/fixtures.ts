@@ -1,5 +1,6 @@
 // Loads fixtures/components/*.safetensors (written by the PyTorch reference) into typed arrays.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, statfsSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { openSafetensorsSync } from "@k3/safetensors";
@@ -65,4 +66,21 @@ export function worstRatio(got: ArrayLike<number>, want: ArrayLike<number>, atol
     if (!(r <= worst)) worst = Number.isNaN(r) ? Infinity : r;
   }
   return worst;
+}
+
+export const TMPFS_MAGIC = 0x01021994;
+
+/** A scratch dir on a real disk (O_DIRECT must be exercised; tmpfs would not show it): the OS temp
+    dir, else /var/tmp, else the package's own .tmp (a disk wherever the repo is checked out). */
+export function diskDir(prefix: string): string {
+  const onDisk = (d: string) => {
+    try {
+      return statfsSync(d).type !== TMPFS_MAGIC;
+    } catch {
+      return false;
+    }
+  };
+  const base = [tmpdir(), "/var/tmp"].find(onDisk) ?? fileURLToPath(new URL("../.tmp", import.meta.url));
+  mkdirSync(base, { recursive: true });
+  return mkdtempSync(join(base, prefix));
 }

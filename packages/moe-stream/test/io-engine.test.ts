@@ -13,27 +13,11 @@ import { measureReadEngine } from "../src/io-stats.js";
 import { native, type NativeReadDone } from "../src/native.js";
 import { packTrunk } from "../src/trunk-pack.js";
 import { TrunkStreamer } from "../src/trunk-stream.js";
-import { tinyK3Dir } from "./fixtures.js";
+import { diskDir, tinyK3Dir } from "./fixtures.js";
 import { expertBytes, writeSyntheticK3 } from "./make-checkpoint.js";
 
-const TMPFS_MAGIC = 0x01021994;
 const ECANCELED = 125;
 const EPERM = 1;
-
-/** A scratch dir on a real disk (O_DIRECT must be exercised; tmpfs would not show it): the OS temp
-    dir, else /var/tmp, else the package's own .tmp (a disk wherever the repo is checked out). */
-function diskDir(prefix: string): string {
-  const onDisk = (d: string) => {
-    try {
-      return statfsSync(d).type !== TMPFS_MAGIC;
-    } catch {
-      return false;
-    }
-  };
-  const base = [tmpdir(), "/var/tmp"].find(onDisk) ?? fileURLToPath(new URL("../.tmp", import.meta.url));
-  mkdirSync(base, { recursive: true });
-  return mkdtempSync(join(base, prefix));
-}
 
 const spec = { layers: [1, 2], experts: 24, hidden: 64, latent: 128, inter: 96 };
 const EXPERT = expertBytes(spec.latent, spec.inter);

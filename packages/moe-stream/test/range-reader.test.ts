@@ -6,22 +6,8 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MoeStreamError, StoreStateError } from "../src/errors.js";
 import { RangeReader } from "../src/range-reader.js";
+import { diskDir } from "./fixtures.js";
 
-const TMPFS_MAGIC = 0x01021994;
-
-/** A scratch dir on a real disk (O_DIRECT must be exercised; tmpfs would not show it). */
-function diskDir(prefix: string): string {
-  const onDisk = (d: string) => {
-    try {
-      return statfsSync(d).type !== TMPFS_MAGIC;
-    } catch {
-      return false;
-    }
-  };
-  const base = [tmpdir(), "/var/tmp"].find(onDisk) ?? fileURLToPath(new URL("../.tmp", import.meta.url));
-  mkdirSync(base, { recursive: true });
-  return mkdtempSync(join(base, prefix));
-}
 
 let dir: string;
 let a: string;

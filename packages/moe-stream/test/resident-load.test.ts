@@ -7,22 +7,9 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MoeStreamError } from "../src/errors.js";
 import { loadCeiling, loadResidentRanges, planBlocks, type ResidentRange } from "../src/resident-load.js";
+import { diskDir, TMPFS_MAGIC } from "./fixtures.js";
 
-const TMPFS_MAGIC = 0x01021994;
 const MIB = 1 << 20;
-
-function diskDir(prefix: string): string {
-  const onDisk = (d: string) => {
-    try {
-      return statfsSync(d).type !== TMPFS_MAGIC;
-    } catch {
-      return false;
-    }
-  };
-  const base = [tmpdir(), "/var/tmp"].find(onDisk) ?? fileURLToPath(new URL("../.tmp", import.meta.url));
-  mkdirSync(base, { recursive: true });
-  return mkdtempSync(join(base, prefix));
-}
 
 /** A file whose byte p is a hash of (seed, p), so any misplaced byte shows. */
 function writePattern(path: string, bytes: number, seed: number): Uint8Array {
