@@ -134,6 +134,8 @@ export interface MemoryPlan {
   expectedBytesPerToken: number;
   /** The same, by source: streamed trunk layers, routed experts (cold), embed row + lm_head when streamed. */
   expectedReads: { trunk: number; experts: number; embedHead: number };
+  /** One routed expert read as the device moves it (the expert plus its aligned-superset page); 0 without experts. */
+  expertReadBytes: number;
   /** Planned resident bytes, by part. */
   parts: { name: string; bytes: number }[];
   totalBytes: number;
@@ -296,6 +298,7 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
     trunkNote,
     expectedBytesPerToken,
     expectedReads,
+    expertReadBytes: census.expertBytes > 0 ? census.expertBytes + ALIGN_SLACK : 0,
     parts,
     totalBytes,
     availableBytes: mem.availableBytes,

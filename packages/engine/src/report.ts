@@ -306,12 +306,19 @@ export function checkPlan(x: PlanCheckInput): PlanCheck {
   const n = x.decodeForwards;
   const measured = n > 0 ? sources(x.decodeBytes.trunk / n, x.decodeBytes.experts / n, x.decodeBytes.embedHead / n) : sources(0, 0, 0);
   const mismatches: string[] = [];
-  const off = (want: number, got: number) => Math.abs(got - want) > MISMATCH_TOLERANCE * Math.max(want, 1);
+  // The expert figure is an upper bound: a request served by a streaming slot that still holds the
+  // expert (neither a resident hit nor a read) reads nothing, so reading less is not a mismatch
+  // (the tiny model read 13 % under it in one CI run). Reading MORE than planned is, beyond one expert
+  // read over the phase: reads come whole, and a lookahead read at the prefill/decode boundary
+  // lands in either phase.
+  const slack = x.plan.expertReadBytes / Math.max(1, n);
+  const off = (want: number, got: number, key: keyof ReadsBySource) =>
+    key === "experts" ? got - want > MISMATCH_TOLERANCE * Math.max(want, 1) + slack : Math.abs(got - want) > MISMATCH_TOLERANCE * Math.max(want, 1);
   if (n > 0) {
     for (const [key, label] of [["trunk", "trunk"], ["experts", "experts"], ["embed_head", "embed/head"]] as const) {
       const want = expected[key];
       const got = measured[key];
-      if (off(want, got))
+      if (off(want, got, key))
         mismatches.push(`${label} reads: ${fmtBytes(got)}/token measured vs ${fmtBytes(want)}/token planned${key === "experts" && hit !== null ? ` at the measured ${(100 * hit).toFixed(1)}% resident hit rate` : ""} (${want > 0 ? `${((100 * (got - want)) / want).toFixed(0)}%` : "none planned"})`);
     }
   }

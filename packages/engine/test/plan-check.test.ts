@@ -29,6 +29,16 @@ describe("plan check", () => {
     expect(pc.mismatches).toEqual([]);
   });
 
+  it("expert reads below the hit-scaled plan hold; above it (beyond one expert read) they are flagged", () => {
+    const r = ultra.expectedReads;
+    const run = (expertsPerToken: number) =>
+      checkPlan({ plan: ultra, decodeForwards: 4, decodeBytes: { trunk: 0, experts: 4 * expertsPerToken, embedHead: 4 * r.embedHead }, decodeExpertRequests: 192, decodeExpertHits: 0, allocated: {}, peakRssBytes: 1 }).mismatches;
+    expect(ultra.expertReadBytes).toBe(c4.expertBytes + 4096);
+    expect(run(0.8 * r.experts)).toEqual([]);
+    expect(run(1.1 * r.experts + ultra.expertReadBytes / 4 - 1)).toEqual([]);
+    expect(run(1.2 * r.experts)).toEqual([expect.stringMatching(/^experts reads: .* \(\+?20%\)$/)]);
+  });
+
   it("flags the issue's case: a streaming ring planned (8.91 GB/token) where the run read 3.19", () => {
     // The old plan for this run: the trunk streamed although no packed trunk was given.
     const wrong = planMemory(c4, budgetsFor("ultra", c4, box), "ultra", box, { packedTrunk: true });
