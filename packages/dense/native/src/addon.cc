@@ -133,45 +133,45 @@ static Napi::Value GemvF32(const Napi::CallbackInfo &info) {
     return env.Undefined();
 }
 
+// The arguments of gemmBf16 and gemmBf16Rounded: (w, X, Y, rows, cols, batch, ld), checked.
+struct GemmBf16Args {
+    const uint16_t *w;
+    float *x, *y;
+    size_t rows, cols, batch, ld;
+};
+
+static bool get_gemm_bf16_args(const Napi::CallbackInfo &info, const char *fn, GemmBf16Args *a) {
+    Napi::Env env = info.Env();
+    k3::Bytes w;
+    size_t nx, ny;
+    if (!k3::get_bytes(info, 0, fn, "w", &w) || !k3::get_f32(info, 1, fn, "X", 0, &a->x, &nx) ||
+        !k3::get_f32(info, 2, fn, "Y", 0, &a->y, &ny) || !k3::get_size(info, 3, fn, "rows", &a->rows) ||
+        !k3::get_size(info, 4, fn, "cols", &a->cols) || !k3::get_size(info, 5, fn, "batch", &a->batch) ||
+        !k3::get_size(info, 6, fn, "ld", &a->ld))
+        return false;
+    if (!check_matrix(env, fn, w.length, a->rows, a->cols, a->ld, 2) ||
+        !check_batch(env, fn, nx, ny, a->rows, a->cols, a->batch))
+        return false;
+    if (reinterpret_cast<uintptr_t>(w.data) % 2 != 0)
+        return k3::fail(env, fn, "w must start at an even byte offset (bf16)", true), false;
+    a->w = reinterpret_cast<const uint16_t *>(w.data);
+    return true;
+}
+
 // gemmBf16(w, X, Y, rows, cols, batch, ld)
 static Napi::Value GemmBf16(const Napi::CallbackInfo &info) {
-    Napi::Env env = info.Env();
-    const char *fn = "gemmBf16";
-    k3::Bytes w;
-    float *x, *y;
-    size_t rows, cols, batch, ld, nx, ny;
-    if (!k3::get_bytes(info, 0, fn, "w", &w) || !k3::get_f32(info, 1, fn, "X", 0, &x, &nx) ||
-        !k3::get_f32(info, 2, fn, "Y", 0, &y, &ny) || !k3::get_size(info, 3, fn, "rows", &rows) ||
-        !k3::get_size(info, 4, fn, "cols", &cols) || !k3::get_size(info, 5, fn, "batch", &batch) ||
-        !k3::get_size(info, 6, fn, "ld", &ld))
-        return env.Undefined();
-    if (!check_matrix(env, fn, w.length, rows, cols, ld, 2) || !check_batch(env, fn, nx, ny, rows, cols, batch))
-        return env.Undefined();
-    if (reinterpret_cast<uintptr_t>(w.data) % 2 != 0)
-        return k3::fail(env, fn, "w must start at an even byte offset (bf16)", true), env.Undefined();
-    k3_gemm_bf16(reinterpret_cast<const uint16_t *>(w.data), ld, x, y, rows, cols, batch);
-    return env.Undefined();
+    GemmBf16Args a;
+    if (get_gemm_bf16_args(info, "gemmBf16", &a)) k3_gemm_bf16(a.w, a.ld, a.x, a.y, a.rows, a.cols, a.batch);
+    return info.Env().Undefined();
 }
 
 // gemmBf16Rounded(w, X, Y, rows, cols, batch, ld): the opt-in rounded path (gemm_rounded.h)
 static Napi::Value GemmBf16Rounded(const Napi::CallbackInfo &info) {
-    Napi::Env env = info.Env();
-    const char *fn = "gemmBf16Rounded";
-    k3::Bytes w;
-    float *x, *y;
-    size_t rows, cols, batch, ld, nx, ny;
-    if (!k3::get_bytes(info, 0, fn, "w", &w) || !k3::get_f32(info, 1, fn, "X", 0, &x, &nx) ||
-        !k3::get_f32(info, 2, fn, "Y", 0, &y, &ny) || !k3::get_size(info, 3, fn, "rows", &rows) ||
-        !k3::get_size(info, 4, fn, "cols", &cols) || !k3::get_size(info, 5, fn, "batch", &batch) ||
-        !k3::get_size(info, 6, fn, "ld", &ld))
-        return env.Undefined();
-    if (!check_matrix(env, fn, w.length, rows, cols, ld, 2) || !check_batch(env, fn, nx, ny, rows, cols, batch))
-        return env.Undefined();
-    if (reinterpret_cast<uintptr_t>(w.data) % 2 != 0)
-        return k3::fail(env, fn, "w must start at an even byte offset (bf16)", true), env.Undefined();
-    if (k3_gemm_bf16_rounded(reinterpret_cast<const uint16_t *>(w.data), ld, x, y, rows, cols, batch) != 0)
-        return k3::fail(env, fn, "out of memory for the rounded activations", false), env.Undefined();
-    return env.Undefined();
+    GemmBf16Args a;
+    if (get_gemm_bf16_args(info, "gemmBf16Rounded", &a) &&
+        k3_gemm_bf16_rounded(a.w, a.ld, a.x, a.y, a.rows, a.cols, a.batch) != 0)
+        k3::fail(info.Env(), "gemmBf16Rounded", "out of memory for the rounded activations", false);
+    return info.Env().Undefined();
 }
 
 static Napi::Value RoundedUsesDpbf16(const Napi::CallbackInfo &info) {
