@@ -1,26 +1,30 @@
 /**
  * Time per token at K3's real widths against its floor (issue 13 item 3), on a real-width
- * checkpoint from `k3 synth` (K3_RW_MODEL; default /work/rw/k3-L2-E896 when present, else
- * /work/rw/k3-L4-E64). For every preset (ultra, laptop, auto), resident and with the trunk
+ * checkpoint from `k3 synth` (K3_RW_MODEL; default /work/rwdata/k3-L2-E896 when present, else
+ * /work/rw/k3-L2-E896). For every preset (ultra, laptop, auto; K3_RW_PRESETS), resident and with the trunk
  * streamed from a packed trunk (`--trunk`, packed into a temp dir first): prefill at T = 8 and
- * T = 64, then decode of 8 tokens. Each configuration runs in its own child process under
- * `flock -x /tmp/k3-bench.lock` (one real-width run at a time), which measures, before loading,
- * the memory-read ceiling (@k3/dense, 2 threads, 512 MiB) and the disk-read ceiling (@k3/moe-stream,
- * the checkpoint's experts, O_DIRECT, depth 16); the floor per kind is max(bytes touched / memory
- * ceiling, bytes read / disk ceiling). After the runs the child also times @k3/dense's batched
+ * T = 64, then decode of 8 tokens. Each configuration runs in its own child process under the
+ * exclusive bench lock (/work/bin/k3-excl when present, else `flock /tmp/k3-turn.lock flock -x
+ * /tmp/k3-bench.lock`: one real-width run at a time, a short exclusive stretch per configuration),
+ * which measures the memory-read ceiling and one disk-read ceiling per source the run reads, with
+ * the run's own pattern (floor.ts), before loading and again after the runs (the higher is used);
+ * the floor per kind is max(bytes touched / memory ceiling, bytes read / its source's ceiling).
+ * After the runs the child also times @k3/dense's batched
  * GEMM at batch 64 on a KDA projection shape (bf16 [12288, 7168]): the prefill rate of the
  * resident bf16 layer stack is compared with that GEMM's rate for the same bytes.
  *
- * Run: cd packages/engine && pnpm bench:realwidth      (writes bench-results/realwidth.json and
- * prints the markdown the README holds). K3_RW_PRESETS=ultra,laptop and K3_RW_TRUNK=0|1 restrict it;
- * K3_RW_TRUNK_DIR reuses a trunk already packed from the same checkpoint.
+ * Run: cd packages/engine && pnpm bench:realwidth      (writes bench-results/realwidth-<model>.json,
+ * .md, and each configuration's run report as realwidth-<model>-<config>.report.json for
+ * `k3 plan --project --from-report`; prints the markdown the README holds). K3_RW_PRESETS=ultra,laptop
+ * and K3_RW_TRUNK=0|1 restrict it; K3_RW_TRUNK_DIR reuses a trunk already packed from the same
+ * checkpoint; K3_RW_SCRATCH is where a trunk is packed (deleted after).
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { basename, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gemmBf16, simdLevel, threadCount } from "@k3/dense";
-import { Engine, REPORT_KINDS, floorSeconds, fmtBytes, type RunReport } from "../src/index.js";
+import { Engine, REPORT_KINDS, kindFloorSeconds, phaseFloorSeconds, reportCeilings, fmtBytes, type RunReport } from "../src/index.js";
 
 const here = fileURLToPath(import.meta.url);
 const GEMM_SHAPE = { rows: 12288, cols: 7168 };
@@ -42,7 +46,8 @@ async function child(cfg: { model: string; preset: string; trunk: string | null 
     const V = engine.tokenizer.nRanks;
     const prompt = (n: number, salt: number) => Array.from({ length: n }, (_, i) => (i * 7919 + salt) % V);
     const prefill8 = (await engine.complete(prompt(8, 13), { maxTokens: 1, stopIds: [], temperature: 0 })).report;
-    const run64 = (await engine.complete(prompt(64, 101), { maxTokens: 9, stopIds: [], temperature: 0 })).report;
+    // Every ceiling again after the runs (the run's peak RSS is already in the report).
+    const run64 = engine.floorAfterRun((await engine.complete(prompt(64, 101), { maxTokens: 9, stopIds: [], temperature: 0 })).report);
     // The batched-GEMM rate for the same kind of bytes (bf16 weights, batch 64), measured last.
     const { rows, cols } = GEMM_SHAPE;
     const w = new Uint16Array(rows * cols);
@@ -74,7 +79,7 @@ async function child(cfg: { model: string; preset: string; trunk: string | null 
 
 function defaultModel(): string | null {
   if (process.env.K3_RW_MODEL) return resolve(process.env.K3_RW_MODEL);
-  for (const d of ["/work/rw/k3-L2-E896", "/work/rw/k3-L4-E64"]) if (existsSync(join(d, "config.json"))) return d;
+  for (const d of ["/work/rwdata/k3-L2-E896", "/work/rw/k3-L2-E896"]) if (existsSync(join(d, "config.json"))) return d;
   return null;
 }
 
@@ -82,20 +87,16 @@ const ms = (s: number) => (1000 * s).toFixed(1);
 const ratio = (a: number, b: number) => (b > 0 ? (a / b).toFixed(2) : "-");
 
 function perKindTable(r: RunReport, p64: RunReport): string[] {
-  const f = r.floor!;
-  const ceil = { memGbps: f.mem_ceiling_gbps, diskGbps: f.disk_ceiling_gbps };
+  const ceil = reportCeilings(r.floor!);
   const dt = r.per_kind.embed.decode.tokens;
   const pt = p64.prompt_tokens - p64.prompt_cached_tokens;
   const lines = [
     "| kind | decode ms/token | touched/token | read/token | floor ms | ratio | prefill (T=64) ms/token | touched/token | read/token | floor ms | ratio |",
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
+  const row = (name: string, d: number[], fd: number, p: number[], fp: number) =>
+    `| ${name} | ${ms(d[0] / dt)} | ${fmtBytes(d[1] / dt)} | ${fmtBytes(d[2] / dt)} | ${ms(fd / dt)} | ${ratio(d[0], fd)} | ${ms(p[0] / pt)} | ${fmtBytes(p[1] / pt)} | ${fmtBytes(p[2] / pt)} | ${ms(fp / pt)} | ${ratio(p[0], fp)} |`;
   const tot = { d: [0, 0, 0], p: [0, 0, 0] };
-  const row = (name: string, d: number[], p: number[]) => {
-    const fd = floorSeconds(d[1], d[2], ceil);
-    const fp = floorSeconds(p[1], p[2], ceil);
-    return `| ${name} | ${ms(d[0] / dt)} | ${fmtBytes(d[1] / dt)} | ${fmtBytes(d[2] / dt)} | ${ms(fd / dt)} | ${ratio(d[0], fd)} | ${ms(p[0] / pt)} | ${fmtBytes(p[1] / pt)} | ${fmtBytes(p[2] / pt)} | ${ms(fp / pt)} | ${ratio(p[0], fp)} |`;
-  };
   for (const k of REPORT_KINDS) {
     const d = r.per_kind[k].decode;
     const p = p64.per_kind[k].prefill;
@@ -104,10 +105,25 @@ function perKindTable(r: RunReport, p64: RunReport): string[] {
     if (dv.every((x) => x === 0) && pv.every((x) => x === 0)) continue;
     dv.forEach((x, i) => (tot.d[i] += x));
     pv.forEach((x, i) => (tot.p[i] += x));
-    lines.push(row(k, dv, pv));
+    lines.push(row(k, dv, kindFloorSeconds(k, d.bytes_touched, d.bytes_read, ceil), pv, kindFloorSeconds(k, p.bytes_touched, p.bytes_read, ceil)));
   }
-  lines.push(row("**all kinds**", tot.d, tot.p));
+  const phase = (rep: RunReport, ph: "decode" | "prefill") => Object.fromEntries(REPORT_KINDS.map((k) => [k, rep.per_kind[k][ph]]));
+  lines.push(row("**all kinds**", tot.d, phaseFloorSeconds(phase(r, "decode"), ceil), tot.p, phaseFloorSeconds(phase(p64, "prefill"), ceil)));
   return lines;
+}
+
+/** Decode ms per token above the floor, per kind (the kinds over 1.3x their own floor, largest excess first). */
+function excess(r: RunReport): string {
+  const ceil = reportCeilings(r.floor!);
+  const dt = r.per_kind.embed.decode.tokens;
+  const over = REPORT_KINDS.map((k) => {
+    const d = r.per_kind[k].decode;
+    const f = kindFloorSeconds(k, d.bytes_touched, d.bytes_read, ceil);
+    return { k, over: (d.seconds - f) / dt, ratio: f > 0 ? d.seconds / f : Infinity };
+  })
+    .filter((x) => x.over > 0.0005 && x.ratio > 1.3)
+    .sort((a, b) => b.over - a.over);
+  return over.map((x) => `${x.k} +${ms(x.over)} ms (${Number.isFinite(x.ratio) ? x.ratio.toFixed(2) : "-"}x)`).join(", ");
 }
 
 /** The prefill (T=64) rate of the resident bf16 layer stack against the batched GEMM's rate for the same bytes. */
@@ -120,10 +136,29 @@ function gemmShare(c: ChildResult): { ideal: number; actual: number; share: numb
   return { ideal, actual, share: actual > 0 ? ideal / actual : 0 };
 }
 
+/** The exclusive bench lock with its turnstile (HELPERS.md): /work/bin/k3-excl when present. */
+function exclusive(argv: string[]): [string, string[]] {
+  if (existsSync("/work/bin/k3-excl")) return ["/work/bin/k3-excl", argv];
+  return ["flock", ["/tmp/k3-turn.lock", "flock", "-x", "/tmp/k3-bench.lock", ...argv]];
+}
+
+function shared(argv: string[]): [string, string[]] {
+  if (existsSync("/work/bin/k3-shared")) return ["/work/bin/k3-shared", argv];
+  return ["flock", ["-s", "/tmp/k3-bench.lock", ...argv]];
+}
+
+interface Row {
+  name: string;
+  exit: number | null;
+  signal: string | null;
+  seconds: number;
+  result: ChildResult | null;
+}
+
 async function parent(): Promise<void> {
   const model = defaultModel();
   if (!model) {
-    console.log("realwidth bench skipped: no real-width checkpoint (set K3_RW_MODEL, or generate one: k3 synth --out /work/rw/k3-L4-E64 --layers 4 --experts 64)");
+    console.log("realwidth bench skipped: no real-width checkpoint (set K3_RW_MODEL, or generate one: k3 synth --out DIR --layers 2)");
     return;
   }
   const presets = (process.env.K3_RW_PRESETS ?? "ultra,laptop,auto").split(",");
@@ -132,59 +167,80 @@ async function parent(): Promise<void> {
   if (scratchRoot) mkdirSync(scratchRoot, { recursive: true });
   const scratch = mkdtempSync(join(scratchRoot ?? "/tmp", "rw-bench-"));
   const cli = join(here, "..", "..", "dist", "cli.js");
-  const results: ChildResult[] = [];
+  const tag = basename(model);
+  const resDir = join(here, "..", "..", "bench-results");
+  mkdirSync(resDir, { recursive: true });
+  const rows: Row[] = [];
   try {
     let trunkDir: string | null = process.env.K3_RW_TRUNK_DIR ? resolve(process.env.K3_RW_TRUNK_DIR) : null;
     if (trunks.includes(true) && !trunkDir) {
       trunkDir = join(scratch, "trunk");
       process.stderr.write(`packing the trunk of ${model} into ${trunkDir}\n`);
-      execFileSync("flock", ["-s", "/tmp/k3-bench.lock", process.execPath, cli, "pack", "--model", model, "--out", trunkDir], { stdio: ["ignore", "ignore", "inherit"] });
+      const [cmd, args] = shared([process.execPath, cli, "pack", "--model", model, "--out", trunkDir]);
+      execFileSync(cmd, args, { stdio: ["ignore", "ignore", "inherit"] });
     }
     for (const preset of presets) {
       for (const t of trunks) {
-        process.stderr.write(`\n=== ${preset}${t ? " --trunk" : ""} ===\n`);
+        const name = `${preset}${t ? " --trunk" : ""}`;
+        process.stderr.write(`\n=== ${name} (${new Date().toISOString().slice(11, 19)} UTC) ===\n`);
         const arg = JSON.stringify({ model, preset, trunk: t ? trunkDir : null });
-        const r = spawnSync("flock", ["-x", "/tmp/k3-bench.lock", process.execPath, "--import", "tsx", here, "--child", arg], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 1 << 28 });
+        const [cmd, args] = exclusive([process.execPath, "--import", "tsx", here, "--child", arg]);
+        const t0 = performance.now();
+        const r = spawnSync(cmd, args, { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 1 << 28 });
         const line = r.stdout.trim().split("\n").pop() ?? "";
-        if (r.status !== 0 || !line.startsWith("{")) {
-          process.stderr.write(`${preset}${t ? " --trunk" : ""}: child exited ${r.status}${r.signal ? ` (${r.signal})` : ""}\n`);
-          continue;
-        }
-        results.push(JSON.parse(line));
+        const ok = r.status === 0 && line.startsWith("{");
+        const row: Row = { name, exit: r.status, signal: r.signal, seconds: (performance.now() - t0) / 1000, result: ok ? JSON.parse(line) : null };
+        if (!ok) process.stderr.write(`${name}: child exited ${r.status}${r.signal ? ` (${r.signal})` : ""}\n`);
+        else writeFileSync(join(resDir, `realwidth-${tag}-${preset}${t ? "-trunk" : ""}.report.json`), JSON.stringify(row.result!.run64, null, 1));
+        rows.push(row);
       }
     }
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
 
-  const cfgName = (c: ChildResult) => `${c.config.preset}${c.config.trunk ? " --trunk" : ""}`;
   const out: string[] = [];
-  const first = results[0];
-  const modelCfg = first ? JSON.parse(readFileSync(join(model, "config.json"), "utf8")) : null;
+  const modelCfg = JSON.parse(readFileSync(join(model, "config.json"), "utf8"));
   const tc = modelCfg?.text_config ?? modelCfg;
   out.push(`Checkpoint: \`${model}\` (${tc?.num_hidden_layers} layers, ${tc?.num_experts ?? tc?.n_routed_experts} experts, hidden ${tc?.hidden_size}, vocab ${tc?.vocab_size}); ${threadCount()} threads, SIMD ${simdLevel()}; ${new Date().toISOString().slice(0, 16)} UTC.`);
   out.push("");
-  out.push("| preset | streamed layers | peak RSS / plan | decode s/token | floor s/token | ratio | prefill s/token T=8 | T=64 | floor T=64 | bf16 stack T=64 / batched GEMM | mem GB/s | disk GB/s |");
-  out.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-  for (const c of results) {
+  out.push("| preset | exit | streamed layers | peak RSS / plan | decode s/token | floor s/token | ratio | prefill s/token T=8 | T=64 | floor T=64 | bf16 stack T=64 / batched GEMM | mem GB/s | disk GB/s per source (before / after) |");
+  out.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+  for (const row of rows) {
+    const c = row.result;
+    if (!c) {
+      out.push(`| ${row.name} | ${row.exit ?? row.signal} | | | | | | | | | | | |`);
+      continue;
+    }
     const f = c.run64.floor!;
     const g = gemmShare(c);
+    const g2 = (x: number | null) => (x === null ? "-" : x.toFixed(2));
+    const disk = f.sources.map((x) => `${x.source} ${g2(x.before_gbps)} / ${g2(x.after_gbps)}`).join("; ");
     out.push(
-      `| ${cfgName(c)} | ${c.streamed_layers} | ${fmtBytes(c.run64.peak_rss_bytes)} / ${fmtBytes(c.plan_total_bytes)} | ${f.decode_s_per_token.toFixed(3)} | ${f.decode_floor_s_per_token.toFixed(3)} | ${f.decode_ratio?.toFixed(2)} | ${c.prefill8.floor!.prefill_s_per_token.toFixed(3)} | ${f.prefill_s_per_token.toFixed(3)} | ${f.prefill_floor_s_per_token.toFixed(3)} | ${g.share.toFixed(2)} (${ms(g.ideal)} / ${ms(g.actual)} ms) | ${f.mem_ceiling_gbps.toFixed(1)} | ${f.disk_ceiling_gbps.toFixed(2)} |`,
+      `| ${row.name} | ${row.exit} | ${c.streamed_layers} | ${fmtBytes(c.run64.peak_rss_bytes)} / ${fmtBytes(c.plan_total_bytes)} | ${f.decode_s_per_token.toFixed(3)} | ${f.decode_floor_s_per_token.toFixed(3)} | ${f.decode_ratio?.toFixed(2)} | ${c.prefill8.floor!.prefill_s_per_token.toFixed(3)} | ${f.prefill_s_per_token.toFixed(3)} | ${f.prefill_floor_s_per_token.toFixed(3)} | ${g.share.toFixed(2)} (${ms(g.ideal)} / ${ms(g.actual)} ms) | ${f.mem_before_gbps.toFixed(1)} / ${f.mem_after_gbps === null ? "-" : f.mem_after_gbps.toFixed(1)} | ${disk} |`,
     );
   }
-  for (const c of results) {
+  const over = rows.filter((r) => r.result && (r.result.run64.floor!.decode_ratio ?? 0) > 1.3);
+  if (over.length) {
     out.push("");
-    out.push(`**${cfgName(c)}** (decode: ${c.run64.per_kind.embed.decode.tokens} tokens after a 64-token prefill; batched GEMM bf16 [${GEMM_SHAPE.rows}, ${GEMM_SHAPE.cols}] x 64: ${c.gemm64.gflops.toFixed(0)} GFLOP/s = ${(c.gemm64.bytes_per_second / 1e9).toFixed(1)} GB/s of weights)`);
+    out.push("Decode above 1.3x its floor, where the excess is (decode ms/token over each kind's own floor, kinds above 1.3x):");
+    out.push("");
+    for (const r of over) out.push(`- **${r.name}** (${r.result!.run64.floor!.decode_ratio!.toFixed(2)}x): ${excess(r.result!.run64)}`);
+  }
+  const warned = rows.filter((r) => r.result && r.result.run64.floor!.warnings.length);
+  for (const r of warned) out.push(`- ${r.name}: FLOOR WARNING ${r.result!.run64.floor!.warnings.join("; ")}`);
+  for (const row of rows) {
+    const c = row.result;
+    if (!c) continue;
+    out.push("");
+    out.push(`**${row.name}** (decode: ${c.run64.per_kind.embed.decode.tokens} tokens after a 64-token prefill; batched GEMM bf16 [${GEMM_SHAPE.rows}, ${GEMM_SHAPE.cols}] x 64: ${c.gemm64.gflops.toFixed(0)} GFLOP/s = ${(c.gemm64.bytes_per_second / 1e9).toFixed(1)} GB/s of weights; child ${row.seconds.toFixed(0)} s)`);
     out.push("");
     out.push(...perKindTable(c.run64, c.run64));
   }
   const text = out.join("\n");
   console.log(text);
-  const resDir = join(here, "..", "..", "bench-results");
-  mkdirSync(resDir, { recursive: true });
-  writeFileSync(join(resDir, "realwidth.json"), JSON.stringify({ model, results }, null, 1));
-  writeFileSync(join(resDir, "realwidth.md"), text + "\n");
+  writeFileSync(join(resDir, `realwidth-${tag}.json`), JSON.stringify({ model, rows }, null, 1));
+  writeFileSync(join(resDir, `realwidth-${tag}.md`), text + "\n");
 }
 
 const at = process.argv.indexOf("--child");

@@ -104,9 +104,11 @@ prompt (exactly one; the embedded demo model has a default):
   --system TEXT        a system message
   --json FILE          write the run report as JSON ("-" = stdout)
   --quiet              no plan/report on stderr
-  --floor              measure the memory-read and disk-read ceilings first (a few seconds): the report
-                       then gives, per layer kind, the floor max(bytes touched / memory ceiling,
-                       bytes read / disk ceiling) and time / floor (JSON: per_kind, floor)
+  --floor              measure the memory-read ceiling and one disk-read ceiling per source the run
+                       reads (experts, trunk, lm_head, embed; the run's own pattern) before loading
+                       and again after the run (a few seconds each); the report then gives, per layer
+                       kind, the floor max(bytes touched / memory ceiling, bytes read / its source's
+                       ceiling) and time / floor (JSON: per_kind, floor)
 
 checking against a reference (instead of generating):
   --tf-check REF       teacher-forced agreement: REF is a JSON run report (k3 run --json, or the
@@ -168,12 +170,14 @@ cache slots, and the bytes read per decoded token by source. Without a packed tr
 from \`k3 pack\`) the whole trunk is resident, as in the run; --packed plans as if one were given
 (the default with --published-k3, the released K3 being larger than every preset but max).
 
---project: seconds per decoded token of the published K3 (93 layers: 69 KDA, 24 MLA, 1 dense,
-92 MoE, 16 experts/token) at each preset (default all), next to kimi-k3-in-c's published figures
-(26-33 s/token at 8 GB, 5.59 s with the trunk resident). Compute comes from the per-layer-kind
-rates of a run report (--from-report: k3 run --json's per_kind and floor); I/O is each preset's
-cold-cache plan reads over the disk bandwidth: --disk-gbps, else the report's disk ceiling, else a
-probe of --model's shards with the engine's read pattern (as k3 doctor).
+--project: seconds per decoded and per prefilled token of the published K3 (93 layers: 69 KDA,
+24 MLA, 1 dense, 92 MoE, 16 experts/token) at each preset (default all), next to kimi-k3-in-c's
+published figures (26-33 s/token at 8 GB, 5.59 s with the trunk resident). Compute comes from the
+per-layer-kind rates of a run report, resident or streamed (--from-report: k3 run --json's per_kind
+and floor; each kind's reads charged at its source's ceiling); I/O is each preset's cold-cache plan
+reads by source over the disk bandwidth: --disk-gbps for all, else the report's ceiling of each
+source, else a probe of --model's shards with the engine's read pattern (as k3 doctor). Prefill is
+at the report's prefill chunk (T tokens: trunk and lm_head read once, the distinct experts of T).
 `,
   doctor: `usage: k3 doctor [--model DIR] [--probe-mb N]
 
@@ -472,7 +476,8 @@ async function runLoaded(
   }
   process.off("SIGINT", onSigint);
   process.stdout.write("\n");
-  const report = r.value.report;
+  // With --floor: every ceiling measured again now, the floor judged against the higher of the two.
+  const report = engine.floorAfterRun(r.value.report);
   err(formatReport(report));
   if (dump) {
     if (r.value.stopReason === "abort") dump.abort();
@@ -755,15 +760,19 @@ async function cmdPlan(argv: string[]): Promise<number> {
       throw new UsageError(`--from-report ${values["from-report"]}: ${(e as Error).message}`);
     }
   }
-  const fromReport = report ? ratesFromReport(report) : { rates: {}, memCeilingGbps: null, diskCeilingGbps: null };
+  const fromReport = report ? ratesFromReport(report) : { rates: {}, prefill: {}, prefillTokens: null, memCeilingGbps: null, diskCeilingGbps: null, sourceCeilings: {} };
   let diskGbps: number;
   let diskSource: string;
+  let sourceGbps: { trunk?: number; experts?: number; embedHead?: number } | undefined;
+  const sc = fromReport.sourceCeilings;
   if (values["disk-gbps"] !== undefined) {
     diskGbps = num(values, "disk-gbps", 0, (x) => Number.isFinite(x) && x > 0, "a bandwidth in GB/s > 0");
     diskSource = "--disk-gbps";
   } else if (fromReport.diskCeilingGbps !== null) {
     diskGbps = fromReport.diskCeilingGbps;
-    diskSource = "the report's measured disk ceiling";
+    sourceGbps = { trunk: sc.trunk, experts: sc.experts, embedHead: sc.lm_head };
+    const named = Object.entries(sourceGbps).filter(([, v]) => v !== undefined).map(([k]) => k);
+    diskSource = `the report's measured ceilings${named.length ? ` (${named.join(", ")}: their own; the rest at its overall disk ceiling)` : ""}`;
   } else if (dir) {
     const { probeDisk, PROBE_QUEUE_DEPTH } = await import("./doctor.js");
     const { readdirSync } = await import("node:fs");
@@ -773,7 +782,7 @@ async function cmdPlan(argv: string[]): Promise<number> {
     diskGbps = Math.max(p.engine.gbPerSec, p.ceiling.gbPerSec);
     diskSource = `measured here: ${p.reads} expert-sized O_DIRECT reads of ${dir}, ${PROBE_QUEUE_DEPTH} in flight`;
   } else throw new UsageError("k3 plan --project: give --disk-gbps X, a --from-report with floor.disk_ceiling_gbps, or --model DIR to measure the disk");
-  const projection = projectK3({ rates: fromReport.rates, diskGbps, diskSource, mem, presets });
+  const projection = projectK3({ rates: fromReport.rates, prefill: fromReport.prefill, prefillT: fromReport.prefillTokens ?? 64, diskGbps, sourceGbps, diskSource, mem, presets });
   process.stdout.write(formatProjection(projection) + "\n");
   out.projection = projection;
   writeJson(values.json as string | undefined, projection);
@@ -826,8 +835,9 @@ async function cmdBench(argv: string[]): Promise<number> {
     // A deterministic prompt of ordinary ids (no specials).
     const prompt = Array.from({ length: n }, (_, i) => (i * 7919 + 13) % engine.tokenizer.nRanks);
     const r = await engine.complete(prompt, { maxTokens: gen, stopIds: [], temperature: 0 });
-    process.stdout.write(formatReport(r.report) + "\n");
-    writeJson(values.json as string | undefined, r.report);
+    const report = engine.floorAfterRun(r.report);
+    process.stdout.write(formatReport(report) + "\n");
+    writeJson(values.json as string | undefined, report);
     return EXIT_OK;
   } finally {
     engine.close();

@@ -13,15 +13,15 @@ import { setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } 
 import { readTrunkManifest } from "@k3/moe-stream";
 import { encodeChat, loadKimiTokenizer, type ChatMessage, type Tokenizer } from "@k3/tiktoken-bpe";
 import { censusOf, type Census } from "./census.js";
-import { checkTokenizerMatch, configFingerprint, fnv1a64, readConfig, withLayers, type ModelConfig } from "./config.js";
+import { checkTokenizerMatch, configFingerprint, fnv1a64, isMoeLayer, readConfig, withLayers, type ModelConfig } from "./config.js";
 import { AbortError, UsageError } from "./errors.js";
 import type { KdaCore } from "./layers/kda.js";
 import type { Progress } from "@k3/moe-stream";
-import { Model, type ModelState } from "./model.js";
+import { EXPERT_READERS, HEAD_PIECE_BYTES, HEAD_READERS, Model, TRUNK_READERS, type ModelState } from "./model.js";
 import { DEFAULT_PROMPT_CACHE_BYTES, PromptCache, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
 import { budgetsFor, checkContextFits, checkPlanFits, fmtBytes, formatPlan, planMemory, readMemInfo, headChunkRowsFor, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
-import { measureCeilings } from "./floor.js";
-import { buildReport, emptyCounters, type Ceilings, type RunCounters, type RunReport } from "./report.js";
+import { measureCeilings, measureCeilingsAfter, type FloorSetup, type SourcePlan } from "./floor.js";
+import { buildReport, emptyCounters, refloorReport, type Ceilings, type RunCounters, type RunReport } from "./report.js";
 import { Sampler, type SamplingOptions } from "./sampler.js";
 import { SpeculativeDecoder, type Drafter } from "./speculative.js";
 
@@ -213,8 +213,22 @@ export class Engine {
   readonly promptCacheKey: string;
   private readonly log: (line: string) => void;
   lastResult: GenerationResult | null = null;
-  /** The ceilings measured at load (EngineOptions.floor), or null. */
+  /** The ceilings measured at load (EngineOptions.floor) and, after floorAfterRun, after a run; or null. */
   ceilings: Ceilings | null = null;
+  /** The reads each disk source's ceiling makes (the same again after a run). */
+  ceilingPlans: SourcePlan[] = [];
+
+  /**
+   * Measures every ceiling again now (after a run: the same reads as before loading) and returns
+   * the run's report with its floor judged against the higher of before and after, so a run faster
+   * than a ceiling measured at a slow moment is caught (report.floor.warnings when it still is).
+   * The report's peak RSS is kept (taken before these buffers). Without --floor: the report as is.
+   */
+  floorAfterRun(report: RunReport): RunReport {
+    if (!this.ceilings || !report.floor) return report;
+    this.ceilings = measureCeilingsAfter(this.ceilings, this.ceilingPlans);
+    return refloorReport(report, this.ceilings);
+  }
 
   private constructor(dir: string, cfg: ModelConfig, tok: Tokenizer, plan: MemoryPlan, census: Census, model: Model, options: EngineOptions) {
     this.dir = dir;
@@ -267,20 +281,34 @@ export class Engine {
     const streaming = plan.trunkMode === "streamed";
     const tok = loadKimiTokenizer(dir, { specials: cfg.family === "k3" ? "k3" : "k2" });
     checkTokenizerMatch(cfg, tok.nVocab, join(dir, "config.json"));
-    // Before the model loads: the ceilings' buffers are freed before the run's memory is taken.
-    let ceilings: Ceilings | null = null;
-    if (options.floor) {
-      ceilings = measureCeilings(dir, cfg, { shardDirs: options.shardDirs, allowMissingShards: options.layers !== undefined });
-      options.log?.(`ceilings (measured now): memory read ${ceilings.memGbps.toFixed(1)} GB/s (2 threads), disk read ${ceilings.diskGbps.toFixed(2)} GB/s (expert-sized O_DIRECT reads, depth 16)`);
-    }
     // Low-memory presets run lm_head in row chunks (at most 4096 rows, at least 16 chunks).
     const headChunkRows = plan.embedHeadResident ? undefined : headChunkRowsFor(cfg.vocabSize);
+    const pieceBytes = pieceBytesOf(options.pieceMb);
+    // Before the model loads (the ceilings' buffers are freed before the run's memory is taken):
+    // one ceiling per disk source the run will read, with the run's own pattern (floor.ts).
+    let ceilings: Ceilings | null = null;
+    let ceilingPlans: SourcePlan[] = [];
+    if (options.floor) {
+      const setup: FloorSetup = {
+        dir,
+        cfg,
+        shardDirs: options.shardDirs,
+        allowMissingShards: options.layers !== undefined,
+        experts: census.expertBytes > 0 && cfg.layerKinds.some((_, l) => isMoeLayer(cfg, l)) ? { pieceBytes, readers: EXPERT_READERS, direct: true } : null,
+        trunk: streaming ? { dir: options.trunkDir!, streamedLayers: plan.streamedLayers, chunkBytes: plan.trunkChunkBytes, readers: TRUNK_READERS, direct: true } : null,
+        embedHead: headChunkRows !== undefined ? { headChunkRows, pieceBytes: HEAD_PIECE_BYTES, readers: HEAD_READERS, direct: true } : null,
+      };
+      const m = measureCeilings(setup);
+      ceilings = m.ceilings;
+      ceilingPlans = m.plans;
+      options.log?.(`ceilings (measured now, before loading): memory read ${ceilings.mem_before_gbps.toFixed(1)} GB/s (2 threads); disk read, per source with the run's own pattern: ${ceilings.sources.map((x) => `${x.source} ${x.before_gbps.toFixed(2)} GB/s (${fmtBytes(x.piece_bytes || x.request_bytes)} reads, ${x.queue_depth} in flight)`).join(", ") || "none (nothing is read during the run)"}`);
+    }
     const model = await Model.open(dir, {
       headChunkRows,
       streamEmbedHead: !plan.embedHeadResident,
       kdaCore: options.kdaCore,
       cacheSlotsPerLayer: plan.cacheSlotsPerLayer,
-      pieceBytes: pieceBytesOf(options.pieceMb),
+      pieceBytes,
       prefetch: options.prefetch ?? true,
       onExpertError: options.onExpertError ?? "drop",
       layers: options.layers,
@@ -293,6 +321,7 @@ export class Engine {
     });
     const engine = new Engine(dir, cfg, tok, plan, census, model, options);
     engine.ceilings = ceilings;
+    engine.ceilingPlans = ceilingPlans;
     return engine;
   }
 

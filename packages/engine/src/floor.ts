@@ -1,61 +1,334 @@
 /**
- * The two ceilings a run's floor is measured against (streaming.md §2.5), both measured in the
- * same process as the run they judge, before the model loads (so their buffers never add to the
- * run's peak RSS):
+ * The ceilings a run's floor is measured against (streaming.md §2.5), measured in the same process
+ * as the run they judge, with the run's own access pattern, before the model loads and again after
+ * the run (Engine.floorAfterRun); the higher of the two is the ceiling, so a run cannot silently be
+ * faster than the ceiling that judges it:
  *
- *  - memory: @k3/dense's memoryReadCeiling (a plain streaming sum) on 2 threads over a 512 MiB
- *    buffer, 16x any L3 this code runs on;
- *  - disk: @k3/moe-stream's measureReadCeiling over the checkpoint's own routed experts (the
- *    engine's access pattern: one expert-sized O_DIRECT read each, 16 in flight), spread over the
- *    layers and ids, at most ~1.1 GB; a checkpoint without experts reads 16 MiB pieces of its shards.
+ *  - memory: @k3/dense's memoryReadCeiling (a plain streaming sum) on 2 threads over a 256 MiB
+ *    buffer (8x the 32 MiB L3 here);
+ *  - disk, one ceiling per source the run reads (DISK_SOURCES), each with that source's files,
+ *    request (piece) sizes, O_DIRECT-ness and queue depth, by @k3/moe-stream's measureReadCeiling
+ *    (plain pread threads, no JS in the loop), at most SOURCE_CEILING_BYTES per measurement:
+ *      experts  routed experts spread over the MoE layers and ids, each split into the store's
+ *               pieces, at the store's reader count;
+ *      trunk    the packed trunk's streamed layers (trunk.bin), in the ring's chunks, at its reader count;
+ *      lm_head  streamed lm_head row chunks (RangeReader pieces, its reader count);
+ *      embed    streamed embedding rows, one at a time (the run reads them one by one).
+ *
+ * Per layer kind the floor is max(bytes touched / memory ceiling, bytes read / the ceiling of the
+ * source that kind reads: KIND_SOURCE); over a phase it is max(sum touched / memory ceiling,
+ * sum over sources of bytes read from it / its ceiling).
  */
-import { statSync } from "node:fs";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { memoryReadCeiling } from "@k3/dense";
-import { measureReadCeiling, openCheckpointIndex } from "@k3/moe-stream";
+import { measureReadCeiling, openCheckpointIndex, readTrunkManifest, TRUNK_FILE } from "@k3/moe-stream";
 import { isMoeLayer, type ModelConfig } from "./config.js";
-import type { Ceilings } from "./report.js";
+import { WeightError } from "./weights.js";
+import type { ReportKind } from "./report.js";
 
 /** Bytes of the memory-ceiling buffer. */
-export const MEM_CEILING_BYTES = 512 * 2 ** 20;
-/** Most bytes the disk ceiling reads. */
-export const DISK_CEILING_BYTES = 1.1e9;
+export const MEM_CEILING_BYTES = 256 * 2 ** 20;
+/** Most bytes one disk-source measurement reads (experts, trunk, lm_head). */
+export const SOURCE_CEILING_BYTES = 0.6e9;
+/** Embedding rows one embed measurement reads. */
+export const EMBED_CEILING_ROWS = 256;
 
-export interface CeilingOptions {
+/** Where a run's disk reads come from. */
+export const DISK_SOURCES = ["experts", "trunk", "lm_head", "embed"] as const;
+export type DiskSource = (typeof DISK_SOURCES)[number];
+
+/** The one source each layer kind's bytes_read come from (null: the kind reads nothing). */
+export const KIND_SOURCE: Record<ReportKind, DiskSource | null> = {
+  embed: "embed",
+  kda: "trunk",
+  mla: "trunk",
+  dense_mlp: "trunk",
+  moe_trunk: "trunk",
+  moe_experts: "experts",
+  attn_res: null,
+  lm_head: "lm_head",
+};
+
+/** How the run reads one source: its files, each request split into pieces, reads in flight, O_DIRECT. */
+export interface ReadPattern {
+  source: DiskSource;
+  files: string[];
+  /** Piece size each request is split into (0 = one read per request). */
+  pieceBytes: number;
+  /** Bytes of one request before splitting (an expert, a trunk chunk, a head chunk, an embedding row). */
+  requestBytes: number;
+  queueDepth: number;
+  direct: boolean;
+}
+
+export interface Read {
+  file: string;
+  offset: number;
+  length: number;
+}
+
+/** A source's pattern and the reads its ceiling measurement makes. */
+export interface SourcePlan extends ReadPattern {
+  what: string;
+  reads: Read[];
+}
+
+/** What the run will read, known before the model loads (from the plan and the load options). */
+export interface FloorSetup {
+  dir: string;
+  cfg: ModelConfig;
   shardDirs?: readonly string[];
   /** A partly downloaded checkpoint (--layers N): absent shards are allowed. */
   allowMissingShards?: boolean;
-  /** Threads of the memory ceiling (default 2). */
-  threads?: number;
+  /** Routed experts (null without MoE layers): the store's piece size, readers and O_DIRECT. */
+  experts: { pieceBytes: number; readers: number; direct: boolean } | null;
+  /** The streamed trunk (null when resident): packed trunk dir, streamed layers, ring chunk, readers. */
+  trunk: { dir: string; streamedLayers: readonly number[]; chunkBytes: number; readers: number; direct: boolean } | null;
+  /** The streamed embed/head (null when resident): lm_head rows per chunk, RangeReader pieces and readers. */
+  embedHead: { headChunkRows: number; pieceBytes: number; readers: number; direct: boolean } | null;
 }
 
-/** The reads of the disk ceiling: routed experts spread over layers and ids, else pieces of the shards. */
-export function ceilingReads(dir: string, cfg: ModelConfig, o: CeilingOptions = {}): Array<{ file: string; offset: number; length: number }> {
-  const index = openCheckpointIndex(dir, { allowMissingShards: o.allowMissingShards, shardDirs: o.shardDirs });
-  const layers = [...Array(cfg.numLayers).keys()].filter((l) => isMoeLayer(cfg, l));
-  const experts = layers.flatMap((l) => index.experts(l));
-  const reads: Array<{ file: string; offset: number; length: number }> = [];
-  if (experts.length > 0) {
-    const per = experts[0].byteLength;
-    const n = Math.max(1, Math.min(experts.length, Math.floor(DISK_CEILING_BYTES / per)));
-    // Every (len/n)-th expert: all layers and a spread of ids, in file order within each shard.
-    const step = experts.length / n;
-    for (let i = 0; i < n; i++) {
-      const e = experts[Math.floor(i * step)];
-      reads.push({ file: e.file, offset: e.offset, length: e.byteLength });
-    }
-    return reads;
+/**
+ * file[offset, offset + length) as the stores split it: pieces at multiples of `piece` from the
+ * aligned base, clipped to the range (ExpertStore / RangeReader); one read when piece is 0.
+ */
+export function splitPieces(offset: number, length: number, piece: number, align = 4096): Array<[number, number]> {
+  if (piece === 0 || length <= piece) return [[offset, length]];
+  const base = Math.floor(offset / align) * align;
+  const end = offset + length;
+  const out: Array<[number, number]> = [];
+  for (let k = 0; base + k * piece < end; k++) {
+    const s = Math.max(offset, base + k * piece);
+    out.push([s, Math.min(end, base + (k + 1) * piece) - s]);
   }
-  const piece = 16 * 2 ** 20;
-  const sizes = index.files.map((f) => ({ file: f, size: statSync(f).size }));
-  const total = sizes.reduce((a, s) => a + s.size, 0);
-  const stride = Math.max(piece, Math.floor(total / Math.max(1, Math.floor(DISK_CEILING_BYTES / piece))));
-  for (const s of sizes) for (let off = 0; off + 4096 <= s.size; off += stride) reads.push({ file: s.file, offset: off, length: Math.min(piece, s.size - off) });
-  return reads;
+  return out;
 }
 
-/** Measures both ceilings (a few seconds). */
-export function measureCeilings(dir: string, cfg: ModelConfig, o: CeilingOptions = {}): Ceilings {
-  const mem = memoryReadCeiling({ bytes: MEM_CEILING_BYTES, threads: o.threads ?? 2, reps: 3 });
-  const disk = measureReadCeiling(ceilingReads(dir, cfg, o), { queueDepth: 16, direct: true });
-  return { memGbps: mem.gbPerSec, diskGbps: disk.gbPerSec };
+/** `n` indices spread evenly over 0..len-1. */
+function spread(len: number, n: number): number[] {
+  const k = Math.max(0, Math.min(len, n));
+  return Array.from({ length: k }, (_, i) => Math.floor((i * len) / k));
+}
+
+function expertsPlan(s: FloorSetup, cap: number): SourcePlan | null {
+  if (!s.experts) return null;
+  const index = openCheckpointIndex(s.dir, { allowMissingShards: s.allowMissingShards, shardDirs: s.shardDirs });
+  const layers = [...Array(s.cfg.numLayers).keys()].filter((l) => isMoeLayer(s.cfg, l));
+  const experts = layers.flatMap((l) => index.experts(l));
+  if (experts.length === 0) return null;
+  const per = experts[0].byteLength;
+  const picked = spread(experts.length, Math.max(1, Math.floor(cap / per))).map((i) => experts[i]);
+  const reads: Read[] = [];
+  for (const e of picked) for (const [offset, length] of splitPieces(e.offset, e.byteLength, s.experts.pieceBytes)) reads.push({ file: e.file, offset, length });
+  return {
+    source: "experts",
+    what: `${picked.length} routed experts of ${experts.length} (${layers.length} MoE layers)`,
+    files: [...new Set(experts.map((e) => e.file))],
+    pieceBytes: s.experts.pieceBytes,
+    requestBytes: per,
+    queueDepth: s.experts.readers,
+    direct: s.experts.direct,
+    reads,
+  };
+}
+
+function trunkPlan(s: FloorSetup, cap: number): SourcePlan | null {
+  const t = s.trunk;
+  if (!t || t.streamedLayers.length === 0) return null;
+  const manifest = readTrunkManifest(t.dir);
+  const file = join(t.dir, TRUNK_FILE);
+  const streamed = new Set(t.streamedLayers);
+  const groups = manifest.groups.filter((g) => g.layer !== null && streamed.has(g.layer));
+  // Every chunk of every streamed layer, as the ring reads them (in file order within a layer).
+  const chunks: Read[] = [];
+  for (const g of groups)
+    for (let off = 0; off < g.byteLength; off += t.chunkBytes) chunks.push({ file, offset: g.offset + off, length: Math.min(t.chunkBytes, g.byteLength - off) });
+  if (chunks.length === 0) return null;
+  // A contiguous window of chunks from each streamed layer (the ring reads layers whole, in order).
+  const per = Math.max(1, Math.floor(cap / t.chunkBytes / groups.length));
+  const reads: Read[] = [];
+  for (const g of groups) {
+    const mine = chunks.filter((c) => c.offset >= g.offset && c.offset < g.offset + g.byteLength);
+    const start = Math.max(0, Math.floor((mine.length - per) / 2));
+    reads.push(...mine.slice(start, start + per));
+  }
+  return {
+    source: "trunk",
+    what: `${reads.length} ring chunks of ${chunks.length} (${groups.length} streamed layers of ${TRUNK_FILE})`,
+    files: [file],
+    pieceBytes: t.chunkBytes,
+    requestBytes: t.chunkBytes,
+    queueDepth: t.readers,
+    direct: t.direct,
+    reads,
+  };
+}
+
+function headInfo(s: FloorSetup, name: string): { file: string; offset: number } {
+  const index = openCheckpointIndex(s.dir, { allowMissingShards: s.allowMissingShards, shardDirs: s.shardDirs });
+  const info = index.tensors.get(s.cfg.tensorPrefix + name);
+  if (!info) throw new WeightError(`${s.dir}: no tensor ${s.cfg.tensorPrefix + name} (the streamed embed/head's ceiling reads it)`);
+  return { file: info.file, offset: info.offset };
+}
+
+function lmHeadPlan(s: FloorSetup, cap: number): SourcePlan | null {
+  const e = s.embedHead;
+  if (!e) return null;
+  const D = s.cfg.hiddenSize;
+  const V = s.cfg.vocabSize;
+  const head = headInfo(s, "lm_head.weight");
+  const chunks = Math.ceil(V / e.headChunkRows);
+  const chunkBytes = e.headChunkRows * D * 2;
+  const reads: Read[] = [];
+  let picked = 0;
+  for (const c of spread(chunks, Math.max(1, Math.floor(cap / chunkBytes)))) {
+    const length = Math.min(e.headChunkRows, V - c * e.headChunkRows) * D * 2;
+    for (const [offset, len] of splitPieces(head.offset + c * chunkBytes, length, e.pieceBytes)) reads.push({ file: head.file, offset, length: len });
+    picked++;
+  }
+  return { source: "lm_head", what: `${picked} lm_head chunks of ${chunks} (${e.headChunkRows} rows each)`, files: [head.file], pieceBytes: e.pieceBytes, requestBytes: chunkBytes, queueDepth: e.readers, direct: e.direct, reads };
+}
+
+function embedPlan(s: FloorSetup): SourcePlan | null {
+  const e = s.embedHead;
+  if (!e) return null;
+  const D = s.cfg.hiddenSize;
+  const emb = headInfo(s, "model.embed_tokens.weight");
+  const rows = spread(s.cfg.vocabSize, EMBED_CEILING_ROWS).map((i, k) => (i * 7919 + k * 104729) % s.cfg.vocabSize);
+  const reads = rows.map((id) => ({ file: emb.file, offset: emb.offset + id * D * 2, length: D * 2 }));
+  // The run awaits each row before the next: one read in flight.
+  return { source: "embed", what: `${rows.length} embedding rows, one at a time`, files: [emb.file], pieceBytes: 0, requestBytes: D * 2, queueDepth: 1, direct: e.direct, reads };
+}
+
+/** The ceiling reads of every source the run will read (experts, trunk, lm_head, embed; those present). */
+export function ceilingPlans(s: FloorSetup, cap = SOURCE_CEILING_BYTES): SourcePlan[] {
+  return [expertsPlan(s, cap), trunkPlan(s, cap), lmHeadPlan(s, cap), embedPlan(s)].filter((p): p is SourcePlan => p !== null);
+}
+
+/** One source's ceiling, before and after the run. GB = 1e9 bytes. */
+export interface SourceCeiling {
+  source: DiskSource;
+  what: string;
+  files: number;
+  /** Bytes of one request and of its pieces (0 = unsplit), reads in flight, O_DIRECT. */
+  request_bytes: number;
+  piece_bytes: number;
+  queue_depth: number;
+  direct: boolean;
+  /** Device bytes one measurement reads (aligned supersets included). */
+  sample_bytes: number;
+  before_gbps: number;
+  /** Null until measured after the run (or when it could not be: Ceilings.after_note). */
+  after_gbps: number | null;
+}
+
+/** The ceilings measured in the same run. */
+export interface Ceilings {
+  mem_before_gbps: number;
+  mem_after_gbps: number | null;
+  sources: SourceCeiling[];
+  /** Why the after-run measurement is missing or partial (null when it was made in full). */
+  after_note: string | null;
+}
+
+/** The ceiling used: the higher of before and after. */
+export const ceilingGbps = (c: { before_gbps: number; after_gbps: number | null }): number => Math.max(c.before_gbps, c.after_gbps ?? 0);
+export const memCeilingGbps = (c: Ceilings): number => Math.max(c.mem_before_gbps, c.mem_after_gbps ?? 0);
+
+/** Test ceilings: one memory figure and one disk figure for every source. */
+export function uniformCeilings(memGbps: number, diskGbps: number): Ceilings {
+  const src = (source: DiskSource): SourceCeiling => ({ source, what: "given", files: 0, request_bytes: 0, piece_bytes: 0, queue_depth: 0, direct: true, sample_bytes: 0, before_gbps: diskGbps, after_gbps: null });
+  return { mem_before_gbps: memGbps, mem_after_gbps: null, sources: DISK_SOURCES.map(src), after_note: null };
+}
+
+function measureSource(p: SourcePlan): number {
+  const r = measureReadCeiling(p.reads, { queueDepth: p.queueDepth, direct: p.direct });
+  return r.gbPerSec;
+}
+
+function measureMem(threads: number): number {
+  return memoryReadCeiling({ bytes: MEM_CEILING_BYTES, threads, reps: 3 }).gbPerSec;
+}
+
+/** Bytes a source measurement allocates: one buffer of its largest read (+ alignment) per read in flight. */
+export function sourceBufferBytes(p: SourcePlan): number {
+  return p.queueDepth * (Math.max(...p.reads.map((r) => r.length)) + 8192);
+}
+
+/** Measures every ceiling before the run (a few seconds). */
+export function measureCeilings(s: FloorSetup, o: { threads?: number } = {}): { ceilings: Ceilings; plans: SourcePlan[] } {
+  const plans = ceilingPlans(s);
+  const mem = measureMem(o.threads ?? 2);
+  const sources = plans.map((p) => ({
+    source: p.source,
+    what: p.what,
+    files: p.files.length,
+    request_bytes: p.requestBytes,
+    piece_bytes: p.pieceBytes,
+    queue_depth: p.queueDepth,
+    direct: p.direct,
+    sample_bytes: p.reads.reduce((a, r) => a + alignedLength(r, p.direct), 0),
+    before_gbps: measureSource(p),
+    after_gbps: null,
+  }));
+  return { ceilings: { mem_before_gbps: mem, mem_after_gbps: null, sources, after_note: null }, plans };
+}
+
+function alignedLength(r: Read, direct: boolean): number {
+  if (!direct) return r.length;
+  const start = Math.floor(r.offset / 4096) * 4096;
+  return Math.ceil((r.offset + r.length) / 4096) * 4096 - start;
+}
+
+/** Free bytes under this process's cgroup memory limit (v2 memory.max, else v1), or null when unlimited/unknown. */
+export function cgroupHeadroomBytes(): number | null {
+  try {
+    for (const line of readFileSync("/proc/self/cgroup", "utf8").split("\n")) {
+      const [, ctl, path] = line.split(":");
+      if (path === undefined) continue;
+      const read = (f: string) => readFileSync(f, "utf8").trim();
+      if (line.startsWith("0::")) {
+        const dir = join("/sys/fs/cgroup", path);
+        try {
+          const max = read(join(dir, "memory.max"));
+          if (max !== "max") return Number(max) - Number(read(join(dir, "memory.current")));
+        } catch {
+          /* no memory controller here */
+        }
+      } else if (ctl.split(",").includes("memory")) {
+        const dir = join("/sys/fs/cgroup/memory", path);
+        const max = Number(read(join(dir, "memory.limit_in_bytes")));
+        if (max < 2 ** 60) return max - Number(read(join(dir, "memory.usage_in_bytes")));
+      }
+    }
+  } catch {
+    /* no cgroup information */
+  }
+  return null;
+}
+
+/**
+ * Measures every ceiling again after a run, into `c` (after_gbps, mem_after_gbps). Under a cgroup
+ * memory limit a measurement whose buffers do not fit the headroom (with 64 MiB to spare) is
+ * skipped and named in after_note: the run's memory is still held.
+ */
+export function measureCeilingsAfter(c: Ceilings, plans: readonly SourcePlan[], o: { threads?: number } = {}): Ceilings {
+  const headroom = cgroupHeadroomBytes();
+  const fits = (bytes: number) => headroom === null || bytes + 64 * 2 ** 20 < headroom;
+  const skipped: string[] = [];
+  let mem: number | null = null;
+  if (fits(MEM_CEILING_BYTES)) mem = measureMem(o.threads ?? 2);
+  else skipped.push("memory");
+  const sources = c.sources.map((s) => {
+    const p = plans.find((x) => x.source === s.source);
+    if (!p) return s;
+    if (!fits(sourceBufferBytes(p))) {
+      skipped.push(s.source);
+      return s;
+    }
+    return { ...s, after_gbps: measureSource(p) };
+  });
+  const note = skipped.length ? `not re-measured after the run (their buffers exceed the cgroup headroom of ${((headroom ?? 0) / 1e9).toFixed(2)} GB): ${skipped.join(", ")}` : null;
+  return { mem_before_gbps: c.mem_before_gbps, mem_after_gbps: mem, sources, after_note: note };
 }

@@ -15,6 +15,7 @@ import { loadMlaCache, MlaCache, MlaMixer, newMlaCache } from "./layers/mla.js";
 import { GluMlp } from "./layers/mlp.js";
 import { MoeFfn } from "./layers/moe.js";
 import type { ExpertTraceRecorder } from "./cache-trace.js";
+import type { ReadPattern } from "./floor.js";
 import { ExpertStore, MoeLayer, openCheckpointIndex, RangeReader, TrunkStreamer, type TrunkLayer } from "@k3/moe-stream";
 import { prefetchSlotsFor } from "./presets.js";
 import { emptyCounters, type ReportKind, type Phase, type RunCounters } from "./report.js";
@@ -141,6 +142,12 @@ export interface LoadStats {
 
 /** Default expert read piece: 4 MiB (the moe-stream bench's overlap rows). */
 export const DEFAULT_PIECE_BYTES = 4 << 20;
+/** Reads in flight of the expert store, the trunk ring and the streamed embed/head (the floor's ceilings use the same). */
+export const EXPERT_READERS = 16;
+export const TRUNK_READERS = 8;
+export const HEAD_READERS = 8;
+/** The streamed lm_head's chunk reads are split into pieces of this size. */
+export const HEAD_PIECE_BYTES = 4 << 20;
 
 export class Model {
   readonly cfg: ModelConfig;
@@ -206,7 +213,7 @@ export class Model {
         if (info.shape.join() !== `${V},${D}` || info.dtype !== "BF16") throw new WeightError(`tensor ${P + n}: ${info.dtype} ${JSON.stringify(info.shape)}, expected BF16 [${V},${D}]`);
         return { file: info.file, offset: info.offset };
       });
-      const reader = RangeReader.open({ files: [...new Set([embed.file, head.file])], maxRangeBytes: this.headChunkRows * D * 2, slots: 2, direct: options.directIo ?? true });
+      const reader = RangeReader.open({ files: [...new Set([embed.file, head.file])], maxRangeBytes: this.headChunkRows * D * 2, slots: 2, direct: options.directIo ?? true, readers: HEAD_READERS, pieceBytes: HEAD_PIECE_BYTES });
       this.stream = { reader, embed, head };
       this.embed = null;
       this.head = null;
@@ -231,6 +238,31 @@ export class Model {
       const st = streamer.stats();
       this.trunkSeen = { bytes: st.bytesRead, busyNs: st.ioBusyNs };
     }
+  }
+
+  /**
+   * How the run reads each disk source, from the live readers (the floor's ceilings must match):
+   * files, piece size, request size, reads in flight, O_DIRECT (every file).
+   */
+  ioPatterns(): ReadPattern[] {
+    const out: ReadPattern[] = [];
+    if (this.experts) {
+      const info = this.experts.fileInfo();
+      out.push({ source: "experts", files: info.map((f) => f.file), pieceBytes: this.experts.pieceBytes, requestBytes: this.expertBytes, queueDepth: this.experts.readers, direct: info.every((f) => f.direct) });
+    }
+    if (this.streamer && this.streamer.streamedLayers().length > 0) {
+      const f = this.streamer.fileInfo();
+      out.push({ source: "trunk", files: [f.file], pieceBytes: this.streamer.chunkBytes, requestBytes: this.streamer.chunkBytes, queueDepth: this.streamer.readers, direct: f.direct });
+    }
+    if (this.stream) {
+      const r = this.stream.reader;
+      const direct = (file: string) => r.fileInfo().find((f) => f.file === file)!.direct;
+      const D = this.cfg.hiddenSize;
+      out.push({ source: "lm_head", files: [this.stream.head.file], pieceBytes: r.pieceBytes, requestBytes: this.headChunkRows * D * 2, queueDepth: r.readers, direct: direct(this.stream.head.file) });
+      // Rows are read one at a time (each awaited before the next).
+      out.push({ source: "embed", files: [this.stream.embed.file], pieceBytes: 0, requestBytes: D * 2, queueDepth: 1, direct: direct(this.stream.embed.file) });
+    }
+    return out;
   }
 
   /** The streamed embed/head's reads: how many, and whether its files are read with O_DIRECT (null when resident). */
@@ -338,7 +370,7 @@ export class Model {
     const t = options.trunk;
     const all = new Set(t.pinnedLayers);
     const streamed = [...Array(withLayers(readConfig(dir), options.layers).numLayers).keys()].filter((l) => !all.has(l));
-    const streamer = await TrunkStreamer.open({ dir: t.dir, pinnedLayers: [], ringSlots: Math.max(1, t.ringSlots), schedule: streamed, chunkBytes: t.chunkBytes ?? 64 << 20, direct: options.directIo ?? true });
+    const streamer = await TrunkStreamer.open({ dir: t.dir, pinnedLayers: [], ringSlots: Math.max(1, t.ringSlots), schedule: streamed, chunkBytes: t.chunkBytes ?? 64 << 20, direct: options.directIo ?? true, readers: TRUNK_READERS });
     try {
       return Model.load(dir, options, streamer);
     } catch (err) {
@@ -379,6 +411,7 @@ export class Model {
           prefetchSlots,
           direct: options.directIo ?? true,
           pieceBytes,
+          readers: EXPERT_READERS,
         });
       }
       const t0 = performance.now();

@@ -4,6 +4,9 @@
  */
 import type { LoadStats } from "./model.js";
 import { fmtBytes, type MemoryPlan } from "./presets.js";
+import { ceilingGbps, DISK_SOURCES, KIND_SOURCE, memCeilingGbps, type Ceilings, type DiskSource, type SourceCeiling } from "./floor.js";
+
+export type { Ceilings } from "./floor.js";
 
 /**
  * The layer kinds the run report splits time and bytes by. moe_trunk: router, shared experts,
@@ -179,18 +182,40 @@ export interface PhaseFigures {
   bytes_read: number;
 }
 
-/** Ceilings measured in the same run (GB = 1e9 bytes). */
-export interface Ceilings {
-  /** @k3/dense memoryReadCeiling: 2 threads, a buffer far larger than L3. */
-  memGbps: number;
-  /** @k3/moe-stream measureReadCeiling: expert-sized O_DIRECT reads of the checkpoint's shards at depth 16. */
-  diskGbps: number;
+/** One disk source's ceiling and what the run read from it (FloorReport.sources). GB = 1e9 bytes. */
+export interface SourceFloor extends SourceCeiling {
+  /** max(before_gbps, after_gbps): the ceiling the floor uses. */
+  ceiling_gbps: number;
+  /** Device bytes the run read from this source in each phase (the kinds of KIND_SOURCE). */
+  decode_bytes_read: number;
+  prefill_bytes_read: number;
+  /** Those bytes over the phase's wall seconds (a lower bound on the rate the reads ran at). */
+  decode_gbps: number | null;
+  prefill_gbps: number | null;
 }
 
 export interface FloorReport {
+  /** max(mem_before_gbps, mem_after_gbps): the memory ceiling the floor uses. */
   mem_ceiling_gbps: number;
+  mem_before_gbps: number;
+  mem_after_gbps: number | null;
+  /**
+   * The disk ceiling of all the run's reads together: bytes read / (sum over sources of bytes /
+   * source ceiling) over both phases; with no reads, the highest source ceiling (0 without sources).
+   */
   disk_ceiling_gbps: number;
-  /** max(bytes touched / memory ceiling, bytes read / disk ceiling) per decoded token, over all kinds. */
+  /** One entry per source the run may read (see floor.ts): its pattern, ceilings before/after, bytes read. */
+  sources: SourceFloor[];
+  /** Null when the after-run measurement was made in full (or not asked for: every after_gbps null). */
+  after_note: string | null;
+  /**
+   * Figures the ceilings cannot explain: a source read faster over a whole phase than its ceiling,
+   * a phase faster than its floor, bytes read from a source with no ceiling. Empty = consistent.
+   */
+  warnings: string[];
+  decode_tokens: number;
+  prefill_tokens: number;
+  /** max(sum touched / memory ceiling, sum over sources of bytes read / its ceiling) per decoded token. */
   decode_floor_s_per_token: number;
   decode_s_per_token: number;
   /** decode_s_per_token / decode_floor_s_per_token (1 = at the floor). */
@@ -199,39 +224,122 @@ export interface FloorReport {
   prefill_s_per_token: number;
 }
 
-/** Floor seconds for bytes touched in memory and read from disk (whichever takes longer). */
-export function floorSeconds(bytesTouched: number, bytesRead: number, c: Ceilings): number {
-  return Math.max(bytesTouched / (c.memGbps * 1e9), bytesRead / (c.diskGbps * 1e9));
+/** Ceilings in the form the floor arithmetic takes: GB/s of memory and of each source. */
+export interface FloorCeilings {
+  memGbps: number;
+  sources: Partial<Record<DiskSource, number>>;
 }
 
-function sumPhase(c: RunCounters, phase: Phase): KindCounters {
-  const s = { seconds: 0, bytesTouched: 0, bytesRead: 0 };
+export function floorCeilings(c: Ceilings): FloorCeilings {
+  return { memGbps: memCeilingGbps(c), sources: Object.fromEntries(c.sources.map((s) => [s.source, ceilingGbps(s)])) };
+}
+
+/** The floor ceilings of a report's floor block. */
+export function reportCeilings(f: FloorReport): FloorCeilings {
+  return { memGbps: f.mem_ceiling_gbps, sources: Object.fromEntries(f.sources.map((s) => [s.source, s.ceiling_gbps])) };
+}
+
+/** Seconds to read `bytes` from `source` at its ceiling (0 for no bytes; Infinity with bytes and no ceiling). */
+function readSeconds(bytes: number, source: DiskSource | null, c: FloorCeilings): number {
+  if (bytes <= 0) return 0;
+  const g = source ? c.sources[source] : undefined;
+  return g && g > 0 ? bytes / (g * 1e9) : Infinity;
+}
+
+/** A kind's floor: max(bytes touched / memory ceiling, bytes read / the ceiling of the source it reads). */
+export function kindFloorSeconds(kind: ReportKind, bytesTouched: number, bytesRead: number, c: FloorCeilings): number {
+  return Math.max(bytesTouched / (c.memGbps * 1e9), readSeconds(bytesRead, KIND_SOURCE[kind], c));
+}
+
+/** Bytes read per source from per-kind figures of one phase. */
+export function readsBySource(perKind: Partial<Record<ReportKind, { bytes_read: number }>>): Record<DiskSource, number> {
+  const out = Object.fromEntries(DISK_SOURCES.map((s) => [s, 0])) as Record<DiskSource, number>;
   for (const k of REPORT_KINDS) {
-    const x = c.perKind[k][phase];
-    s.seconds += x.seconds;
-    s.bytesTouched += x.bytesTouched;
-    s.bytesRead += x.bytesRead;
+    const src = KIND_SOURCE[k];
+    const b = perKind[k]?.bytes_read ?? 0;
+    if (src) out[src] += b;
   }
-  return s;
+  return out;
+}
+
+/** A phase's floor: max(sum touched / memory ceiling, sum over sources of bytes read from it / its ceiling). */
+export function phaseFloorSeconds(perKind: Partial<Record<ReportKind, { bytes_touched: number; bytes_read: number }>>, c: FloorCeilings): number {
+  let touched = 0;
+  for (const k of REPORT_KINDS) touched += perKind[k]?.bytes_touched ?? 0;
+  const reads = readsBySource(perKind);
+  const disk = DISK_SOURCES.reduce((a, s) => a + readSeconds(reads[s], s, c), 0);
+  return Math.max(touched / (c.memGbps * 1e9), disk);
+}
+
+/** What the floor block is computed from: per-kind figures of both phases, tokens and seconds per phase. */
+export interface FloorInput {
+  perKind: Record<ReportKind, { prefill: PhaseFigures; decode: PhaseFigures }>;
+  decodeTokens: number;
+  prefillTokens: number;
+  decodeSeconds: number;
+  prefillSeconds: number;
+}
+
+/** The floor block from per-kind figures and the ceilings measured in the same run. */
+export function floorFromFigures(x: FloorInput, ceil: Ceilings): FloorReport {
+  const c = floorCeilings(ceil);
+  const phase = (p: Phase) => Object.fromEntries(REPORT_KINDS.map((k) => [k, x.perKind[k][p]])) as Record<ReportKind, PhaseFigures>;
+  const dec = phase("decode");
+  const pre = phase("prefill");
+  const dt = x.decodeTokens;
+  const pt = x.prefillTokens;
+  const decodeFloor = dt > 0 ? phaseFloorSeconds(dec, c) / dt : 0;
+  const decodeS = dt > 0 ? x.decodeSeconds / dt : 0;
+  const dReads = readsBySource(dec);
+  const pReads = readsBySource(pre);
+  const warnings: string[] = [];
+  const sources: SourceFloor[] = ceil.sources.map((s) => {
+    const g = ceilingGbps(s);
+    const dg = x.decodeSeconds > 0 && dReads[s.source] > 0 ? dReads[s.source] / x.decodeSeconds / 1e9 : null;
+    const pg = x.prefillSeconds > 0 && pReads[s.source] > 0 ? pReads[s.source] / x.prefillSeconds / 1e9 : null;
+    for (const [name, v] of [["decode", dg], ["prefill", pg]] as const)
+      if (v !== null && v > g) warnings.push(`${s.source}: the ${name} phase read ${(v).toFixed(2)} GB/s over its whole wall time, above the source's ceiling ${g.toFixed(2)} GB/s (before ${s.before_gbps.toFixed(2)}, after ${s.after_gbps === null ? "not measured" : s.after_gbps.toFixed(2)}): the ceiling is too low`);
+    return { ...s, ceiling_gbps: g, decode_bytes_read: dReads[s.source], prefill_bytes_read: pReads[s.source], decode_gbps: dg, prefill_gbps: pg };
+  });
+  for (const src of DISK_SOURCES)
+    if ((dReads[src] > 0 || pReads[src] > 0) && !ceil.sources.some((s) => s.source === src)) warnings.push(`${src}: ${dReads[src] + pReads[src]} bytes read with no ceiling measured for it (floor infinite)`);
+  const ratio = decodeFloor > 0 ? decodeS / decodeFloor : null;
+  if (ratio !== null && ratio < 1) warnings.push(`decode ran at ${ratio.toFixed(2)}x its floor: a ceiling is too low`);
+  const prefillFloor = pt > 0 ? phaseFloorSeconds(pre, c) / pt : 0;
+  const prefillS = pt > 0 ? x.prefillSeconds / pt : 0;
+  if (prefillFloor > 0 && prefillS < prefillFloor) warnings.push(`prefill ran at ${(prefillS / prefillFloor).toFixed(2)}x its floor: a ceiling is too low`);
+  const readTotal = DISK_SOURCES.reduce((a, s) => a + dReads[s] + pReads[s], 0);
+  const readTime = DISK_SOURCES.reduce((a, s) => a + readSeconds(dReads[s] + pReads[s], s, c), 0);
+  const highest = Math.max(0, ...sources.map((s) => s.ceiling_gbps));
+  return {
+    mem_ceiling_gbps: c.memGbps,
+    mem_before_gbps: ceil.mem_before_gbps,
+    mem_after_gbps: ceil.mem_after_gbps,
+    disk_ceiling_gbps: readTotal > 0 && Number.isFinite(readTime) && readTime > 0 ? readTotal / readTime / 1e9 : highest,
+    sources,
+    after_note: ceil.after_note,
+    warnings,
+    decode_tokens: dt,
+    prefill_tokens: pt,
+    decode_floor_s_per_token: decodeFloor,
+    decode_s_per_token: decodeS,
+    decode_ratio: ratio,
+    prefill_floor_s_per_token: prefillFloor,
+    prefill_s_per_token: prefillS,
+  };
 }
 
 /** The floor block of the report from the counters and ceilings measured in the same run. */
 export function floorReport(c: RunCounters, ceil: Ceilings): FloorReport {
-  const dec = sumPhase(c, "decode");
-  const pre = sumPhase(c, "prefill");
-  const dt = c.phaseTokens.decode;
-  const pt = c.phaseTokens.prefill;
-  const decodeFloor = dt > 0 ? floorSeconds(dec.bytesTouched, dec.bytesRead, ceil) / dt : 0;
-  const decodeS = dt > 0 ? c.decodeSeconds / dt : 0;
-  return {
-    mem_ceiling_gbps: ceil.memGbps,
-    disk_ceiling_gbps: ceil.diskGbps,
-    decode_floor_s_per_token: decodeFloor,
-    decode_s_per_token: decodeS,
-    decode_ratio: decodeFloor > 0 ? decodeS / decodeFloor : null,
-    prefill_floor_s_per_token: pt > 0 ? floorSeconds(pre.bytesTouched, pre.bytesRead, ceil) / pt : 0,
-    prefill_s_per_token: pt > 0 ? c.prefillSeconds / pt : 0,
-  };
+  const fig = (x: KindCounters): PhaseFigures => ({ seconds: x.seconds, bytes_touched: x.bytesTouched, bytes_read: x.bytesRead });
+  const perKind = Object.fromEntries(REPORT_KINDS.map((k) => [k, { prefill: fig(c.perKind[k].prefill), decode: fig(c.perKind[k].decode) }])) as FloorInput["perKind"];
+  return floorFromFigures({ perKind, decodeTokens: c.phaseTokens.decode, prefillTokens: c.phaseTokens.prefill, decodeSeconds: c.decodeSeconds, prefillSeconds: c.prefillSeconds }, ceil);
+}
+
+/** The report's floor judged again against ceilings re-measured since (Engine.floorAfterRun). */
+export function refloorReport(r: RunReport, ceil: Ceilings): RunReport {
+  if (!r.floor) return { ...r, floor: null };
+  return { ...r, floor: floorFromFigures({ perKind: r.per_kind, decodeTokens: r.floor.decode_tokens, prefillTokens: r.floor.prefill_tokens, decodeSeconds: r.decode_seconds, prefillSeconds: r.prefill_seconds }, ceil) };
 }
 
 /** The run report's `load` from the model's load stats. GB = 1e9 bytes. */
@@ -474,14 +582,15 @@ export function formatReport(r: RunReport): string {
  */
 export function formatPerKind(r: RunReport): string[] {
   const f = r.floor;
-  const ceil: Ceilings | null = f ? { memGbps: f.mem_ceiling_gbps, diskGbps: f.disk_ceiling_gbps } : null;
+  const ceil = f ? reportCeilings(f) : null;
   const lines: string[] = [];
   const prefillTokens = r.prompt_tokens - r.prompt_cached_tokens;
+  if (f) lines.push(...formatCeilings(f));
   for (const phase of ["prefill", "decode"] as const) {
     const tokens = phase === "decode" ? (r.per_kind.embed.decode.tokens ?? 0) : prefillTokens;
     if (tokens <= 0) continue;
     const head = `  per kind, ${phase} (${tokens} token${tokens === 1 ? "" : "s"}; per token)`;
-    lines.push(ceil ? `${head}; ceilings: memory ${ceil.memGbps.toFixed(1)} GB/s, disk ${ceil.diskGbps.toFixed(2)} GB/s` : `${head}; no floor (run with --floor to measure the ceilings)`);
+    lines.push(f ? `${head}; ceilings: memory ${f.mem_ceiling_gbps.toFixed(1)} GB/s, disk ${f.sources.map((s) => `${s.source} ${s.ceiling_gbps.toFixed(2)}`).join(", ") || "none"} GB/s` : `${head}; no floor (run with --floor to measure the ceilings)`);
     lines.push(`    ${"kind".padEnd(12)} ${"ms".padStart(9)} ${"touched".padStart(10)} ${"read".padStart(10)}${ceil ? ` ${"floor ms".padStart(9)} ${"ratio".padStart(6)}` : ""}`);
     let sec = 0, touched = 0, read = 0;
     for (const k of REPORT_KINDS) {
@@ -490,11 +599,11 @@ export function formatPerKind(r: RunReport): string[] {
       sec += x.seconds;
       touched += x.bytes_touched;
       read += x.bytes_read;
-      lines.push(row(k, x.seconds, x.bytes_touched, x.bytes_read));
+      lines.push(row(k, x.seconds, ceil ? kindFloorSeconds(k, x.bytes_touched, x.bytes_read, ceil) : 0, x.bytes_touched, x.bytes_read));
     }
-    lines.push(row("all kinds", sec, touched, read));
-    function row(name: string, s: number, t: number, b: number): string {
-      const fl = ceil ? floorSeconds(t, b, ceil) : 0;
+    const all = Object.fromEntries(REPORT_KINDS.map((k) => [k, r.per_kind[k][phase]]));
+    lines.push(row("all kinds", sec, ceil ? phaseFloorSeconds(all, ceil) : 0, touched, read));
+    function row(name: string, s: number, fl: number, t: number, b: number): string {
       const extra = ceil ? ` ${((1000 * fl) / tokens).toFixed(2).padStart(9)} ${(fl > 0 ? (s / fl).toFixed(2) : "-").padStart(6)}` : "";
       return `    ${name.padEnd(12)} ${((1000 * s) / tokens).toFixed(2).padStart(9)} ${fmtBytes(t / tokens).padStart(10)} ${fmtBytes(b / tokens).padStart(10)}${extra}`;
     }
@@ -502,6 +611,17 @@ export function formatPerKind(r: RunReport): string[] {
   if (f) {
     const sec = (x: number) => (x >= 0.1 ? `${x.toFixed(3)} s` : `${(1000 * x).toFixed(2)} ms`);
     lines.push(`  floor: decode ${sec(f.decode_s_per_token)}/token vs floor ${sec(f.decode_floor_s_per_token)} (x${f.decode_ratio === null ? "-" : f.decode_ratio.toFixed(2)}); prefill ${sec(f.prefill_s_per_token)}/token vs floor ${sec(f.prefill_floor_s_per_token)}`);
+    for (const w of f.warnings) lines.push(`  FLOOR WARNING: ${w}`);
   }
+  return lines;
+}
+
+/** The ceilings of a floor block: memory, then each disk source's pattern and before/after figures. */
+export function formatCeilings(f: FloorReport): string[] {
+  const g = (x: number | null) => (x === null ? "-" : x.toFixed(2));
+  const lines = [`  ceilings (GB/s, before / after the run; the higher is used): memory ${g(f.mem_before_gbps)} / ${g(f.mem_after_gbps)}`];
+  for (const s of f.sources)
+    lines.push(`    ${s.source.padEnd(8)} ${g(s.before_gbps).padStart(6)} / ${g(s.after_gbps).padStart(6)}  ${s.what}; ${fmtBytes(s.request_bytes)} requests${s.piece_bytes && s.piece_bytes < s.request_bytes ? ` in ${fmtBytes(s.piece_bytes)} pieces` : ""}, ${s.queue_depth} in flight, ${s.direct ? "O_DIRECT" : "buffered"}, ${fmtBytes(s.sample_bytes)} read`);
+  if (f.after_note) lines.push(`    (${f.after_note})`);
   return lines;
 }

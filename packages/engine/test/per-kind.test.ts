@@ -12,7 +12,8 @@ import { afterAll, describe, expect, it } from "vitest";
 import { Engine } from "../src/engine.js";
 import { isMoeLayer, readConfig } from "../src/config.js";
 import { GB, headChunkRowsFor } from "../src/presets.js";
-import { floorReport, floorSeconds, REPORT_KINDS, type RunReport } from "../src/report.js";
+import { floorFromFigures, floorReport, kindFloorSeconds, phaseFloorSeconds, readsBySource, REPORT_KINDS, type Ceilings, type FloorCeilings, type FloorInput, type RunReport } from "../src/report.js";
+import { ceilingGbps, DISK_SOURCES, KIND_SOURCE, splitPieces, uniformCeilings } from "../src/floor.js";
 import { captureCli, TINY_K3 } from "./helpers.js";
 
 const bigBox = { totalBytes: 256 * GB, availableBytes: 250 * GB };
@@ -148,32 +149,164 @@ describe("per-kind figures on tiny-k3", async () => {
 });
 
 describe("floor", () => {
-  it("is max(touched / memory ceiling, read / disk ceiling) per token", () => {
-    expect(floorSeconds(20e9, 1e9, { memGbps: 10, diskGbps: 1 })).toBe(2);
-    expect(floorSeconds(5e9, 3e9, { memGbps: 10, diskGbps: 1 })).toBe(3);
+  const prompt = meta.prompt_ids.slice(0, 9);
+  const gen = 5;
+  const c: FloorCeilings = { memGbps: 10, sources: { experts: 1, trunk: 2, lm_head: 4 } };
+
+  it("per kind: max(touched / memory ceiling, read / the ceiling of the kind's source)", () => {
+    expect(kindFloorSeconds("kda", 20e9, 1e9, c)).toBe(2); // memory-bound (trunk read: 0.5 s)
+    expect(kindFloorSeconds("kda", 1e9, 6e9, c)).toBe(3); // trunk at 2 GB/s
+    expect(kindFloorSeconds("moe_experts", 5e9, 3e9, c)).toBe(3); // experts at 1 GB/s
+    expect(kindFloorSeconds("lm_head", 0, 8e9, c)).toBe(2); // lm_head at 4 GB/s
+    expect(kindFloorSeconds("embed", 0, 1, c)).toBe(Infinity); // read with no ceiling for its source
+    expect(kindFloorSeconds("attn_res", 1e9, 0, c)).toBeCloseTo(0.1, 12);
+    for (const k of REPORT_KINDS) expect(DISK_SOURCES.includes(KIND_SOURCE[k] as never) || KIND_SOURCE[k] === null).toBe(true);
+  });
+
+  it("per phase: max(sum touched / memory, sum over sources of read / that source's ceiling)", () => {
+    const z = { bytes_touched: 0, bytes_read: 0 };
+    const fig = { kda: { bytes_touched: 20e9, bytes_read: 1e9 }, mla: z, moe_experts: { bytes_touched: 5e9, bytes_read: 3e9 }, lm_head: { bytes_touched: 0, bytes_read: 2e9 } };
+    // disk: 3/1 + 1/2 + 2/4 = 4 s > memory 25/10 = 2.5 s
+    expect(phaseFloorSeconds(fig, c)).toBeCloseTo(4, 12);
+    expect(readsBySource(fig)).toEqual({ experts: 3e9, trunk: 1e9, lm_head: 2e9, embed: 0 });
+    expect(phaseFloorSeconds({ kda: { bytes_touched: 80e9, bytes_read: 1e9 } }, c)).toBe(8);
+  });
+
+  it("the ceiling is the higher of before and after; a run faster than it is flagged", () => {
+    const perKind = Object.fromEntries(REPORT_KINDS.map((k) => [k, { prefill: { seconds: 0, bytes_touched: 0, bytes_read: 0 }, decode: { seconds: 0, bytes_touched: 0, bytes_read: 0 } }])) as FloorInput["perKind"];
+    perKind.moe_experts.decode = { seconds: 1, bytes_touched: 1e9, bytes_read: 2e9 };
+    perKind.kda.decode = { seconds: 0.5, bytes_touched: 10e9, bytes_read: 0 };
+    const base = uniformCeilings(20, 1);
+    const ceil: Ceilings = { ...base, sources: base.sources.filter((s) => s.source === "experts") };
+    const x: FloorInput = { perKind, decodeTokens: 2, prefillTokens: 0, decodeSeconds: 1.5, prefillSeconds: 0 };
+    // Experts at 1 GB/s: floor 2 s for 2 GB > the run's 1.5 s: flagged (the phase read 1.33 GB/s).
+    const slow = floorFromFigures(x, ceil);
+    expect(slow.decode_floor_s_per_token).toBeCloseTo(1, 12);
+    expect(slow.decode_ratio).toBeCloseTo(0.75, 12);
+    expect(slow.warnings.join("\n")).toMatch(/experts: the decode phase read 1.33 GB\/s .* above the source's ceiling 1.00/);
+    expect(slow.warnings.join("\n")).toMatch(/decode ran at 0.75x its floor/);
+    // The same reads measured at 4 GB/s after the run: the higher ceiling is used, nothing flagged.
+    const after: Ceilings = { ...ceil, mem_after_gbps: 10, sources: ceil.sources.map((s) => ({ ...s, after_gbps: 4 })) };
+    const ok = floorFromFigures(x, after);
+    expect(ceilingGbps(after.sources[0])).toBe(4);
+    expect(ok.mem_ceiling_gbps).toBe(20);
+    expect(ok.sources[0].ceiling_gbps).toBe(4);
+    expect(ok.sources[0].decode_bytes_read).toBe(2e9);
+    // max(11 GB / 20 GB/s, 2 GB / 4 GB/s) = 0.55 s over 2 tokens
+    expect(ok.decode_floor_s_per_token).toBeCloseTo(0.275, 12);
+    expect(ok.disk_ceiling_gbps).toBeCloseTo(4, 12);
+    expect(ok.warnings).toEqual([]);
+    // Reads from a source that has no ceiling are named.
+    perKind.lm_head.decode = { seconds: 0.1, bytes_touched: 0, bytes_read: 5 };
+    expect(floorFromFigures(x, after).warnings.join("\n")).toMatch(/lm_head: 5 bytes read with no ceiling/);
+  });
+
+  it("pieces are split as the stores split them: at multiples of the piece from the aligned base", () => {
+    expect(splitPieces(100, 50, 4096)).toEqual([[100, 50]]);
+    expect(splitPieces(100, 10000, 0)).toEqual([[100, 10000]]);
+    expect(splitPieces(5000, 10000, 4096)).toEqual([[5000, 3192], [8192, 4096], [12288, 2712]]);
+    const p = splitPieces(3 * 4096 + 17, 17547264, 4 << 20);
+    expect(p.reduce((a, [, l]) => a + l, 0)).toBe(17547264);
+    for (const [o] of p.slice(1)) expect(o % (4 << 20)).toBe(3 * 4096 % (4 << 20));
   });
 
   it("the report's floor block from the counters", async () => {
     const e = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop" });
     await e.complete(meta.prompt_ids.slice(0, 9), { maxTokens: 4, stopIds: [] });
-    const c = e.model.counters;
+    const cn = e.model.counters;
     e.close();
-    const ceil = { memGbps: 0.001, diskGbps: 0.0001 };
-    const f = floorReport(c, ceil);
+    const f = floorReport(cn, uniformCeilings(0.001, 0.0001));
     let touched = 0;
     let read = 0;
     for (const k of REPORT_KINDS) {
-      touched += c.perKind[k].decode.bytesTouched;
-      read += c.perKind[k].decode.bytesRead;
+      touched += cn.perKind[k].decode.bytesTouched;
+      read += cn.perKind[k].decode.bytesRead;
     }
-    expect(f.decode_floor_s_per_token).toBeCloseTo(Math.max(touched / 1e6, read / 1e5) / c.phaseTokens.decode, 12);
-    expect(f.decode_s_per_token).toBeCloseTo(c.decodeSeconds / 3, 12);
+    expect(f.decode_floor_s_per_token).toBeCloseTo(Math.max(touched / 1e6, read / 1e5) / cn.phaseTokens.decode, 12);
+    expect(f.decode_s_per_token).toBeCloseTo(cn.decodeSeconds / 3, 12);
     expect(f.decode_ratio).toBeCloseTo(f.decode_s_per_token / f.decode_floor_s_per_token, 12);
-    expect(f.prefill_s_per_token).toBeCloseTo(c.prefillSeconds / 9, 12);
-    expect(Object.keys(f).sort()).toEqual(["decode_floor_s_per_token", "decode_ratio", "decode_s_per_token", "disk_ceiling_gbps", "mem_ceiling_gbps", "prefill_floor_s_per_token", "prefill_s_per_token"]);
+    expect(f.prefill_s_per_token).toBeCloseTo(cn.prefillSeconds / 9, 12);
+    expect(f.decode_tokens).toBe(3);
+    expect(f.prefill_tokens).toBe(9);
   });
 
-  it("k3 run --floor measures both ceilings in the run and prints the per-kind table; without it the floor is null", async () => {
+  /** Every ceiling's reads lie in the files and ranges the run reads, with its piece size, depth and O_DIRECT-ness. */
+  function checkPlansMatchRun(e: Engine, r: RunReport): void {
+    const live = e.model.ioPatterns();
+    const plans = e.ceilingPlans;
+    expect(plans.map((p) => p.source).sort()).toEqual(live.map((p) => p.source).sort());
+    for (const p of plans) {
+      const l = live.find((x) => x.source === p.source)!;
+      const { reads: _r, what: _w, ...pattern } = p;
+      expect({ ...pattern, files: [...pattern.files].sort() }).toEqual({ ...l, files: [...l.files].sort() });
+      expect(p.reads.length).toBeGreaterThan(0);
+      for (const rd of p.reads) {
+        expect(l.files).toContain(rd.file);
+        expect(rd.length).toBeGreaterThan(0);
+        expect(rd.length).toBeLessThanOrEqual(l.pieceBytes || l.requestBytes);
+      }
+    }
+    // Every source the run read from has its ceiling in the report, and no warning names a missing one.
+    const reads = { ...readsBySource(Object.fromEntries(REPORT_KINDS.map((k) => [k, r.per_kind[k].decode])) as never) };
+    const pre = readsBySource(Object.fromEntries(REPORT_KINDS.map((k) => [k, r.per_kind[k].prefill])) as never);
+    for (const s of DISK_SOURCES) if (reads[s] + pre[s] > 0) expect(r.floor!.sources.map((x) => x.source)).toContain(s);
+    expect(r.floor!.warnings.filter((w) => /no ceiling/.test(w))).toEqual([]);
+  }
+
+  it("the ceilings read what the run reads: resident trunk (experts only)", async () => {
+    const e = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop", floor: true });
+    const r = e.floorAfterRun((await e.complete(prompt, { maxTokens: gen, stopIds: [] })).report);
+    checkPlansMatchRun(e, r);
+    e.close();
+    expect(r.floor!.sources.map((s) => s.source)).toEqual(["experts"]);
+    const index = (await import("@k3/moe-stream")).openCheckpointIndex(TINY_K3);
+    const experts = [...Array(cfg.numLayers).keys()].filter((l) => isMoeLayer(cfg, l)).flatMap((l) => index.experts(l));
+    for (const rd of e.ceilingPlans[0].reads) expect(experts.some((x) => x.file === rd.file && rd.offset >= x.offset && rd.offset + rd.length <= x.offset + x.byteLength)).toBe(true);
+    expect(r.floor!.sources[0].after_gbps).toBeGreaterThan(0);
+    expect(r.floor!.mem_after_gbps).toBeGreaterThan(0);
+  });
+
+  it("the ceilings read what the run reads: ultra (embed rows one at a time, lm_head chunks)", async () => {
+    const e = await Engine.load(TINY_K3, { mem: bigBox, preset: "ultra", floor: true });
+    const r = e.floorAfterRun((await e.complete(prompt, { maxTokens: gen, stopIds: [] })).report);
+    checkPlansMatchRun(e, r);
+    e.close();
+    expect(r.floor!.sources.map((s) => s.source).sort()).toEqual(["embed", "experts", "lm_head"]);
+    const index = (await import("@k3/moe-stream")).openCheckpointIndex(TINY_K3);
+    const t = (n: string) => index.tensors.get(P + n)!;
+    const head = t("lm_head.weight");
+    const emb = t("model.embed_tokens.weight");
+    for (const rd of e.ceilingPlans.find((p) => p.source === "lm_head")!.reads) expect(rd.offset >= head.offset && rd.offset + rd.length <= head.offset + head.byteLength).toBe(true);
+    const rows = e.ceilingPlans.find((p) => p.source === "embed")!;
+    expect(rows.queueDepth).toBe(1);
+    for (const rd of rows.reads) {
+      expect(rd.length).toBe(D * 2);
+      expect((rd.offset - emb.offset) % (D * 2)).toBe(0);
+      expect(rd.offset + rd.length <= emb.offset + emb.byteLength).toBe(true);
+    }
+  });
+
+  it("the ceilings read what the run reads: streamed trunk (the ring's chunks of its streamed layers)", async () => {
+    const { packTrunk, readTrunkManifest } = await import("@k3/moe-stream");
+    const trunkDir = mkdtempSync(join(tmpdir(), "k3-floor-trunk-"));
+    try {
+      packTrunk(TINY_K3, trunkDir);
+      const { censusOf } = await import("../src/census.js");
+      const largest = Math.max(...censusOf(cfg).layerTrunkBytes);
+      const e = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop", budgets: { trunkBytes: 6 * largest, ringSlots: 2 }, trunkDir, floor: true });
+      const r = e.floorAfterRun((await e.complete(prompt, { maxTokens: gen, stopIds: [] })).report);
+      checkPlansMatchRun(e, r);
+      e.close();
+      expect(r.floor!.sources.map((s) => s.source).sort()).toEqual(["experts", "trunk"]);
+      const streamed = new Set(e.plan.streamedLayers);
+      const groups = readTrunkManifest(trunkDir).groups.filter((g) => g.layer !== null && streamed.has(g.layer));
+      for (const rd of e.ceilingPlans.find((p) => p.source === "trunk")!.reads) expect(groups.some((g) => rd.offset >= g.offset && rd.offset + rd.length <= g.offset + g.byteLength)).toBe(true);
+    } finally {
+      rmSync(trunkDir, { recursive: true, force: true });
+    }
+  });
+
+  it("k3 run --floor measures the ceilings before and after the run and prints the per-kind table; without it the floor is null", async () => {
     const dir = mkdtempSync(join(tmpdir(), "k3-floor-"));
     try {
       const on = await captureCli(["run", "--model", TINY_K3, "--ids", "1,2,3,4", "--max-tokens", "3", "--threads", "1", "--floor", "--json", join(dir, "on.json")]);
@@ -182,8 +315,18 @@ describe("floor", () => {
       expect(r.floor!.mem_ceiling_gbps).toBeGreaterThan(0.5);
       expect(r.floor!.disk_ceiling_gbps).toBeGreaterThan(0);
       expect(r.floor!.decode_ratio).toBeGreaterThan(0);
+      for (const s of r.floor!.sources) {
+        expect(s.before_gbps).toBeGreaterThan(0);
+        expect(s.after_gbps).toBeGreaterThan(0);
+        expect(s.ceiling_gbps).toBe(Math.max(s.before_gbps, s.after_gbps!));
+      }
+      expect(Object.keys(r.floor!).sort()).toEqual([
+        "after_note", "decode_floor_s_per_token", "decode_ratio", "decode_s_per_token", "decode_tokens", "disk_ceiling_gbps", "mem_after_gbps", "mem_before_gbps",
+        "mem_ceiling_gbps", "prefill_floor_s_per_token", "prefill_s_per_token", "prefill_tokens", "sources", "warnings",
+      ]);
       expect(on.stderr).toMatch(/per kind, decode \(2 tokens; per token\); ceilings: memory/);
-      expect(on.stderr).toMatch(/ceilings \(measured now\)/);
+      expect(on.stderr).toMatch(/ceilings \(measured now, before loading\)/);
+      expect(on.stderr).toMatch(/ceilings \(GB\/s, before \/ after the run; the higher is used\)/);
       const off = await captureCli(["run", "--model", TINY_K3, "--ids", "1,2,3,4", "--max-tokens", "3", "--threads", "1", "--json", join(dir, "off.json")]);
       expect(off.code).toBe(0);
       expect(JSON.parse(readFileSync(join(dir, "off.json"), "utf8")).floor).toBeNull();

@@ -3,8 +3,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { censusOf, kindCensus, kdaLayerBytes, mlaLayerBytes } from "../src/census.js";
-import { GB } from "../src/presets.js";
-import { formatProjection, projectK3, publishedK3, ratesFromReport } from "../src/projection.js";
+import { budgetsFor, GB, planMemory } from "../src/presets.js";
+import { distinctExperts, formatProjection, projectK3, publishedK3, ratesFromReport } from "../src/projection.js";
 import { captureCli } from "./helpers.js";
 
 const FIXTURE = join(__dirname, "fixtures", "per-kind-report.json");
@@ -31,7 +31,7 @@ describe("published-K3 projection", () => {
     expect(rates.kda!.gbps).toBeCloseTo(8e9 / 2.0 / GB, 12); // 4 GB/s, no reads
     // 3.36 GB read at 2 GB/s = 1.68 s of the 4 s: compute 2.32 s for 3.36 GB touched.
     expect(rates.moe_experts!.gbps).toBeCloseTo(3.36 / 2.32, 12);
-    expect(rates.moe_experts!.note).toMatch(/4\.000 s less 1\.680 s of reads at 2\.00 GB\/s/);
+    expect(rates.moe_experts!.note).toMatch(/4\.000 s less 1\.680 s of reads at the disk ceiling 2\.00 GB\/s/);
     // 9.4 GB at 2 GB/s = 4.7 s > the 4 s measured: the head's compute is hidden; taken at 10 GB/s.
     expect(rates.lm_head!.gbps).toBe(10);
     expect(rates.lm_head!.note).toMatch(/I\/O-bound/);
@@ -71,6 +71,43 @@ describe("published-K3 projection", () => {
     expect(bare.computeSeconds).toBeNull();
     expect(formatProjection(bare)).toMatch(/give --from-report/);
     expect(() => projectK3({ rates: {}, diskGbps: 0, diskSource: "test", mem: box })).toThrow(/--disk-gbps 0: expected a bandwidth/);
+  });
+
+  it("a streamed-run report: each kind's reads at its source's ceiling; prefill scaled by K3's bytes; I/O by source", () => {
+    const streamed = {
+      prompt_tokens: 64,
+      prompt_cached_tokens: 0,
+      per_kind: {
+        // 1 KDA layer read from the packed trunk: 0.9 GB at the trunk's 3 GB/s = 0.3 s of the 1 s.
+        kda: { prefill: { seconds: 0.64, bytes_touched: 0.9e9, bytes_read: 0.9e9 }, decode: { seconds: 1.0, bytes_touched: 0.9e9, bytes_read: 0.9e9, tokens: 1 } },
+        // experts: 0.28 GB at the experts' 1 GB/s = 0.28 s of 0.5 s.
+        moe_experts: { prefill: { seconds: 6.4, bytes_touched: 0.1e9, bytes_read: 0 }, decode: { seconds: 0.5, bytes_touched: 0.28e9, bytes_read: 0.28e9, tokens: 1 } },
+      },
+      floor: { mem_ceiling_gbps: 50, disk_ceiling_gbps: 1.5, prefill_tokens: 64, sources: [{ source: "trunk", ceiling_gbps: 3 }, { source: "experts", ceiling_gbps: 1 }] },
+    };
+    const r = ratesFromReport(streamed);
+    expect(r.sourceCeilings).toEqual({ trunk: 3, experts: 1 });
+    expect(r.rates.kda!.gbps).toBeCloseTo(0.9 / 0.7, 12);
+    expect(r.rates.kda!.note).toMatch(/less 0\.300 s of reads at the trunk ceiling 3\.00/);
+    expect(r.rates.moe_experts!.gbps).toBeCloseTo(0.28 / 0.22, 12);
+    expect(r.prefillTokens).toBe(64);
+    // kda prefill: (0.64 - 0.3) / 64 s per token for 0.9 GB of weights per token.
+    expect(r.prefill.kda!.secondsPerTokenPerByte).toBeCloseTo((0.34 / 64) / 0.9e9, 20);
+    expect(r.prefill.moe_experts!.runSecondsPerToken).toBeCloseTo(0.1, 12);
+    const p = projectK3({ rates: r.rates, prefill: r.prefill, prefillT: 64, diskGbps: 1.5, sourceGbps: { trunk: 3, experts: 1 }, diskSource: "test", mem: box, presets: ["laptop"] });
+    const kc = kindCensus(publishedK3());
+    const kda = p.kinds.find((k) => k.kind === "kda")!;
+    expect(kda.prefillSeconds!).toBeCloseTo((0.34 / 64 / 0.9e9) * 69 * kc.kda.bytesPerLayer, 9);
+    expect(p.kinds.find((k) => k.kind === "moe_experts")!.prefillSeconds!).toBeCloseTo(0.1 * (92 * kc.moe_experts.bytesPerLayer) / 0.28e9, 9);
+    expect(p.prefillComputeSeconds).toBeNull(); // mla etc. are not in this report
+    const laptop = p.rows[0];
+    const reads = planMemory(censusOf(publishedK3()), budgetsFor("laptop", censusOf(publishedK3()), box), "laptop", box, { packedTrunk: true }).expectedReads;
+    expect(laptop.ioSeconds).toBeCloseTo(reads.trunk / 3e9 + reads.experts / 1e9 + reads.embedHead / 1.5e9, 9);
+    // Prefill at T = 64: trunk and lm_head once per chunk, the distinct experts of 64 tokens.
+    const share = distinctExperts(896, 16, 64) / (64 * 16);
+    expect(share).toBeCloseTo((896 * (1 - Math.pow(1 - 16 / 896, 64))) / 1024, 12);
+    expect(laptop.prefill.readBytesPerToken).toBeCloseTo(reads.trunk / 64 + reads.experts * share + (reads.embedHead > 0 ? censusOf(publishedK3()).headBytes / 64 + 7168 * 2 : 0), 0);
+    expect(formatProjection(p)).toMatch(/disk trunk 3\.00, experts 1\.00, embed\/head 1\.50 GB\/s/);
   });
 
   it("refuses a report without per_kind or with a bad figure, naming it", () => {

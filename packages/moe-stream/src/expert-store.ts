@@ -135,6 +135,8 @@ export class ExpertStore {
   readonly arenaBytes: number;
   readonly files: string[];
   readonly pieceBytes: number;
+  /** Reads in flight (the engine's queue depth). */
+  readonly readers: number;
   readonly prefetchSlots: number;
   private readonly fileAlign: number[];
   private readonly nativeStore: NativeExpertStore;
@@ -190,6 +192,7 @@ export class ExpertStore {
       maxPrefetchInflight: opts.maxPrefetchInflight ?? Math.max(1, readers >> 2), prefault: opts.prefault ?? true,
       ioEngine: opts.ioEngine, onDone: (d) => this.onDone(d),
     });
+    this.readers = readers;
     this.slotBytes = slotBytes;
     this.slotCount = slots;
     this.slotsPerLayer = slotsPerLayer;

@@ -57,6 +57,8 @@ export class RangeReader {
   readonly slots: number;
   readonly arenaBytes: number;
   readonly pieceBytes: number;
+  /** Reads in flight (the engine's queue depth). */
+  readonly readers: number;
   private readonly nativeStore: NativeExpertStore;
   private readonly arena: ArenaViews;
   private readonly fileIndex = new Map<string, number>();
@@ -91,8 +93,9 @@ export class RangeReader {
     this.slots = opts.slots;
     this.arenaBytes = this.slotBytes * this.slots;
     this.pieceBytes = piece;
+    this.readers = opts.readers ?? 8;
     this.nativeStore = openNativeStore({
-      files: [...this.fileIndex.keys()], slotBytes: this.slotBytes, slots: this.slots, readers: opts.readers ?? 8,
+      files: [...this.fileIndex.keys()], slotBytes: this.slotBytes, slots: this.slots, readers: this.readers,
       direct: opts.direct ?? true, maxPrefetchInflight: 1, prefault: opts.prefault ?? true, ioEngine: opts.ioEngine,
       onDone: (d) => this.onDone(d),
     });

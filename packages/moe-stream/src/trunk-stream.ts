@@ -82,7 +82,12 @@ export class TrunkStreamer {
   private readonly groups = new Map<number, TrunkGroup>();
   private readonly nativeStore: NativeExpertStore;
   private readonly arena: ArenaViews;
-  private readonly chunkBytes: number;
+  /** Read piece size (every layer read is split into these, all in flight at once). */
+  readonly chunkBytes: number;
+  /** Reads in flight (the engine's queue depth). */
+  readonly readers: number;
+  /** The packed trunk file. */
+  readonly file: string;
   private readonly pinned = new Map<number, number>(); // layer -> first chunk
   private readonly ring: RingSlot[] = [];
   private readonly schedule: number[];
@@ -136,13 +141,15 @@ export class TrunkStreamer {
     if (opts.budgetBytes !== undefined && bytes > opts.budgetBytes)
       throw new BudgetError(`trunk arena (${pinnedLayers.length} pinned layers ${formatBytes(pinnedBytes)} + ${ringSlots} ring slots of ${formatBytes(ringSlotBytes)})`, bytes, opts.budgetBytes);
     this.chunkBytes = chunkBytes;
+    this.readers = opts.readers ?? 8;
+    this.file = join(opts.dir, TRUNK_FILE);
     this.arenaBytes = bytes;
     this.ringSlotBytes = ringSlotBytes;
     this.pinnedBytes = pinnedBytes;
     this.verify = opts.verify ?? "pinned";
     const chunks = Math.max(1, bytes / chunkBytes);
     this.nativeStore = openNativeStore({
-      files: [join(opts.dir, TRUNK_FILE)], slotBytes: chunkBytes, slots: chunks, readers: opts.readers ?? 8,
+      files: [this.file], slotBytes: chunkBytes, slots: chunks, readers: this.readers,
       direct: opts.direct ?? true, maxPrefetchInflight: 1, prefault: opts.prefault ?? true, ioEngine: opts.ioEngine,
       onDone: (d) => this.onDone(d),
     });
@@ -164,6 +171,16 @@ export class TrunkStreamer {
       for (let i = 0; i < ringSlots; i++) this.ring.push({ index: i, firstChunk: at + i * perSlot, layer: null, users: 0, loading: null, loaded: false, ahead: false });
     }
     this.schedule = opts.schedule ?? streamed;
+  }
+
+  /** The trunk file, whether it is served by O_DIRECT, and the alignment it asked for. */
+  fileInfo(): { file: string; size: number; direct: boolean; offsetAlign: number } {
+    return { file: this.file, ...this.nativeStore.fileInfo(0) };
+  }
+
+  /** Layers read through the ring (not pinned), ascending. */
+  streamedLayers(): number[] {
+    return [...this.groups.keys()].filter((l) => !this.pinned.has(l)).sort((a, b) => a - b);
   }
 
   stats(): TrunkStreamerStats {
