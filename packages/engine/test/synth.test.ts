@@ -4,6 +4,7 @@
  * the same generator — files that @k3/safetensors and the engine accept, determinism by seed,
  * valid MXFP4 scales, and refused arguments.
  */
+import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -191,6 +192,11 @@ describe("writing at the tiny widths (same generator and layout)", async () => {
     expect(files).toContain("model-00006-of-00006.safetensors");
     for (const f of files) expect(readFileSync(join(a, f)).equals(readFileSync(join(b, f))), f).toBe(true);
     expect(readFileSync(join(a, "model-00002-of-00006.safetensors")).equals(readFileSync(join(c, "model-00002-of-00006.safetensors")))).toBe(false);
+    // The same bytes as every earlier version of the generator and writer (recorded before the
+    // shared write queue): sha256 over (name, bytes) of every file in name order.
+    const h = createHash("sha256");
+    for (const f of files) h.update(f).update(readFileSync(join(a, f)));
+    expect(h.digest("hex")).toBe("61c3760dc30532fa9a3b21204002de4c8aab838cd2cf4c36809d30d7d0749ec1");
   });
 
   it("validates through @k3/safetensors: every planned tensor present with its dtype and shape, index total", () => {

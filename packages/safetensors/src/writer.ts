@@ -9,13 +9,20 @@
  * otherwise the data is copied once behind the real header. Give `plan` (every tensor's name,
  * dtype and shape, in order) to write the exact header first and never copy.
  */
-import { closeSync, fsyncSync, mkdirSync, openSync, readSync, renameSync, rmSync, write, writeSync } from "node:fs";
+import { closeSync, fsyncSync, mkdirSync, openSync, readSync, renameSync, rmSync, writeSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
 import { DTYPES, MAX_SAFE, dtypeCode, shapeElements, tensorBytes, type Dtype } from "./dtypes.js";
 import { SafetensorsError, ioError } from "./errors.js";
 import { bytesOf } from "./io.js";
 import { MAX_HEADER_LENGTH } from "./scan.js";
+import { WriteQueue, type WriteQueueOptions } from "./write-queue.js";
+
+/** addChunksAsync options (see SafetensorsWriter.addChunksAsync). */
+export interface AsyncAddOptions extends WriteQueueOptions {
+  /** Return once the pieces are queued; they are written by flush()/finishAsync(). */
+  queued?: boolean;
+}
 
 export interface TensorSpec {
   name: string;
@@ -97,6 +104,7 @@ export class SafetensorsWriter {
   private readonly metadata: Record<string, string> | undefined;
   private readonly doFsync: boolean;
   private busy = false;
+  private queue: WriteQueue | null = null;
 
   constructor(path: string, options: WriterOptions = {}) {
     this.path = resolve(path);
@@ -210,54 +218,33 @@ export class SafetensorsWriter {
   }
 
   /**
-   * addChunks with up to `inFlight` positioned writes outstanding (default 4, on libuv's thread
-   * pool), so the caller produces the next piece while earlier ones are written and the drive sees
-   * a queue. A piece must stay unchanged until the returned promise settles (pieces of immutable
-   * buffers, or fresh ones, are safe). No other add may start before it settles.
+   * addChunks with positioned writes in flight (a WriteQueue on libuv's thread pool: contiguous
+   * pieces gathered into writes of `batchBytes`, default 32 MiB, cut at multiples of it in the file;
+   * at most `inFlight` outstanding, default 4), so the caller produces the next piece while earlier
+   * ones are written and the drive sees a queue. The queue is the writer's, shared by every tensor:
+   * with `queued: true` this returns once the pieces are queued (no wait at the tensor's end; the
+   * next tensor's pieces join the same batches) and the pieces must stay unchanged until `flush()`
+   * or `finishAsync()` settles; otherwise it waits for its writes and a piece must stay unchanged
+   * until the returned promise settles. No other add may start before it settles.
    */
-  async addChunksAsync(name: string, dtype: Dtype, shape: readonly number[], chunks: Iterable<ArrayBufferView> | AsyncIterable<ArrayBufferView>, options: { inFlight?: number } = {}): Promise<[number, number]> {
+  async addChunksAsync(name: string, dtype: Dtype, shape: readonly number[], chunks: Iterable<ArrayBufferView> | AsyncIterable<ArrayBufferView>, options: AsyncAddOptions = {}): Promise<[number, number]> {
     if (this.busy) fail("another addChunksAsync is still writing", this.path, name);
     const bytes = this.admit(name, dtype, shape);
-    const inFlight = Math.max(1, options.inFlight ?? 4);
-    const pending = new Set<Promise<void>>();
-    let failure: unknown = null;
+    const queue = this.queueFor(options);
     let done = 0;
     const start = this.dataStart + this.cursor;
-    const writeOne = (view: Uint8Array, position: number): Promise<void> =>
-      new Promise((res, rej) => {
-        const step = (off: number) => {
-          if (off >= view.length) return res();
-          write(this.fd, view, off, Math.min(view.length - off, 1 << 30), position + off, (err, n) => {
-            if (err) rej(ioError(this.temp, `writing ${view.length} bytes at ${position}`, err));
-            else step(off + n);
-          });
-        };
-        step(0);
-      });
     this.busy = true;
     try {
       for await (const chunk of chunks) {
         const view = bytesOf(chunk);
         if (done + view.byteLength > bytes) fail(`${dtype} [${shape.join(", ")}] needs ${bytes} bytes but the pieces hold more (${done + view.byteLength} so far)`, this.path, name);
-        if (view.byteLength > 0) {
-          const p: Promise<void> = writeOne(view, start + done).then(
-            () => void pending.delete(p),
-            (err) => {
-              pending.delete(p);
-              failure ??= err;
-            },
-          );
-          pending.add(p);
-        }
+        if (view.byteLength > 0) await queue.push(view, start + done);
         done += view.byteLength;
-        while (pending.size >= inFlight) await Promise.race(pending);
-        if (failure) throw failure;
       }
-      await Promise.all(pending);
-      if (failure) throw failure;
       if (done !== bytes) fail(`${dtype} [${shape.join(", ")}] needs ${bytes} bytes but the pieces hold ${done}`, this.path, name);
+      if (!options.queued) await queue.drain();
     } catch (err) {
-      await Promise.allSettled(pending);
+      await queue.drain().catch(() => {});
       this.busy = false;
       this.abort();
       throw err;
@@ -266,10 +253,34 @@ export class SafetensorsWriter {
     return this.commit(name, dtype, shape, bytes);
   }
 
+  private queueFor(options: AsyncAddOptions): WriteQueue {
+    if (!this.queue) this.queue = new WriteQueue(this.fd, this.temp, { inFlight: options.inFlight, batchBytes: options.batchBytes });
+    return this.queue;
+  }
+
+  /** Waits for every queued write (addChunksAsync with `queued`); rejects with the first failure (the writer is aborted). */
+  async flush(): Promise<void> {
+    if (!this.queue) return;
+    try {
+      await this.queue.drain();
+    } catch (err) {
+      this.abort();
+      throw err;
+    }
+  }
+
+  /** flush(), then finish(). */
+  async finishAsync(): Promise<string> {
+    if (this.state !== "open") fail(`the writer is ${this.state}`, this.path);
+    await this.flush();
+    return this.finish();
+  }
+
   /** Writes the header, syncs and renames the temp file into place. Returns the path. */
   finish(): string {
     if (this.state !== "open") fail(`the writer is ${this.state}`, this.path);
     if (this.busy) fail("an addChunksAsync is still writing", this.path);
+    if (this.queue && !this.queue.idle) fail("queued writes are pending: await flush() or use finishAsync()", this.path);
     try {
       if (this.plan) {
         if (this.entries.length !== this.plan.length) fail(`the plan has ${this.plan.length} tensors but ${this.entries.length} were added`, this.path);
@@ -330,13 +341,18 @@ export class SafetensorsWriter {
   abort(): void {
     if (this.state !== "open") return;
     this.state = "aborted";
-    try {
-      closeSync(this.fd);
-    } catch {
-      /* already closed */
-    }
-    rmSync(this.temp, { force: true });
-    rmSync(`${this.temp}.2`, { force: true });
+    const drop = () => {
+      try {
+        closeSync(this.fd);
+      } catch {
+        /* already closed */
+      }
+      rmSync(this.temp, { force: true });
+      rmSync(`${this.temp}.2`, { force: true });
+    };
+    // Writes still in flight must finish before the fd is closed (its number could be reused).
+    if (this.queue && !this.queue.idle) void this.queue.drain().then(drop, drop);
+    else drop();
   }
 }
 
@@ -402,6 +418,31 @@ export class ShardedCheckpointWriter {
     return this.current;
   }
 
+  /** nextShard() after the current shard's queued writes (addChunksAsync `queued`) are done. */
+  async nextShardAsync(): Promise<void> {
+    if (this.state !== "open") fail(`the writer is ${this.state}`, this.dir);
+    if (!this.current) return;
+    try {
+      await this.current.flush();
+    } catch (err) {
+      this.abort();
+      throw err;
+    }
+    this.nextShard();
+  }
+
+  /** startShard() after the current shard's queued writes are done. */
+  async startShardAsync(plan: readonly TensorSpec[]): Promise<void> {
+    await this.nextShardAsync();
+    this.startShard(plan);
+  }
+
+  /** finish() after the last shard's queued writes are done. */
+  async finishAsync(): Promise<string[]> {
+    await this.nextShardAsync();
+    return this.finish();
+  }
+
   /** Ends the current shard; the next add() starts a new one. */
   nextShard(): void {
     if (this.state !== "open") fail(`the writer is ${this.state}`, this.dir);
@@ -443,7 +484,7 @@ export class ShardedCheckpointWriter {
   }
 
   /** addChunks with writes in flight (see SafetensorsWriter.addChunksAsync); a failure aborts the whole checkpoint. */
-  async addChunksAsync(name: string, dtype: Dtype, shape: readonly number[], chunks: Iterable<ArrayBufferView> | AsyncIterable<ArrayBufferView>, options: { inFlight?: number } = {}): Promise<void> {
+  async addChunksAsync(name: string, dtype: Dtype, shape: readonly number[], chunks: Iterable<ArrayBufferView> | AsyncIterable<ArrayBufferView>, options: AsyncAddOptions = {}): Promise<void> {
     const size = specBytes(name, dtype, shape, this.dir);
     const w = this.admit(name, size);
     try {

@@ -1,7 +1,7 @@
-import { existsSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { SafetensorsWriter, ShardedCheckpointWriter, openCheckpointSync, openSafetensorsSync, type TensorSpec } from "../src/index.js";
+import { SafetensorsWriter, ShardedCheckpointWriter, WriteQueue, openCheckpointSync, openSafetensorsSync, type TensorSpec } from "../src/index.js";
 import { tempDir as makeTemp } from "./helpers.js";
 
 const dirs: string[] = [];
@@ -141,6 +141,51 @@ describe("addChunks: a tensor written in pieces", () => {
     asyncW.finish();
     const f = "model-00001-of-00001.safetensors";
     expect(readFileSync(join(dir, "async", f)).equals(readFileSync(join(dir, "sync", f)))).toBe(true);
+  });
+
+  it("queued addChunksAsync (one write queue across tensors, batches cut at file offsets) gives the same bytes as addChunks", async () => {
+    const dir = tempDir();
+    const tensors = [
+      { name: "a", dtype: "U8" as const, data: pattern(70000, 1), cuts: [5000, 4096, 1, 30000] },
+      { name: "b", dtype: "BF16" as const, data: pattern(2000, 2), cuts: [3] },
+      { name: "c", dtype: "U8" as const, data: pattern(9000, 3), cuts: [8192] },
+      { name: "d", dtype: "U8" as const, data: pattern(1, 4), cuts: [1] },
+    ];
+    const shape = (t: (typeof tensors)[number]) => [t.dtype === "BF16" ? t.data.length / 2 : t.data.length];
+    const sync = new ShardedCheckpointWriter(join(dir, "sync"), { fsync: false });
+    for (const [i, t] of tensors.entries()) {
+      if (i === 2) sync.nextShard();
+      sync.addChunks(t.name, t.dtype, shape(t), [t.data]);
+    }
+    sync.finish();
+    const q = new ShardedCheckpointWriter(join(dir, "queued"), { fsync: "finish" });
+    for (const [i, t] of tensors.entries()) {
+      if (i === 0 || i === 2) await q.startShardAsync(tensors.slice(i, i + 2).map((u) => ({ name: u.name, dtype: u.dtype, shape: shape(u) })));
+      await q.addChunksAsync(t.name, t.dtype, shape(t), pieces(t.data, t.cuts), { queued: true, inFlight: 2, batchBytes: 4096 });
+    }
+    expect((await q.finishAsync()).length).toBe(2);
+    for (const f of ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"]) {
+      expect(readFileSync(join(dir, "queued", f)).equals(readFileSync(join(dir, "sync", f))), f).toBe(true);
+    }
+    expect(readdirSync(join(dir, "queued")).filter((f) => f.startsWith("."))).toEqual([]);
+  });
+
+  it("WriteQueue: batches of at most batchBytes at aligned offsets, inFlight bounded, a failed write names the file", async () => {
+    const dir = tempDir();
+    const file = join(dir, "q.bin");
+    const fd = openSync(file, "w");
+    const q = new WriteQueue(fd, file, { inFlight: 2, batchBytes: 4096 });
+    const data = pattern(20000, 5);
+    for (let at = 0; at < data.length; at += 3000) await q.push(data.subarray(at, Math.min(data.length, at + 3000)), 100 + at);
+    await q.drain();
+    closeSync(fd);
+    expect(q.written).toBe(data.length);
+    expect(readFileSync(file).subarray(100).equals(Buffer.from(data))).toBe(true);
+    const ro = openSync(file, "r");
+    const bad = new WriteQueue(ro, file, { inFlight: 1 });
+    await bad.push(data.subarray(0, 10), 0);
+    await expect(bad.drain()).rejects.toThrow(/q\.bin/);
+    closeSync(ro);
   });
 
   it("addChunksAsync with too few bytes aborts, naming the tensor", async () => {
