@@ -20,7 +20,7 @@ import type { Progress } from "@k3/moe-stream";
 import { EXPERT_READERS, HEAD_PIECE_BYTES, HEAD_READERS, Model, TRUNK_READERS, type ModelState } from "./model.js";
 import { DEFAULT_PROMPT_CACHE_BYTES, PromptCache, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
 import { budgetsFor, checkContextFits, checkPlanFits, fmtBytes, formatPlan, planMemory, readMemInfo, headChunkRowsFor, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
-import { measureCeilings, measureCeilingsAfter, type FloorSetup, type SourcePlan } from "./floor.js";
+import { afterPlans, measureCeilings, measureCeilingsAfter, type FloorSetup, type SourcePlan } from "./floor.js";
 import { buildReport, emptyCounters, refloorReport, type Ceilings, type RunCounters, type RunReport } from "./report.js";
 import { Sampler, type SamplingOptions } from "./sampler.js";
 import { SpeculativeDecoder, type Drafter } from "./speculative.js";
@@ -217,6 +217,8 @@ export class Engine {
   ceilings: Ceilings | null = null;
   /** The reads each disk source's ceiling makes (the same again after a run). */
   ceilingPlans: SourcePlan[] = [];
+  /** What the ceilings were planned from (null without --floor). */
+  floorSetup: FloorSetup | null = null;
 
   /**
    * Measures every ceiling again now (after a run: the same reads as before loading) and returns
@@ -226,7 +228,10 @@ export class Engine {
    */
   floorAfterRun(report: RunReport): RunReport {
     if (!this.ceilings || !report.floor) return report;
-    this.ceilings = measureCeilingsAfter(this.ceilings, this.ceilingPlans);
+    const store = this.model.experts;
+    const routed = this.floorSetup && store && this.model.routedSeen ? [...this.model.routedSeen].map((k) => store.location(Math.floor(k / 65536), k % 65536)) : [];
+    const plans = this.floorSetup ? afterPlans(this.floorSetup, this.ceilingPlans, routed) : this.ceilingPlans;
+    this.ceilings = measureCeilingsAfter(this.ceilings, plans);
     return refloorReport(report, this.ceilings);
   }
 
@@ -288,8 +293,9 @@ export class Engine {
     // one ceiling per disk source the run will read, with the run's own pattern (floor.ts).
     let ceilings: Ceilings | null = null;
     let ceilingPlans: SourcePlan[] = [];
+    let setup: FloorSetup | null = null;
     if (options.floor) {
-      const setup: FloorSetup = {
+      setup = {
         dir,
         cfg,
         shardDirs: options.shardDirs,
@@ -322,6 +328,9 @@ export class Engine {
     const engine = new Engine(dir, cfg, tok, plan, census, model, options);
     engine.ceilings = ceilings;
     engine.ceilingPlans = ceilingPlans;
+    engine.floorSetup = setup;
+    // The after-run expert ceiling reads the experts the run was routed to.
+    if (setup) model.routedSeen = new Set();
     return engine;
   }
 

@@ -8,10 +8,12 @@
  *    buffer (16x the 32 MiB L3 here), best of 8 passes (on this VM the first few ms of a pass run at
  *    about half speed: 256 MiB x 3 measured 28-36 GB/s where 512 MiB x 5 and 1 GiB x 3 gave 53-59);
  *  - disk, one ceiling per source the run reads (DISK_SOURCES), each with that source's files,
- *    request (piece) sizes, O_DIRECT-ness and queue depth, by @k3/moe-stream's measureReadCeiling
- *    (plain pread threads, no JS in the loop), at most SOURCE_CEILING_BYTES per measurement:
- *      experts  routed experts spread over the MoE layers and ids, each split into the store's
- *               pieces, at the store's reader count;
+ *    request (piece) sizes, O_DIRECT-ness and queue depth, on the run's read engine (@k3/moe-stream
+ *    measureReadEngine: the read pool driven from C, io_uring else pread threads, no JS in the
+ *    loop), at most SOURCE_CEILING_BYTES per measurement:
+ *      experts  routed experts spread over the MoE layers and ids (after the run: the experts the
+ *               run was routed to, whose bytes the host may now cache as it did for the run), each
+ *               split into the store's pieces, at the store's reader count;
  *      trunk    the packed trunk's streamed layers (trunk.bin), in the ring's chunks, at its reader count;
  *      lm_head  streamed lm_head row chunks (RangeReader pieces, its reader count);
  *      embed    streamed embedding rows, one at a time (the run reads them one by one).
@@ -23,7 +25,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { memoryReadCeiling } from "@k3/dense";
-import { measureReadCeiling, openCheckpointIndex, readTrunkManifest, TRUNK_FILE } from "@k3/moe-stream";
+import { measureReadEngine, openCheckpointIndex, readTrunkManifest, TRUNK_FILE, type ExpertLocation } from "@k3/moe-stream";
 import { isMoeLayer, type ModelConfig } from "./config.js";
 import { WeightError } from "./weights.js";
 import type { ReportKind } from "./report.js";
@@ -114,26 +116,35 @@ function spread(len: number, n: number): number[] {
   return Array.from({ length: k }, (_, i) => Math.floor((i * len) / k));
 }
 
-function expertsPlan(s: FloorSetup, cap: number): SourcePlan | null {
+function expertsPlan(s: FloorSetup, cap: number, from?: { experts: readonly ExpertLocation[]; what: string }): SourcePlan | null {
   if (!s.experts) return null;
   const index = openCheckpointIndex(s.dir, { allowMissingShards: s.allowMissingShards, shardDirs: s.shardDirs });
   const layers = [...Array(s.cfg.numLayers).keys()].filter((l) => isMoeLayer(s.cfg, l));
-  const experts = layers.flatMap((l) => index.experts(l));
-  if (experts.length === 0) return null;
-  const per = experts[0].byteLength;
-  const picked = spread(experts.length, Math.max(1, Math.floor(cap / per))).map((i) => experts[i]);
+  const all = layers.flatMap((l) => index.experts(l));
+  if (all.length === 0) return null;
+  const pool = from && from.experts.length > 0 ? from.experts : all;
+  const per = all[0].byteLength;
+  const picked = spread(pool.length, Math.max(1, Math.floor(cap / per))).map((i) => pool[i]);
   const reads: Read[] = [];
   for (const e of picked) for (const [offset, length] of splitPieces(e.offset, e.byteLength, s.experts.pieceBytes)) reads.push({ file: e.file, offset, length });
   return {
     source: "experts",
-    what: `${picked.length} routed experts of ${experts.length} (${layers.length} MoE layers)`,
-    files: [...new Set(experts.map((e) => e.file))],
+    what: from && from.experts.length > 0 ? `${picked.length} of the ${pool.length} experts ${from.what}` : `${picked.length} routed experts of ${all.length} (${layers.length} MoE layers)`,
+    files: [...new Set(all.map((e) => e.file))],
     pieceBytes: s.experts.pieceBytes,
     requestBytes: per,
     queueDepth: s.experts.readers,
     direct: s.experts.direct,
     reads,
   };
+}
+
+/**
+ * The after-run plans: the same as before for every source but the experts, which read (a spread
+ * of) the experts the run was routed to (`routed`: locations), when there are any.
+ */
+export function afterPlans(s: FloorSetup, before: readonly SourcePlan[], routed: readonly ExpertLocation[], cap = SOURCE_CEILING_BYTES): SourcePlan[] {
+  return before.map((p) => (p.source === "experts" && routed.length > 0 ? (expertsPlan(s, cap, { experts: [...routed].sort((a, b) => a.layer - b.layer || a.id - b.id), what: "the run was routed to" }) ?? p) : p));
 }
 
 function trunkPlan(s: FloorSetup, cap: number): SourcePlan | null {
@@ -221,9 +232,13 @@ export interface SourceCeiling {
   direct: boolean;
   /** Device bytes one measurement reads (aligned supersets included). */
   sample_bytes: number;
+  /** The read engine the measurement ran on ("io_uring" or "pread"). */
+  engine: string;
   before_gbps: number;
   /** Null until measured after the run (or when it could not be: Ceilings.after_note). */
   after_gbps: number | null;
+  /** What the after-run measurement read when it differs from `what` (the experts the run used). */
+  after_what: string | null;
 }
 
 /** The ceilings measured in the same run. */
@@ -241,13 +256,13 @@ export const memCeilingGbps = (c: Ceilings): number => Math.max(c.mem_before_gbp
 
 /** Test ceilings: one memory figure and one disk figure for every source. */
 export function uniformCeilings(memGbps: number, diskGbps: number): Ceilings {
-  const src = (source: DiskSource): SourceCeiling => ({ source, what: "given", files: 0, request_bytes: 0, piece_bytes: 0, queue_depth: 0, direct: true, sample_bytes: 0, before_gbps: diskGbps, after_gbps: null });
+  const src = (source: DiskSource): SourceCeiling => ({ source, what: "given", files: 0, request_bytes: 0, piece_bytes: 0, queue_depth: 0, direct: true, sample_bytes: 0, engine: "given", before_gbps: diskGbps, after_gbps: null, after_what: null });
   return { mem_before_gbps: memGbps, mem_after_gbps: null, sources: DISK_SOURCES.map(src), after_note: null };
 }
 
-function measureSource(p: SourcePlan): number {
-  const r = measureReadCeiling(p.reads, { queueDepth: p.queueDepth, direct: p.direct });
-  return r.gbPerSec;
+function measureSource(p: SourcePlan): { gbps: number; engine: string } {
+  const r = measureReadEngine(p.reads, { engine: "io_uring", queueDepth: p.queueDepth, direct: p.direct });
+  return { gbps: r.gbPerSec, engine: r.engine };
 }
 
 function measureMem(threads: number): number {
@@ -263,7 +278,9 @@ export function sourceBufferBytes(p: SourcePlan): number {
 export function measureCeilings(s: FloorSetup, o: { threads?: number } = {}): { ceilings: Ceilings; plans: SourcePlan[] } {
   const plans = ceilingPlans(s);
   const mem = measureMem(o.threads ?? 2);
-  const sources = plans.map((p) => ({
+  const sources = plans.map((p) => {
+    const m = measureSource(p);
+    return {
     source: p.source,
     what: p.what,
     files: p.files.length,
@@ -272,9 +289,12 @@ export function measureCeilings(s: FloorSetup, o: { threads?: number } = {}): { 
     queue_depth: p.queueDepth,
     direct: p.direct,
     sample_bytes: p.reads.reduce((a, r) => a + alignedLength(r, p.direct), 0),
-    before_gbps: measureSource(p),
+    engine: m.engine,
+    before_gbps: m.gbps,
     after_gbps: null,
-  }));
+    after_what: null,
+    };
+  });
   return { ceilings: { mem_before_gbps: mem, mem_after_gbps: null, sources, after_note: null }, plans };
 }
 
@@ -330,7 +350,7 @@ export function measureCeilingsAfter(c: Ceilings, plans: readonly SourcePlan[], 
       skipped.push(s.source);
       return s;
     }
-    return { ...s, after_gbps: measureSource(p) };
+    return { ...s, after_gbps: measureSource(p).gbps, after_what: p.what !== s.what ? p.what : null };
   });
   const note = skipped.length ? `not re-measured after the run (their buffers exceed the cgroup headroom of ${((headroom ?? 0) / 1e9).toFixed(2)} GB): ${skipped.join(", ")}` : null;
   return { mem_before_gbps: c.mem_before_gbps, mem_after_gbps: mem, sources, after_note: note };

@@ -186,6 +186,8 @@ export class Model {
   readonly pieceBytes: number;
   /** When set, every MoE layer forward's expert request is appended to it (`--dump-cache-trace`). */
   expertTrace: ExpertTraceRecorder | null = null;
+  /** When set, every routed (layer, expert) is added as layer * 65536 + id (the floor's after-run expert ceiling reads them). */
+  routedSeen: Set<number> | null = null;
   /** The prediction made for a later MoE layer, checked when that layer runs (accuracy counters). */
   private predicted: { layer: number; ids: Set<number> } | null = null;
   /** Which phase the per-kind counters charge (the engine sets it around prefill and decode). */
@@ -720,6 +722,7 @@ export class Model {
     }
     const routing = st?.routing;
     if (this.expertTrace && routing) this.expertTrace.record(l, routing.ids);
+    if (this.routedSeen && routing) for (const id of routing.ids) this.routedSeen.add(l * 65536 + id);
     const c = this.counters;
     if (prefetch) c.prefetchIssued += this.experts!.stats().prefetchIssued - issued0;
     // Score the prediction made for this layer against the experts its router actually chose.

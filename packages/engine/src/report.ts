@@ -621,7 +621,7 @@ export function formatCeilings(f: FloorReport): string[] {
   const g = (x: number | null) => (x === null ? "-" : x.toFixed(2));
   const lines = [`  ceilings (GB/s, before / after the run; the higher is used): memory ${g(f.mem_before_gbps)} / ${g(f.mem_after_gbps)}`];
   for (const s of f.sources)
-    lines.push(`    ${s.source.padEnd(8)} ${g(s.before_gbps).padStart(6)} / ${g(s.after_gbps).padStart(6)}  ${s.what}; ${fmtBytes(s.request_bytes)} requests${s.piece_bytes && s.piece_bytes < s.request_bytes ? ` in ${fmtBytes(s.piece_bytes)} pieces` : ""}, ${s.queue_depth} in flight, ${s.direct ? "O_DIRECT" : "buffered"}, ${fmtBytes(s.sample_bytes)} read`);
+    lines.push(`    ${s.source.padEnd(8)} ${g(s.before_gbps).padStart(6)} / ${g(s.after_gbps).padStart(6)}  ${s.what}; ${fmtBytes(s.request_bytes)} requests${s.piece_bytes && s.piece_bytes < s.request_bytes ? ` in ${fmtBytes(s.piece_bytes)} pieces` : ""}, ${s.queue_depth} in flight, ${s.direct ? "O_DIRECT" : "buffered"}, ${s.engine}, ${fmtBytes(s.sample_bytes)} read${s.after_what ? `; after: ${s.after_what}` : ""}`);
   if (f.after_note) lines.push(`    (${f.after_note})`);
   return lines;
 }

@@ -13,7 +13,7 @@ import { Engine } from "../src/engine.js";
 import { isMoeLayer, readConfig } from "../src/config.js";
 import { GB, headChunkRowsFor } from "../src/presets.js";
 import { floorFromFigures, floorReport, kindFloorSeconds, phaseFloorSeconds, readsBySource, REPORT_KINDS, type Ceilings, type FloorCeilings, type FloorInput, type RunReport } from "../src/report.js";
-import { ceilingGbps, DISK_SOURCES, KIND_SOURCE, splitPieces, uniformCeilings } from "../src/floor.js";
+import { afterPlans, ceilingGbps, DISK_SOURCES, KIND_SOURCE, splitPieces, uniformCeilings } from "../src/floor.js";
 import { captureCli, TINY_K3 } from "./helpers.js";
 
 const bigBox = { totalBytes: 256 * GB, availableBytes: 250 * GB };
@@ -264,6 +264,17 @@ describe("floor", () => {
     for (const rd of e.ceilingPlans[0].reads) expect(experts.some((x) => x.file === rd.file && rd.offset >= x.offset && rd.offset + rd.length <= x.offset + x.byteLength)).toBe(true);
     expect(r.floor!.sources[0].after_gbps).toBeGreaterThan(0);
     expect(r.floor!.mem_after_gbps).toBeGreaterThan(0);
+    // After the run the expert ceiling reads the experts the run was routed to (same pieces, depth, files).
+    const routed = [...e.model.routedSeen!].map((k) => ({ layer: Math.floor(k / 65536), id: k % 65536 }));
+    expect(routed.length).toBeGreaterThan(0);
+    const after = afterPlans(e.floorSetup!, e.ceilingPlans, routed.map((x) => e.model.experts!.location(x.layer, x.id)))[0];
+    expect(after.what).toMatch(/experts the run was routed to/);
+    expect(r.floor!.sources[0].after_what).toBe(after.what);
+    const { reads: _a, what: _b, ...pa } = after;
+    const { reads: _c, what: _d, ...pb } = e.ceilingPlans[0];
+    expect(pa).toEqual(pb);
+    const used = routed.map((x) => e.model.experts!.location(x.layer, x.id));
+    for (const rd of after.reads) expect(used.some((x) => x.file === rd.file && rd.offset >= x.offset && rd.offset + rd.length <= x.offset + x.byteLength)).toBe(true);
   });
 
   it("the ceilings read what the run reads: ultra (embed rows one at a time, lm_head chunks)", async () => {
