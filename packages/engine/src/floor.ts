@@ -14,8 +14,9 @@
  *      experts  routed experts spread over the MoE layers and ids (after the run: the experts the
  *               run was routed to, whose bytes the host may now cache as it did for the run), each
  *               split into the store's pieces, at the store's reader count;
- *      trunk    the packed trunk's streamed layers (trunk.bin), in the ring's chunks, at its reader count;
- *      lm_head  streamed lm_head row chunks (RangeReader pieces, its reader count);
+ *      trunk    a contiguous window of ring chunks of each streamed layer of trunk.bin (at least two
+ *               rounds of its reader count), in the ring's chunks, at its reader count;
+ *      lm_head  the first streamed lm_head row chunks in order (RangeReader pieces, its reader count);
  *      embed    streamed embedding rows, one at a time (the run reads them one by one).
  *
  * Per layer kind the floor is max(bytes touched / memory ceiling, bytes read / the ceiling of the
@@ -159,8 +160,9 @@ function trunkPlan(s: FloorSetup, cap: number): SourcePlan | null {
   for (const g of groups)
     for (let off = 0; off < g.byteLength; off += t.chunkBytes) chunks.push({ file, offset: g.offset + off, length: Math.min(t.chunkBytes, g.byteLength - off) });
   if (chunks.length === 0) return null;
-  // A contiguous window of chunks from each streamed layer (the ring reads layers whole, in order).
-  const per = Math.max(1, Math.floor(cap / t.chunkBytes / groups.length));
+  // A contiguous window of chunks from each streamed layer (the ring reads layers whole, in order),
+  // at least two rounds of the queue depth in all (a single partial round would measure its tail).
+  const per = Math.max(1, Math.ceil(Math.max(cap / t.chunkBytes, 2 * t.readers) / groups.length));
   const reads: Read[] = [];
   for (const g of groups) {
     const mine = chunks.filter((c) => c.offset >= g.offset && c.offset < g.offset + g.byteLength);
@@ -195,13 +197,13 @@ function lmHeadPlan(s: FloorSetup, cap: number): SourcePlan | null {
   const chunks = Math.ceil(V / e.headChunkRows);
   const chunkBytes = e.headChunkRows * D * 2;
   const reads: Read[] = [];
-  let picked = 0;
-  for (const c of spread(chunks, Math.max(1, Math.floor(cap / chunkBytes)))) {
+  // The first chunks in order, as the run reads them (every token reads chunk 0, 1, ... in turn).
+  const picked = Math.max(1, Math.min(chunks, Math.floor(cap / chunkBytes)));
+  for (let c = 0; c < picked; c++) {
     const length = Math.min(e.headChunkRows, V - c * e.headChunkRows) * D * 2;
     for (const [offset, len] of splitPieces(head.offset + c * chunkBytes, length, e.pieceBytes)) reads.push({ file: head.file, offset, length: len });
-    picked++;
   }
-  return { source: "lm_head", what: `${picked} lm_head chunks of ${chunks} (${e.headChunkRows} rows each)`, files: [head.file], pieceBytes: e.pieceBytes, requestBytes: chunkBytes, queueDepth: e.readers, direct: e.direct, reads };
+  return { source: "lm_head", what: `lm_head chunks 0..${picked - 1} of ${chunks} in order (${e.headChunkRows} rows each)`, files: [head.file], pieceBytes: e.pieceBytes, requestBytes: chunkBytes, queueDepth: e.readers, direct: e.direct, reads };
 }
 
 function embedPlan(s: FloorSetup): SourcePlan | null {
