@@ -1,14 +1,20 @@
 /*
  * matmul_avx2.c: packed MXFP4 on AVX2 + FMA (order in include/k3_mxfp4.h).
  *
- * vpermps on ymm reads 3 index bits, so the table holds the 8 magnitudes pre-scaled by the block
- * scale (exact), stored XORed with (code << 28) (k3_magnitudes_x): XORing the looked-up entry with
- * (nibble << 28) clears those bits again and sets the float sign from the nibble's bit 3 (code 8
- * gives -0 exactly like the scalar table). Per 8 even + 8 odd weights: one shift for the odd
- * nibbles, two vpermps, two shifts, two XORs. The 32 lanes of a dot product live in four ymm: even
- * lanes 0-7 / 8-15 and odd lanes 16-23 / 24-31.
- * Decode (batch 1) runs 2 rows at a time (8 accumulators of the 16 registers) with each row's bytes
- * prefetched 8 rows ahead.
+ * A scaled weight E2M1[c] * 2^(s-127) is exact in its high 16 bits (k3_bf16_bytes), so a block
+ * (16 bytes = 32 weights of one row) decodes with byte shuffles and unpacks, which run on all four
+ * vector pipes of a Zen 5 core (vpermd, vpshufb and shifts on two):
+ *   the 16 bytes, broadcast to both halves, vpshufb-arranged to [b0-3 b8-11 b0-3 b8-11 | b4-7 b12-15
+ *   b4-7 b12-15]; dwords 2-3 of each half shifted right by 4 (vpsrlvd) and all masked to 4 bits:
+ *   the even codes of 8 bytes, then their odd codes, per half;
+ *   two vpshufb look up bits 24-31 and 16-23 of the 32 weights in the block's table row;
+ *   vpunpck{l,h}bw pair them into bf16 words, vpunpck{l,h}wd with zero widen them to f32.
+ * That gives the four vectors in lane order (even lanes 0-7 / 8-15, odd lanes 16-23 / 24-31), the
+ * split activations' order, so each feeds one FMA with a plain load of xs: 15 vector ops per block
+ * (11 decode, 4 FMA; 4 of them on the two shuffle/shift pipes) where the vpermps decode took 20 (12).
+ * Decode (batch 1) runs 2 rows at a time sharing each activation load (256-bit loads, two per cycle,
+ * bind as much as the ALUs), each row's bytes prefetched 8 rows ahead; batches decode each block once
+ * per 2 activation rows (8 accumulators).
  */
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
@@ -20,36 +26,69 @@ static float reduce32(__m256 e0, __m256 e1, __m256 o0, __m256 o1) {
 }
 
 typedef struct {
-    __m256 even, odd;
-} decoded8;
-
-/* 8 packed bytes (zero-extended to dwords) -> 8 even and 8 odd weights. */
-static inline decoded8 decode8(__m256i q, __m256i table) {
-    __m256i q_odd = _mm256_srli_epi32(q, 4);
-    __m256i even = _mm256_xor_si256(_mm256_permutevar8x32_epi32(table, q), _mm256_slli_epi32(q, 28));
-    __m256i odd = _mm256_xor_si256(_mm256_permutevar8x32_epi32(table, q_odd), _mm256_slli_epi32(q_odd, 28));
-    decoded8 d = {_mm256_castsi256_ps(even), _mm256_castsi256_ps(odd)};
-    return d;
-}
-
-typedef struct {
     __m256 e0, e1, o0, o1;
 } lanes32;
 
-static inline __attribute__((always_inline)) void block_fma(lanes32 *acc, const uint8_t *q, uint8_t scale, const float *xe) {
-    __m256i table = _mm256_load_si256((const __m256i *)k3_magnitudes_x[scale]);
-    decoded8 a = decode8(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)q)), table);
-    decoded8 b = decode8(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8))), table);
-    acc->e0 = _mm256_fmadd_ps(a.even, _mm256_loadu_ps(xe), acc->e0);
-    acc->e1 = _mm256_fmadd_ps(b.even, _mm256_loadu_ps(xe + 8), acc->e1);
-    acc->o0 = _mm256_fmadd_ps(a.odd, _mm256_loadu_ps(xe + 16), acc->o0);
-    acc->o1 = _mm256_fmadd_ps(b.odd, _mm256_loadu_ps(xe + 24), acc->o1);
+static inline lanes32 zero32(void) {
+    lanes32 z = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    return z;
 }
 
-static float row_dot(const uint8_t *packed, const uint8_t *scales, const float *xs, size_t cols) {
-    lanes32 acc = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (size_t blk = 0; blk < cols / 32; blk++) block_fma(&acc, packed + 16 * blk, scales[blk], xs + 32 * blk);
-    return reduce32(acc.e0, acc.e1, acc.o0, acc.o1);
+/* One block (16 bytes, 32 weights) of one row as bf16 words: wa widens to lanes 0-7 / 8-15 (even
+   elements), wb to 16-23 / 24-31 (odd). */
+typedef struct {
+    __m256i wa, wb;
+} words32;
+
+static inline __attribute__((always_inline)) words32 decode_words(const uint8_t *q, uint8_t scale) {
+    const __m256i arrange = _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11,
+                                             4, 5, 6, 7, 12, 13, 14, 15, 4, 5, 6, 7, 12, 13, 14, 15);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), shifts = _mm256_setr_epi32(0, 0, 4, 4, 0, 0, 4, 4);
+    __m256i t = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q)), arrange);
+    __m256i codes = _mm256_and_si256(_mm256_srlv_epi32(t, shifts), low4);
+    const __m128i *table = (const __m128i *)k3_bf16_bytes[scale];
+    __m256i hi = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_load_si128(table)), codes);
+    __m256i lo = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_load_si128(table + 1)), codes);
+    words32 w = {_mm256_unpacklo_epi8(lo, hi), _mm256_unpackhi_epi8(lo, hi)};
+    return w;
+}
+
+/* Widening a word vector to f32: the bf16 in the high half of each dword. */
+static inline __m256 widen_lo(__m256i w) { return _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), w)); }
+static inline __m256 widen_hi(__m256i w) { return _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), w)); }
+
+/* A load the compiler cannot fold into each FMA that reads it (it would load twice: loads, two per
+   cycle, are as scarce here as ALU slots). */
+static inline __attribute__((always_inline)) __m256 load_once(const float *p) {
+    __m256 v = _mm256_loadu_ps(p);
+    __asm__("" : "+x"(v));
+    return v;
+}
+
+/* Two rows' words against one activation row: each weight vector widened right before its FMA and each
+   activation vector loaded once for both rows (registers: 8 accumulators, 4 word vectors). */
+static inline __attribute__((always_inline)) void fma_words2(lanes32 *a, words32 wa, lanes32 *b, words32 wb,
+                                                             const float *xe) {
+    __m256 x = load_once(xe);
+    a->e0 = _mm256_fmadd_ps(widen_lo(wa.wa), x, a->e0);
+    b->e0 = _mm256_fmadd_ps(widen_lo(wb.wa), x, b->e0);
+    x = load_once(xe + 8);
+    a->e1 = _mm256_fmadd_ps(widen_hi(wa.wa), x, a->e1);
+    b->e1 = _mm256_fmadd_ps(widen_hi(wb.wa), x, b->e1);
+    x = load_once(xe + 16);
+    a->o0 = _mm256_fmadd_ps(widen_lo(wa.wb), x, a->o0);
+    b->o0 = _mm256_fmadd_ps(widen_lo(wb.wb), x, b->o0);
+    x = load_once(xe + 24);
+    a->o1 = _mm256_fmadd_ps(widen_hi(wa.wb), x, a->o1);
+    b->o1 = _mm256_fmadd_ps(widen_hi(wb.wb), x, b->o1);
+}
+
+/* One row's weights (widened once) against one activation row. */
+static inline __attribute__((always_inline)) void fma_lanes(lanes32 *acc, const lanes32 *w, const float *xe) {
+    acc->e0 = _mm256_fmadd_ps(w->e0, _mm256_loadu_ps(xe), acc->e0);
+    acc->e1 = _mm256_fmadd_ps(w->e1, _mm256_loadu_ps(xe + 8), acc->e1);
+    acc->o0 = _mm256_fmadd_ps(w->o0, _mm256_loadu_ps(xe + 16), acc->o0);
+    acc->o1 = _mm256_fmadd_ps(w->o1, _mm256_loadu_ps(xe + 24), acc->o1);
 }
 
 /* Rows r0, r0 + 1 against one activation row; the same rows 8 rows down are prefetched. */
@@ -60,28 +99,46 @@ static void rows2_decode(const k3_mxfp4_matrix *m, const float *xs, float *y, si
     const size_t ahead = prefetch ? 8 * row_bytes : 0;
     if (prefetch)
         for (size_t s = 0; s < 2 * n_blocks; s += 64) _mm_prefetch((const char *)(s0 + 8 * n_blocks + s), _MM_HINT_T0);
-    lanes32 a = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}, b = a;
+    lanes32 a = zero32(), b = zero32();
     for (size_t blk = 0; blk < n_blocks; blk++) {
         if ((blk & 3) == 0) {
             _mm_prefetch((const char *)(p0 + ahead + 16 * blk), _MM_HINT_T0);
             _mm_prefetch((const char *)(p1 + ahead + 16 * blk), _MM_HINT_T0);
         }
-        block_fma(&a, p0 + 16 * blk, s0[blk], xs + 32 * blk);
-        block_fma(&b, p1 + 16 * blk, s1[blk], xs + 32 * blk);
+        fma_words2(&a, decode_words(p0 + 16 * blk, s0[blk]), &b, decode_words(p1 + 16 * blk, s1[blk]), xs + 32 * blk);
     }
     y[r0] = reduce32(a.e0, a.e1, a.o0, a.o1);
     y[r0 + 1] = reduce32(b.e0, b.e1, b.o0, b.o1);
 }
 
+/* Row r against activation rows b0 .. b0 + NB - 1 (NB = 1 or 2): each block decoded once. */
+static inline __attribute__((always_inline)) void row_batch(const k3_mxfp4_matrix *m, const float *xs, float *y,
+                                                            size_t r, size_t b0, const int NB) {
+    const size_t cols = m->cols, n_blocks = cols / 32;
+    const uint8_t *p = m->packed + r * (cols / 2), *s = m->scales + r * n_blocks;
+    const float *x0 = xs + b0 * cols, *x1 = x0 + cols;
+    lanes32 a = zero32(), b = zero32();
+    for (size_t blk = 0; blk < n_blocks; blk++) {
+        words32 v = decode_words(p + 16 * blk, s[blk]);
+        lanes32 w = {widen_lo(v.wa), widen_hi(v.wa), widen_lo(v.wb), widen_hi(v.wb)};
+        fma_lanes(&a, &w, x0 + 32 * blk);
+        if (NB == 2) fma_lanes(&b, &w, x1 + 32 * blk);
+    }
+    y[b0 * m->rows + r] = reduce32(a.e0, a.e1, a.o0, a.o1);
+    if (NB == 2) y[(b0 + 1) * m->rows + r] = reduce32(b.e0, b.e1, b.o0, b.o1);
+}
+
 void k3_mxfp4_rows_avx2(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch,
                         size_t row_begin, size_t row_end) {
-    size_t cols = m->cols, r = row_begin;
+    size_t r = row_begin;
     if (batch == 1) {
         for (; r + 2 <= row_end; r += 2) rows2_decode(m, xs, y, r, r + 10 <= m->rows);
-        if (r < row_end) y[r] = row_dot(m->packed + r * (cols / 2), m->scales + r * (cols / 32), xs, cols);
+        if (r < row_end) row_batch(m, xs, y, r, 0, 1);
         return;
     }
-    for (; r < row_end; r++)
-        for (size_t b = 0; b < batch; b++)
-            y[b * m->rows + r] = row_dot(m->packed + r * (cols / 2), m->scales + r * (cols / 32), xs + b * cols, cols);
+    for (; r < row_end; r++) {
+        size_t b = 0;
+        for (; b + 2 <= batch; b += 2) row_batch(m, xs, y, r, b, 2);
+        if (b < batch) row_batch(m, xs, y, r, b, 1);
+    }
 }

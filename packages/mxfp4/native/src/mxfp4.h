@@ -12,10 +12,11 @@ extern float k3_e8m0[256];
    scale byte (16 KiB, stays in L1), so a kernel decodes a block with table lookups and no multiply.
    Every entry is exact (a product with a power of two). Row 255 is NaN and never used. */
 extern float k3_scaled_e2m1[256][16];
-/* The 8 scaled magnitudes of row s as bits, XORed with (code << 28): XORing a looked-up entry with
-   (nibble << 28) (sign at bit 31, the 3 magnitude bits at 28-30) leaves the signed value, so an AVX2
-   decode needs no mask (code 8 gives -0, like k3_e2m1). 8 KiB. */
-extern uint32_t k3_magnitudes_x[256][8];
+/* Every scaled weight k3_scaled_e2m1[s][c] has zero low 16 bits (one significant bit pair at most, and
+   even the smallest subnormal, 0.5 * 2^-127, sits at bit 21), so its high 16 bits (a bf16) hold it
+   exactly. k3_bf16_bytes[s] = bits 24-31 of the 16 codes, then bits 16-23: two 16-entry vpshufb
+   tables per scale byte (8 KiB), from which the AVX2 kernel builds the f32 weights. Row 255 is NaN. */
+extern uint8_t k3_bf16_bytes[256][32];
 void k3_mxfp4_init_tables(void);
 
 ptrdiff_t k3_mxfp4_find_bad_scale(const uint8_t *scales, size_t n);

@@ -7,7 +7,7 @@ const float k3_e2m1[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                            -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 float k3_e8m0[256];
 float k3_scaled_e2m1[256][16] __attribute__((aligned(64)));
-uint32_t k3_magnitudes_x[256][8] __attribute__((aligned(32)));
+uint8_t k3_bf16_bytes[256][32] __attribute__((aligned(32)));
 
 /* 2^(s-127) built from bits, so nothing depends on libm: s >= 1 is a normal float with exponent
    field s; s = 0 is the subnormal 2^-127 = 2^22 * 2^-149 (mantissa bit 22). */
@@ -16,10 +16,11 @@ void k3_mxfp4_init_tables(void) {
         uint32_t bits = s == 0 ? 0x00400000u : s == 255 ? 0x7FC00000u : (uint32_t)s << 23;
         memcpy(&k3_e8m0[s], &bits, sizeof bits);
         for (int c = 0; c < 16; c++) k3_scaled_e2m1[s][c] = k3_e2m1[c] * k3_e8m0[s];
-        for (int c = 0; c < 8; c++) {
-            uint32_t mag;
-            memcpy(&mag, &k3_scaled_e2m1[s][c], sizeof mag);
-            k3_magnitudes_x[s][c] = mag ^ ((uint32_t)c << 28);
+        for (int c = 0; c < 16; c++) {
+            uint32_t bits;
+            memcpy(&bits, &k3_scaled_e2m1[s][c], sizeof bits);
+            k3_bf16_bytes[s][c] = (uint8_t)(bits >> 24);
+            k3_bf16_bytes[s][16 + c] = (uint8_t)(bits >> 16);
         }
     }
 }
