@@ -48,7 +48,7 @@ store.close();
 // 3. Pack the trunk (every non-expert weight) into one 4 KiB-aligned file, then stream it.
 const out = mkdtempSync(join(tmpdir(), "k3-example-trunk-"));
 try {
-  const packed = packTrunk(modelDir, out, { onProgress: progressPrinter(process.stderr) });
+  const packed = await packTrunk(modelDir, out, { onProgress: progressPrinter(process.stderr) });
   console.log(`trunk: ${packed.manifest.groups.length} groups, ${formatBytes(packed.manifest.bytes)}`);
   const trunk = await TrunkStreamer.open({ dir: out, pinnedLayers: [0], ringSlots: 2, chunkBytes: 64 << 10 });
   for (let l = 0; l < config.text_config.num_hidden_layers; l++) {

@@ -56,7 +56,7 @@ for (const threads of [1, 2]) {
   const { join } = await import("node:path");
   setThreadCount(1);
   const trunkDir = mkdtempSync(join(tmpdir(), "k3-bench-trunk-"));
-  packTrunk(dir, trunkDir);
+  await packTrunk(dir, trunkDir);
   const probe = await Engine.load(dir, { mem, preset: "laptop", threads: 1 });
   const c = censusOf(probe.config);
   probe.close();

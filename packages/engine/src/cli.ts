@@ -700,7 +700,7 @@ async function cmdPack(argv: string[]): Promise<number> {
   if (values.help) return print(HELP.pack);
   if (typeof values.model !== "string" || typeof values.out !== "string") throw new UsageError("k3 pack: --model DIR and --out DIR are required");
   const { packTrunk, progressPrinter } = await import("@k3/moe-stream");
-  const result = packTrunk(resolve(values.model), resolve(values.out), { onProgress: progressPrinter(process.stderr), shardDirs: shardDirsOf(values) });
+  const result = await packTrunk(resolve(values.model), resolve(values.out), { onProgress: progressPrinter(process.stderr), shardDirs: shardDirsOf(values) });
   process.stderr.write(
     `packed ${result.manifest.groups?.length ?? "?"} groups, ${(result.writtenBytes / GB).toFixed(3)} GB written (${result.resumedGroups} resumed) → ${result.file}\n`,
   );

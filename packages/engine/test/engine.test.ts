@@ -272,7 +272,7 @@ describe("trunk streaming from a packed trunk (k3 pack) gives the same output", 
   const { rmSync } = await import("node:fs");
   const trunkDir = mkdtempSync(join(tmpdir(), "k3-trunk-"));
   afterAll(() => rmSync(trunkDir, { recursive: true, force: true }));
-  packTrunk(TINY_K3, trunkDir);
+  await packTrunk(TINY_K3, trunkDir);
   const census = censusOf(readConfig(TINY_K3));
   const largest = Math.max(...census.layerTrunkBytes);
   const base = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop" });

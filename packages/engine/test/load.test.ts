@@ -124,7 +124,7 @@ describe("resident load", () => {
   it("--trunk: the pinned layers load through the same path (only they and the globals), identical logits", async () => {
     const { packTrunk } = await import("@k3/moe-stream");
     const trunk = join(dir, "trunk");
-    packTrunk(TINY_K3, trunk);
+    await packTrunk(TINY_K3, trunk);
     const pinned = [0, 3, 7];
     const opts = { trunk: { dir: trunk, pinnedLayers: pinned, ringSlots: 1 } };
     const a = await Model.open(TINY_K3, { ...opts, preload: false });

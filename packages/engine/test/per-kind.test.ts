@@ -120,7 +120,7 @@ describe("per-kind figures on tiny-k3", async () => {
     const { packTrunk } = await import("@k3/moe-stream");
     const trunkDir = mkdtempSync(join(tmpdir(), "k3-perkind-"));
     try {
-      packTrunk(TINY_K3, trunkDir);
+      await packTrunk(TINY_K3, trunkDir);
       const { censusOf } = await import("../src/census.js");
       const largest = Math.max(...censusOf(cfg).layerTrunkBytes);
       const e = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop", budgets: { trunkBytes: 6 * largest, ringSlots: 2 }, trunkDir });
@@ -301,7 +301,7 @@ describe("floor", () => {
     const { packTrunk, readTrunkManifest } = await import("@k3/moe-stream");
     const trunkDir = mkdtempSync(join(tmpdir(), "k3-floor-trunk-"));
     try {
-      packTrunk(TINY_K3, trunkDir);
+      await packTrunk(TINY_K3, trunkDir);
       const { censusOf } = await import("../src/census.js");
       const largest = Math.max(...censusOf(cfg).layerTrunkBytes);
       const e = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop", budgets: { trunkBytes: 6 * largest, ringSlots: 2 }, trunkDir, floor: true });

@@ -58,7 +58,7 @@ describe.skipIf(skip !== null)("peak RSS within the plan under a cgroup cap equa
 
   it("ultra and laptop streaming the trunk from a packed trunk (1 ring slot / 2 ring slots)", async () => {
     const trunk = join(dir, "trunk");
-    packTrunk(TINY_K3, trunk);
+    await packTrunk(TINY_K3, trunk);
     // Budgets that hold a ring and a few pinned layers, not the whole trunk.
     const trunkGb = 0.0012;
     for (const preset of ["ultra", "laptop"] as const) {

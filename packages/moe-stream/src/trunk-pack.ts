@@ -18,7 +18,7 @@
  *  - disk full / any write error: a PackError naming the group and the free space; the journal
  *    stays, so the next run resumes.
  */
-import { closeSync, existsSync, fstatSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statfsSync, statSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, fsync, fsyncSync, ftruncateSync, mkdirSync, openSync, read, readFileSync, renameSync, rmSync, statfsSync, statSync, write, writeFileSync, writeSync } from "node:fs";
 import { basename, join } from "node:path";
 import { crc32 } from "node:zlib";
 import { openCheckpointIndex, type TensorInfo } from "./checkpoint.js";
@@ -146,6 +146,8 @@ export function planTrunk(checkpointDir: string, shardDirs?: readonly string[]):
 }
 
 export const DEFAULT_PACK_PIECE = 64 << 20;
+/** Piece buffers of a pack (pieces <= the default; larger pieces get 2). */
+const PACK_POOL = 4;
 const MAX_PACK_PIECE = 1 << 30;
 
 function checkPiece(piece: number): number {
@@ -154,29 +156,19 @@ function checkPiece(piece: number): number {
   return piece;
 }
 
-/**
- * Calls `each(piece, at)` for the `length` bytes at `offset` of `fd`, in order, each piece at most
- * `buf.length` bytes (read into `buf`, valid only during the call); returns the bytes' crc32.
- */
-function readPieces(fd: number, file: string, offset: number, length: number, buf: Uint8Array, each?: (piece: Uint8Array, at: number) => void): number {
-  let crc = 0;
-  for (let at = 0; at < length; at += buf.length) {
-    const piece = buf.subarray(0, Math.min(buf.length, length - at));
-    readExact(fd, piece, offset + at, file);
-    crc = crc32(piece, crc);
-    each?.(piece, at);
-  }
-  return crc >>> 0;
-}
-
-/** Reads `length` bytes at `offset` of an open fd, or fails naming the file. */
-function readExact(fd: number, buf: Uint8Array, offset: number, file: string): void {
+/** Reads exactly `buf.length` bytes at `offset` of an open fd, or fails naming the file. */
+async function readExact(fd: number, buf: Uint8Array, offset: number, file: string): Promise<void> {
   let got = 0;
   while (got < buf.length) {
-    const n = readSync(fd, buf, got, buf.length - got, offset + got);
+    const n = await new Promise<number>((res, rej) => read(fd, buf, got, buf.length - got, offset + got, (e, k) => (e ? rej(e) : res(k))));
     if (n === 0) throw new CheckpointError(file, `short read: ${got} of ${buf.length} bytes at offset ${offset} (file truncated?)`);
     got += n;
   }
+}
+
+async function writeExact(fd: number, buf: Uint8Array, position: number): Promise<void> {
+  let off = 0;
+  while (off < buf.length) off += await new Promise<number>((res, rej) => write(fd, buf, off, buf.length - off, position + off, (e, k) => (e ? rej(e) : res(k))));
 }
 
 const ZERO_BLOCK = 256 << 10;
@@ -187,23 +179,70 @@ const ZERO_BLOCK = 256 << 10;
  * sparse checkpoint packs into a sparse trunk. Real weights are one write per piece (the non-zero
  * runs coalesce). `zeros` is a never-written buffer >= ZERO_BLOCK: memcmp against zero pages.
  */
-function writeNonZero(fd: number, buf: Uint8Array, position: number, zeros: Uint8Array): void {
+async function writeNonZero(fd: number, buf: Uint8Array, position: number, zeros: Uint8Array): Promise<void> {
+  const runs: Array<[number, number]> = [];
   let run = -1;
   for (let o = 0; o < buf.length; o += ZERO_BLOCK) {
     const end = Math.min(o + ZERO_BLOCK, buf.length);
     const nonZero = Buffer.compare(buf.subarray(o, end), zeros.subarray(0, end - o)) !== 0;
     if (nonZero && run < 0) run = o;
     if (!nonZero && run >= 0) {
-      writeExact(fd, buf.subarray(run, o), position + run);
+      runs.push([run, o]);
       run = -1;
     }
   }
-  if (run >= 0) writeExact(fd, buf.subarray(run), position + run);
+  if (run >= 0) runs.push([run, buf.length]);
+  await Promise.all(runs.map(([from, to]) => writeExact(fd, buf.subarray(from, to), position + from)));
 }
 
-function writeExact(fd: number, buf: Uint8Array, position: number): void {
-  let off = 0;
-  while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off, position + off);
+/** Bytes read back per call when a written piece is compared with its source. */
+const READ_BACK = 4 << 20;
+
+/**
+ * Reads `piece` back from `position` of `fd` (through `back`, in READ_BACK parts) and compares it
+ * with the bytes written; a difference is a ChecksumError naming the tensor.
+ */
+async function readBack(fd: number, file: string, piece: Uint8Array, position: number, back: Uint8Array, tensor: string): Promise<void> {
+  for (let at = 0; at < piece.length; at += back.length) {
+    const part = back.subarray(0, Math.min(back.length, piece.length - at));
+    await readExact(fd, part, position + at, file);
+    if (Buffer.compare(part, piece.subarray(at, at + part.length)) !== 0) {
+      throw new ChecksumError(file, tensor, crc32(piece.subarray(at, at + part.length)) >>> 0, crc32(part) >>> 0);
+    }
+  }
+}
+
+/**
+ * crc32 of every tensor of `pieces` read from `fd` through the two buffers `bufs`, the read of the
+ * next piece in flight while the current one is checksummed. `pieces` lists [key, offset, length]
+ * with a tensor's pieces adjacent and in order; returns key -> crc32.
+ */
+async function crcPieces(fd: number, file: string, pieces: Array<[string, number, number]>, bufs: [Uint8Array, Uint8Array], onPiece?: (key: string, length: number) => void): Promise<Map<string, number>> {
+  const crcs = new Map<string, number>();
+  const load = (i: number) => {
+    const [, offset, length] = pieces[i];
+    const piece = bufs[i & 1].subarray(0, length);
+    return readExact(fd, piece, offset, file).then(() => piece);
+  };
+  let next = pieces.length ? load(0) : null;
+  for (let i = 0; i < pieces.length; i++) {
+    const piece = await next!;
+    next = i + 1 < pieces.length ? load(i + 1) : null;
+    const key = pieces[i][0];
+    crcs.set(key, crc32(piece, crcs.get(key) ?? 0) >>> 0);
+    onPiece?.(key, piece.length);
+  }
+  return crcs;
+}
+
+/** The [key, offset, length] pieces of `length` bytes at `offset`, each at most `piece` bytes (a zero-length tensor is one empty piece). */
+function piecesOf(key: string, offset: number, length: number, piece: number): Array<[string, number, number]> {
+  const out: Array<[string, number, number]> = [];
+  for (let at = 0; at < length || (length === 0 && at === 0); at += piece) {
+    out.push([key, offset + at, Math.min(piece, length - at)]);
+    if (length === 0) break;
+  }
+  return out;
 }
 
 interface JournalLine {
@@ -239,7 +278,7 @@ function readJournal(file: string, fingerprint: string): Map<string, JournalLine
  * Packs the trunk of `checkpointDir` into `outDir`. Resumes a killed run; returns the manifest.
  * Throws PackError on write errors (disk full included) and CheckpointError on bad sources.
  */
-export function packTrunk(checkpointDir: string, outDir: string, opts: PackTrunkOptions = {}): PackTrunkResult {
+export async function packTrunk(checkpointDir: string, outDir: string, opts: PackTrunkOptions = {}): Promise<PackTrunkResult> {
   const plan = planTrunk(checkpointDir, opts.shardDirs);
   mkdirSync(outDir, { recursive: true });
   const partial = join(outDir, TRUNK_FILE + ".partial");
@@ -258,70 +297,125 @@ export function packTrunk(checkpointDir: string, outDir: string, opts: PackTrunk
   }
   done = new Map([...done].filter(([name]) => plan.groups.findIndex((g) => g.name === name) < resumedGroups));
 
-  const out = openSync(partial, existsSync(partial) && resumedGroups > 0 ? "r+" : "w");
+  const out = openSync(partial, existsSync(partial) && resumedGroups > 0 ? "r+" : "w+");
   const journal = openSync(journalFile, resumedGroups > 0 ? "a" : "w");
   const meter = new ProgressMeter("pack", plan.bytes, resumedBytes);
-  const piece = new Uint8Array(checkPiece(opts.pieceBytes ?? DEFAULT_PACK_PIECE));
-  const zeros = new Uint8Array(Math.min(piece.length, ZERO_BLOCK)); // never written
+  const pieceBytes = checkPiece(opts.pieceBytes ?? DEFAULT_PACK_PIECE);
+  // A pool of piece buffers: one being read (and checksummed) while the others are being written.
+  const pool: Uint8Array[] = Array.from({ length: pieceBytes <= DEFAULT_PACK_PIECE ? PACK_POOL : 2 }, () => new Uint8Array(pieceBytes));
+  const free = [...pool];
+  let wake: (() => void) | null = null;
+  const release = (b: Uint8Array) => {
+    free.push(b);
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+  // One read-back buffer per piece buffer: each written piece is read back from trunk.bin and
+  // compared with the source bytes still in its buffer (the verification, done while the next
+  // pieces are copied).
+  const backs: Uint8Array[] = pool.map(() => new Uint8Array(Math.min(pieceBytes, READ_BACK)));
+  const zeros = new Uint8Array(Math.min(pieceBytes, ZERO_BLOCK)); // never written
   let written = 0;
+  let failure: unknown = null;
   const sourceFds = new Map<string, number>();
   const fdOf = (file: string) => {
     let fd = sourceFds.get(file);
     if (fd === undefined) sourceFds.set(file, (fd = openSync(file, "r")));
     return fd;
   };
+  const packError = (g: { name: string; offset: number }, e: unknown): Error => {
+    if (e instanceof PackError || e instanceof ChecksumError) return e;
+    const err = e as NodeJS.ErrnoException;
+    return new PackError(
+      err.code === "ENOSPC"
+        ? `disk full writing ${g.name} of the trunk to ${partial}: needs ${formatBytes(plan.bytes - g.offset)} more, ${formatBytes(freeBytes(outDir))} free; free space and re-run to resume (${done.size} of ${plan.groups.length} groups kept)`
+        : `cannot write ${g.name} of the trunk to ${partial}: ${err.message}`,
+      err.code,
+    );
+  };
+  // Groups are journaled in order, each after its own writes completed and an fsync that began
+  // after them (so a journaled group is on disk), while the next group is already being copied.
+  let journaled: Promise<void> = Promise.resolve();
   try {
     ftruncateSync(out, resumedBytes); // drop whatever a killed run left after the last journaled group
+    ftruncateSync(out, plan.bytes); // the rest reads as zeros: alignment gaps and group padding stay holes
     for (const g of plan.groups.slice(resumedGroups)) {
       opts.beforeGroup?.(g.name);
+      if (failure) throw failure;
       const crcs: Record<string, number> = {};
-      const fail = (e: unknown): never => {
-        const err = e as NodeJS.ErrnoException;
-        const free = freeBytes(outDir);
-        throw new PackError(
-          err.code === "ENOSPC"
-            ? `disk full writing ${g.name} of the trunk to ${partial}: needs ${formatBytes(plan.bytes - g.offset)} more, ${formatBytes(free)} free; free space and re-run to resume (${done.size} of ${plan.groups.length} groups kept)`
-            : `cannot write ${g.name} of the trunk to ${partial}: ${err.message}`,
-          err.code,
-        );
-      };
-      const write = (data: Uint8Array, position: number) => {
-        try {
-          if (opts.injectEnospcAfterBytes !== undefined && written + data.length > opts.injectEnospcAfterBytes) {
-            const e = new Error("ENOSPC: no space left on device, write (injected)") as NodeJS.ErrnoException;
-            e.code = "ENOSPC";
-            throw e;
-          }
-          writeNonZero(out, data, position, zeros);
-        } catch (e) {
-          fail(e);
-        }
-        written += data.length;
-        meter.add(data.length);
-      };
-      // One tensor at a time, piece by piece, straight to its place; the alignment gaps stay holes
-      // (the file was truncated to the last journaled group, so they read as zeros).
+      const writes: Promise<void>[] = [];
+      // One tensor at a time, piece by piece, straight to its place.
       for (const t of g.sources) {
         const at = g.offset + g.tensors[t.name].offset;
-        crcs[t.name] = readPieces(fdOf(t.file), t.file, t.offset, t.byteLength, piece, (p, off) => {
-          write(p, at + off);
-          if (t.byteLength > piece.length) opts.onProgress?.(meter.snapshot(g.name));
+        let crc = 0;
+        for (let off = 0; off < t.byteLength; off += pieceBytes) {
+          while (!free.length) await new Promise<void>((res) => (wake = res));
+          if (failure) throw failure;
+          const buf = free.pop()!;
+          const piece = buf.subarray(0, Math.min(pieceBytes, t.byteLength - off));
+          try {
+            await readExact(fdOf(t.file), piece, t.offset + off, t.file);
+          } catch (e) {
+            release(buf);
+            throw e;
+          }
+          crc = crc32(piece, crc);
+          if (opts.injectEnospcAfterBytes !== undefined && written + piece.length > opts.injectEnospcAfterBytes) {
+            const e = new Error("ENOSPC: no space left on device, write (injected)") as NodeJS.ErrnoException;
+            e.code = "ENOSPC";
+            release(buf);
+            throw packError(g, e);
+          }
+          written += piece.length;
+          // Settles without rejecting (the failure is kept and thrown by the loop or the journal).
+          writes.push(
+            writeNonZero(out, piece, at + off, zeros)
+              .then(() => readBack(out, partial, piece, at + off, backs[pool.indexOf(buf)], t.name))
+              .then(
+                () => {
+                  meter.add(piece.length);
+                  if (t.byteLength > pieceBytes) opts.onProgress?.(meter.snapshot(g.name));
+                  release(buf);
+                },
+                (e) => {
+                  failure ??= packError(g, e);
+                  release(buf);
+                },
+              ),
+          );
+        }
+        crcs[t.name] = crc >>> 0;
+      }
+      const groupWritten = Promise.all(writes);
+      journaled = journaled
+        .then(async () => {
+          await groupWritten;
+          if (failure) throw failure;
+          try {
+            await new Promise<void>((res, rej) => fsync(out, (e) => (e ? rej(e) : res())));
+            const line: JournalLine = { group: g.name, offset: g.offset, byteLength: g.byteLength, crcs, fingerprint };
+            writeSync(journal, JSON.stringify(line) + "\n");
+            fsyncSync(journal);
+            done.set(g.name, line);
+          } catch (e) {
+            throw packError(g, e);
+          }
+          meter.add(g.byteLength - Object.values(g.tensors).reduce((a, x) => a + x.byteLength, 0)); // padding
+          opts.onProgress?.(meter.snapshot(g.name));
+        })
+        .catch((e) => {
+          failure ??= e;
         });
-      }
-      try {
-        const end = g.offset + g.byteLength;
-        if (fstatSync(out).size < end) ftruncateSync(out, end); // the group's tail padding
-        fsyncSync(out);
-        const line: JournalLine = { group: g.name, offset: g.offset, byteLength: g.byteLength, crcs, fingerprint };
-        writeSync(journal, JSON.stringify(line) + "\n");
-        fsyncSync(journal);
-        done.set(g.name, line);
-      } catch (e) {
-        fail(e);
-      }
-      meter.add(g.byteLength - Object.values(g.tensors).reduce((a, t) => a + t.byteLength, 0)); // padding
-      opts.onProgress?.(meter.snapshot(g.name));
     }
+    await journaled;
+    if (failure) throw failure;
+  } catch (e) {
+    failure ??= e;
+    // Nothing may still be writing to `out` when it is closed (every write holds a pool buffer).
+    while (free.length < pool.length) await new Promise<void>((res) => (wake = res));
+    await journaled;
+    throw failure;
   } finally {
     for (const fd of sourceFds.values()) closeSync(fd);
     closeSync(journal);
@@ -336,7 +430,11 @@ export function packTrunk(checkpointDir: string, outDir: string, opts: PackTrunk
     return { name: g.name, layer: g.layer, offset: g.offset, byteLength: g.byteLength, tensors };
   });
   const manifest: TrunkManifest = { format: "k3-trunk", version: 1, align: TRUNK_ALIGN, file: TRUNK_FILE, bytes: plan.bytes, source: { shards: plan.shards }, groups };
-  verifyTrunkFile(partial, manifest, opts.onProgress, piece);
+  // Groups written by this run were verified piece by piece; a resumed run re-reads the groups an
+  // earlier run wrote (every crc32 against its journal).
+  const resumed = new Set(plan.groups.slice(0, resumedGroups).map((g) => g.name));
+  if (statSync(partial).size !== manifest.bytes) throw new CheckpointError(partial, `trunk file does not have the planned ${manifest.bytes} bytes`);
+  if (resumed.size) await verifyGroups(partial, manifest, resumed, opts.onProgress, [pool[0], pool[1]]);
   const manifestTmp = join(outDir, TRUNK_MANIFEST + ".partial");
   writeFileSync(manifestTmp, JSON.stringify(manifest, null, 1));
   const mfd = openSync(manifestTmp, "r");
@@ -358,20 +456,29 @@ function freeBytes(dir: string): number {
   }
 }
 
-/** Re-reads the trunk file and checks every tensor's crc32; throws ChecksumError naming the tensor. */
-export function verifyTrunkFile(file: string, manifest: TrunkManifest, onProgress?: (p: Progress) => void, buffer?: Uint8Array): void {
+/**
+ * Re-reads the trunk file and checks every tensor's crc32 (the next piece read while the current
+ * one is checksummed); rejects with ChecksumError naming the tensor.
+ */
+export async function verifyTrunkFile(file: string, manifest: TrunkManifest, onProgress?: (p: Progress) => void, buffers?: [Uint8Array, Uint8Array]): Promise<void> {
+  const size = statSync(file).size;
+  if (size !== manifest.bytes) throw new CheckpointError(file, `trunk file has ${size} bytes, the manifest says ${manifest.bytes}`);
+  await verifyGroups(file, manifest, null, onProgress, buffers);
+}
+
+/** verifyTrunkFile of the groups named in `only` (null: all). */
+async function verifyGroups(file: string, manifest: TrunkManifest, only: Set<string> | null, onProgress?: (p: Progress) => void, buffers?: [Uint8Array, Uint8Array]): Promise<void> {
   const fd = openSync(file, "r");
   try {
-    const size = fstatSync(fd).size;
-    if (size !== manifest.bytes) throw new CheckpointError(file, `trunk file has ${size} bytes, the manifest says ${manifest.bytes}`);
-    const meter = new ProgressMeter("verify", manifest.bytes);
-    const piece = buffer ?? new Uint8Array(DEFAULT_PACK_PIECE);
-    for (const g of manifest.groups) {
+    const groups = manifest.groups.filter((g) => !only || only.has(g.name));
+    const meter = new ProgressMeter("verify", groups.reduce((a, g) => a + g.byteLength, 0));
+    const bufs = buffers ?? [new Uint8Array(DEFAULT_PACK_PIECE), new Uint8Array(DEFAULT_PACK_PIECE)];
+    const piece = Math.min(bufs[0].length, bufs[1].length);
+    for (const g of groups) {
       // Tensor by tensor in pieces (a group may be larger than any one buffer).
-      for (const [name, t] of Object.entries(g.tensors)) {
-        const got = readPieces(fd, file, g.offset + t.offset, t.byteLength, piece);
-        if (got !== t.crc32) throw new ChecksumError(file, name, t.crc32, got);
-      }
+      const pieces = Object.entries(g.tensors).flatMap(([name, t]) => piecesOf(name, g.offset + t.offset, t.byteLength, piece));
+      const got = await crcPieces(fd, file, pieces, bufs);
+      for (const [name, t] of Object.entries(g.tensors)) if (got.get(name) !== t.crc32) throw new ChecksumError(file, name, t.crc32, got.get(name) ?? 0);
       meter.add(g.byteLength);
       onProgress?.(meter.snapshot(g.name));
     }

@@ -67,7 +67,7 @@ describe("packTrunk of a group above 4 GiB (sparse)", () => {
 
   (sparse ? it : it.skip)(
     "packs, verifies, keeps offsets, CRCs and bytes across the 2 GiB / 4 GiB marks",
-    () => {
+    async () => {
       // Packed layout (planTrunk): layer.0 at 0 (one 4 KiB page), then global: lm_head, embed, norm.
       const globalAt = 4096;
       const packedAt = { "lm_head.weight": globalAt, "model.embed_tokens.weight": globalAt + BIG, "model.norm.weight": globalAt + 2 * BIG };
@@ -89,7 +89,7 @@ describe("packTrunk of a group above 4 GiB (sparse)", () => {
 
       const out = join(root, "packed");
       const t0 = performance.now();
-      const r = packTrunk(src, out);
+      const r = await packTrunk(src, out);
       const seconds = (performance.now() - t0) / 1000;
       const m = readTrunkManifest(out);
       const g = m.groups.find((x) => x.name === "global")!;

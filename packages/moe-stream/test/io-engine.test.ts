@@ -418,7 +418,7 @@ describe.each(ENGINES)("TrunkStreamer on %s", (ioEngine) => {
   it("streams every layer of tiny-k3 in chunks, crc32-verified, and reports the engine", async () => {
     const out = diskDir("k3-engine-trunk-");
     try {
-      packTrunk(tinyK3Dir, out);
+      await packTrunk(tinyK3Dir, out);
       const t = await TrunkStreamer.open({ dir: out, ringSlots: 2, chunkBytes: 16384, readers: 4, verify: "all", ioEngine });
       try {
         expect(t.stats().engine).toBe(ioEngine);

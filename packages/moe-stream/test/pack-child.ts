@@ -3,5 +3,5 @@ import { packTrunk } from "../src/trunk-pack.js";
 
 const [src, out, delayMs] = process.argv.slice(2);
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
-packTrunk(src, out, { beforeGroup: () => Atomics.wait(sleeper, 0, 0, Number(delayMs)) });
+await packTrunk(src, out, { beforeGroup: () => Atomics.wait(sleeper, 0, 0, Number(delayMs)) });
 console.log("finished");

@@ -1,4 +1,5 @@
 import { spawn, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -30,28 +31,36 @@ function sourceBytes(name: string): Buffer {
 }
 
 let packed: string | null = null;
+let packing: Promise<unknown> | null = null;
+/** tiny-k3 packed once (await packedReady() first). */
 function packedOnce(): string {
-  if (!packed) {
-    packed = scratch();
-    packTrunk(tinyK3Dir, packed);
-  }
+  if (!packed) throw new Error("await packedReady() first");
   return packed;
+}
+async function packedReady(): Promise<string> {
+  if (!packing) {
+    const d = scratch();
+    packing = packTrunk(tinyK3Dir, d).then(() => (packed = d));
+  }
+  await packing;
+  return packedOnce();
 }
 
 describe("packTrunk", () => {
-  it("moves data in pieces of pieceBytes (one 4 KiB piece at a time gives the same file); a bad size is refused by name", () => {
+  it("moves data in pieces of pieceBytes (one 4 KiB piece at a time gives the same file); a bad size is refused by name", async () => {
+    await packedReady();
     const small = scratch();
-    const r = packTrunk(tinyK3Dir, small, { pieceBytes: 4096 });
-    expect(Buffer.compare(readFileSync(join(small, "trunk.bin")), readFileSync(join(packedOnce(), "trunk.bin")))).toBe(0);
-    expect(r.manifest.groups).toEqual(readTrunkManifest(packedOnce()).groups);
+    const r = await packTrunk(tinyK3Dir, small, { pieceBytes: 4096 });
+    expect(Buffer.compare(readFileSync(join(small, "trunk.bin")), readFileSync(join((await packedReady()), "trunk.bin")))).toBe(0);
+    expect(r.manifest.groups).toEqual(readTrunkManifest((await packedReady())).groups);
     for (const bad of [1000, 0, 2 ** 31])
-      expect(() => packTrunk(tinyK3Dir, scratch(), { pieceBytes: bad })).toThrow(new RegExp(`pieceBytes must be a multiple of 4096 in \\[4096, 1073741824\\], got ${bad}`));
+      await expect(packTrunk(tinyK3Dir, scratch(), { pieceBytes: bad })).rejects.toThrow(new RegExp(`pieceBytes must be a multiple of 4096 in \\[4096, 1073741824\\], got ${bad}`));
   });
 
-  it("packs every non-expert tensor of tiny-k3, 4 KiB-aligned per layer, byte-exact and verified", () => {
+  it("packs every non-expert tensor of tiny-k3, 4 KiB-aligned per layer, byte-exact and verified", async () => {
     const out = scratch();
     const events: Progress[] = [];
-    const r = packTrunk(tinyK3Dir, out, { onProgress: (p) => events.push(p) });
+    const r = await packTrunk(tinyK3Dir, out, { onProgress: (p) => events.push(p) });
     const m = readTrunkManifest(out);
     expect(m.groups.map((g) => g.name)).toEqual([...Array.from({ length: 13 }, (_, l) => `layer.${l}`), "global"]);
     const trunk = readFileSync(r.file);
@@ -87,7 +96,16 @@ describe("packTrunk", () => {
     expect(tty[0]).toMatch(/^\rpack \[#{15}\.{15}\] 50\.0% .*ETA 2s layer\.3/);
   });
 
+  it("the same bytes as every earlier packer (golden hashes of tiny-k3's trunk.bin and manifest groups)", async () => {
+    const dir = await packedReady();
+    const m = JSON.parse(readFileSync(join(dir, "trunk.json"), "utf8"));
+    delete m.source; // shard mtimes
+    expect(createHash("sha256").update(readFileSync(join(dir, "trunk.bin"))).digest("hex")).toBe("70472c965c243ffa7609061defa2479617c4098b476724bc42e76f6ed243845f");
+    expect(createHash("sha256").update(JSON.stringify(m)).digest("hex")).toBe("e99cf12ae3c20fb7e74304b0d2929a533e4d0a4977f9a4679828f8cc71e93b0b");
+  });
+
   it("resumes after the packer is killed mid-way, with an identical result", async () => {
+    await packedReady();
     const out = scratch();
     const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./pack-child.ts", import.meta.url)), tinyK3Dir, out, "150"], { stdio: "pipe" });
     const journal = join(out, "trunk.journal");
@@ -101,20 +119,21 @@ describe("packTrunk", () => {
     expect(existsSync(join(out, "trunk.bin"))).toBe(false); // nothing published by a killed run
     const before = readFileSync(journal, "utf8").split("\n").filter(Boolean).length;
     expect(before).toBeGreaterThanOrEqual(3);
-    const r = packTrunk(tinyK3Dir, out);
+    const r = await packTrunk(tinyK3Dir, out);
     expect(r.resumedGroups).toBeGreaterThanOrEqual(3);
-    expect(readFileSync(r.file).equals(readFileSync(join(packedOnce(), "trunk.bin")))).toBe(true);
-    expect(readFileSync(r.manifestFile, "utf8")).toBe(readFileSync(join(packedOnce(), "trunk.json"), "utf8"));
+    expect(readFileSync(r.file).equals(readFileSync(join((await packedReady()), "trunk.bin")))).toBe(true);
+    expect(readFileSync(r.manifestFile, "utf8")).toBe(readFileSync(join((await packedReady()), "trunk.json"), "utf8"));
   }, 60_000);
 
-  it("disk full: a PackError naming the free space; the next run resumes", () => {
+  it("disk full: a PackError naming the free space; the next run resumes", async () => {
+    await packedReady();
     const mnt = join(scratch(), "small");
     mkdirSync(mnt);
     const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt]).status === 0;
     try {
       let err: unknown;
       try {
-        packTrunk(tinyK3Dir, mnt, mounted ? {} : { injectEnospcAfterBytes: 400_000 });
+        await packTrunk(tinyK3Dir, mnt, mounted ? {} : { injectEnospcAfterBytes: 400_000 });
       } catch (e) {
         err = e;
       }
@@ -122,18 +141,18 @@ describe("packTrunk", () => {
       expect((err as PackError).code).toBe("ENOSPC");
       expect((err as Error).message).toMatch(/disk full writing layer\.\d+ of the trunk .* free; free space and re-run to resume \(\d+ of 14 groups kept\)/);
       if (mounted) expect(spawnSync("mount", ["-o", "remount,size=16m", mnt]).status).toBe(0);
-      const r = packTrunk(tinyK3Dir, mnt);
+      const r = await packTrunk(tinyK3Dir, mnt);
       expect(r.resumedGroups).toBeGreaterThan(0);
-      expect(readFileSync(r.file).equals(readFileSync(join(packedOnce(), "trunk.bin")))).toBe(true);
+      expect(readFileSync(r.file).equals(readFileSync(join((await packedReady()), "trunk.bin")))).toBe(true);
       console.log(`disk-full test used ${mounted ? "a real 1 MiB tmpfs" : "an injected ENOSPC (mount not permitted)"}`);
     } finally {
       if (mounted) spawnSync("umount", [mnt]);
     }
   });
 
-  it("a changed byte is a checksum error naming the tensor", () => {
+  it("a changed byte is a checksum error naming the tensor", async () => {
     const out = scratch();
-    packTrunk(tinyK3Dir, out);
+    await packTrunk(tinyK3Dir, out);
     const m = readTrunkManifest(out);
     const g = m.groups[2];
     const [name, t] = Object.entries(g.tensors)[1];
@@ -143,13 +162,13 @@ describe("packTrunk", () => {
     b[0] ^= 0x40;
     writeSync(fd, b, 0, 1, g.offset + t.offset + 5);
     closeSync(fd);
-    expect(() => verifyTrunkFile(join(out, "trunk.bin"), m)).toThrow(ChecksumError);
-    expect(() => verifyTrunkFile(join(out, "trunk.bin"), m)).toThrow(new RegExp(`checksum mismatch in ${name.replace(/\./g, "\\.")}`));
+    await expect(verifyTrunkFile(join(out, "trunk.bin"), m)).rejects.toThrow(ChecksumError);
+    await expect(verifyTrunkFile(join(out, "trunk.bin"), m)).rejects.toThrow(new RegExp(`checksum mismatch in ${name.replace(/\./g, "\\.")}`));
   });
 
-  it("refuses a hostile manifest, naming the field", () => {
+  it("refuses a hostile manifest, naming the field", async () => {
     const out = scratch();
-    packTrunk(tinyK3Dir, out);
+    await packTrunk(tinyK3Dir, out);
     const m = JSON.parse(readFileSync(join(out, "trunk.json"), "utf8"));
     m.groups[3].offset += 4096;
     writeFileSync(join(out, "trunk.json"), JSON.stringify(m));
@@ -162,7 +181,7 @@ describe("packTrunk", () => {
 
 describe("TrunkStreamer", () => {
   it("serves pinned and streamed layers byte-exact; 2 ring slots read L+1 while L is in use", async () => {
-    const dir = packedOnce();
+    const dir = (await packedReady());
     const s = await TrunkStreamer.open({ dir, pinnedLayers: [0, 5], ringSlots: 2, chunkBytes: 64 << 10, verify: "all" });
     try {
       for (let round = 0; round < 2; round++)
@@ -183,7 +202,7 @@ describe("TrunkStreamer", () => {
   });
 
   it("a one-slot ring never starts the async reader", async () => {
-    const s = await TrunkStreamer.open({ dir: packedOnce(), ringSlots: 1, chunkBytes: 64 << 10 });
+    const s = await TrunkStreamer.open({ dir: (await packedReady()), ringSlots: 1, chunkBytes: 64 << 10 });
     try {
       for (let l = 0; l < 13; l++) (await s.acquire(l)).release();
       expect(s.stats().asyncReaderStarted).toBe(false);
@@ -195,13 +214,13 @@ describe("TrunkStreamer", () => {
   });
 
   it("a budget too small fails before loading, with both numbers", async () => {
-    await expect(TrunkStreamer.open({ dir: packedOnce(), pinnedLayers: [1, 2, 3], ringSlots: 2, chunkBytes: 64 << 10, budgetBytes: 100_000 })).rejects.toThrow(BudgetError);
-    await expect(TrunkStreamer.open({ dir: packedOnce(), pinnedLayers: [1], ringSlots: 2, chunkBytes: 64 << 10, budgetBytes: 100_000 })).rejects.toThrow(/needs .* \(\d+ B\) but the budget is .* \(100000 B\)/);
+    await expect(TrunkStreamer.open({ dir: (await packedReady()), pinnedLayers: [1, 2, 3], ringSlots: 2, chunkBytes: 64 << 10, budgetBytes: 100_000 })).rejects.toThrow(BudgetError);
+    await expect(TrunkStreamer.open({ dir: (await packedReady()), pinnedLayers: [1], ringSlots: 2, chunkBytes: 64 << 10, budgetBytes: 100_000 })).rejects.toThrow(/needs .* \(\d+ B\) but the budget is .* \(100000 B\)/);
   });
 
   it("a corrupted streamed layer fails its acquire with a checksum error", async () => {
     const out = scratch();
-    packTrunk(tinyK3Dir, out);
+    await packTrunk(tinyK3Dir, out);
     const m = readTrunkManifest(out);
     const g = m.groups[4];
     const t = Object.values(g.tensors)[0];
@@ -221,9 +240,9 @@ describe("TrunkStreamer", () => {
 describe("TrunkChunkStreamer", () => {
   it("streams every layer in chunks smaller than a layer, byte-exact, reading ahead with 2 slots", async () => {
     const { TrunkChunkStreamer } = await import("../src/trunk-chunks.js");
-    const s = new TrunkChunkStreamer({ dir: packedOnce(), chunkBytes: 32 << 10, ringSlots: 2, verify: true });
+    const s = new TrunkChunkStreamer({ dir: (await packedReady()), chunkBytes: 32 << 10, ringSlots: 2, verify: true });
     try {
-      const m = readTrunkManifest(packedOnce());
+      const m = readTrunkManifest((await packedReady()));
       const largestLayer = Math.max(...m.groups.filter((g) => g.layer !== null).map((g) => g.byteLength));
       expect(s.slotBytes).toBeLessThan(largestLayer / 2); // the ring is far smaller than one layer
       let chunks = 0;
@@ -252,7 +271,7 @@ describe("TrunkChunkStreamer", () => {
 
   it("one slot: no async reader; a chunk not released before the next is an error", async () => {
     const { TrunkChunkStreamer } = await import("../src/trunk-chunks.js");
-    const s = new TrunkChunkStreamer({ dir: packedOnce(), chunkBytes: 32 << 10, ringSlots: 1 });
+    const s = new TrunkChunkStreamer({ dir: (await packedReady()), chunkBytes: 32 << 10, ringSlots: 1 });
     try {
       for (let l = 0; l < 13; l++) for await (const c of s.layer(l)) c.release();
       expect(s.stats().asyncReaderStarted).toBe(false);
