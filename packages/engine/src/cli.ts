@@ -213,14 +213,14 @@ each layer's hottest experts, the cache size in GB and the expert bytes read per
 so --cache-gb can be chosen without re-running the model. Default sizes: 0, 1, 2, 4, ... experts
 per layer and the run's own.
 `,
-  synth: `usage: k3 synth --out DIR [--layers N] [--experts E] [--vocab V] [--seed S] [--kimi-linear]
-                [--tokenizer FILE] [--force]
+  synth: `usage: k3 synth --out DIR [--layers N] [--experts E] [--vocab V] [--dense-layers D] [--seed S]
+                [--kimi-linear] [--tokenizer FILE] [--force]
 
 Writes a checkpoint with random weights at the published widths: Kimi K3 (hidden 7168, 96 KDA heads
 x 128, MLA q_lora 1536 / kv_lora 512, dense layer 0 of 33,792, 896 MXFP4 experts top-16, vocab
 163,840) or with --kimi-linear Kimi-Linear-48B-A3B (hidden 2304, 32 heads, 256 bf16 experts top-8).
-Only the layer count and, when given, the expert count and vocabulary differ from the published
-config. Tensor names, dtypes, shapes, expert order, shards and index are laid out as released.
+Only the layer count and, when given, the expert count, vocabulary and number of leading dense-MLP
+layers (first_k_dense_replace, published 1) differ from the published config. Tensor names, dtypes, shapes, expert order, shards and index are laid out as released.
 Same options and seed => byte-identical files. Progress: a bar on a TTY, a line every 5 s otherwise.
 
   --out DIR            output directory (created; refused if it holds a checkpoint, unless --force)
@@ -795,6 +795,7 @@ async function cmdSynth(argv: string[]): Promise<number> {
     layers: { type: "string" },
     experts: { type: "string" },
     vocab: { type: "string" },
+    "dense-layers": { type: "string" },
     seed: { type: "string" },
     "kimi-linear": { type: "boolean" },
     tokenizer: { type: "string" },
@@ -811,6 +812,7 @@ async function cmdSynth(argv: string[]): Promise<number> {
     layers: count("layers"),
     experts: count("experts"),
     vocab: count("vocab"),
+    denseLayers: count("dense-layers"),
     seed: count("seed"),
     tokenizer: values.tokenizer as string | undefined,
     force: !!values.force,

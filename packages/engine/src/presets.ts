@@ -252,7 +252,9 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
   const reads = census.expertBytes > 0 ? census.expertBytesPerToken / census.expertBytes : 0;
   const headReads = Math.ceil(census.headBytes / Math.max(1, headChunkRowsFor(Math.round(census.embedBytes / Math.max(1, census.embedRowBytes))) * census.embedRowBytes));
   const expectedReads = {
-    trunk: streamedTrunk,
+    // A lone streamed layer is read once and then found in its ring slot every token (no other
+    // streamed layer ever takes the slot; TrunkStreamer.acquire), so decode reads none of it.
+    trunk: streamed.length === 1 ? 0 : streamedTrunk,
     experts: census.expertBytesPerToken + reads * ALIGN_SLACK,
     embedHead: embedHeadResident ? 0 : census.headBytes + census.embedRowBytes + (headReads + 1) * ALIGN_SLACK,
   };

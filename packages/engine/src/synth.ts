@@ -75,6 +75,11 @@ export interface SynthOptions {
   experts?: number;
   /** vocab_size (ranks + 256 specials), 512..163840 (default 163840). */
   vocab?: number;
+  /**
+   * first_k_dense_replace: how many leading layers use the dense MLP instead of MoE, 0..layers
+   * (default published: 1). 0 drops K3's 1.45 GB dense MLP (the CI recipe).
+   */
+  denseLayers?: number;
   /** Seed of every value (default 0): the same options give byte-identical files. */
   seed?: number;
   /** Replace an existing checkpoint in `out` (only the files synth writes are removed). */
@@ -151,7 +156,9 @@ export function synthConfig(options: Omit<SynthOptions, "out">): Record<string, 
   const base = tc.linear_attn_config.full_attn_layers as number[];
   // A base config (tests) keeps its own released list when it has one.
   const full = synthFullAttnLayers(base.length && base[base.length - 1] === published ? base : released, layers);
+  const dense = int("dense-layers", options.denseLayers, Math.min(tc.first_k_dense_replace as number, layers), 0, layers, "an integer number of leading dense-MLP layers");
   tc.num_hidden_layers = layers;
+  tc.first_k_dense_replace = dense;
   tc.num_experts = experts;
   tc.vocab_size = vocab;
   tc.linear_attn_config.full_attn_layers = full;
@@ -727,16 +734,20 @@ export function synthProgressPrinter(stream: NodeJS.WriteStream = process.stderr
 // ---------------------------------------------------------------- CI fixture
 
 /**
- * The smallest real-width K3 the engine runs (issue 13 item 6): 2 layers (0 = KDA + dense MLP,
- * 1 = MLA + MoE), 16 experts (= top-k), vocab 4096. Every matrix at the published width; about
- * 3.58 GB — below that is not possible at real widths, since layer 0's dense MLP alone is
- * 1.45 GB and its KDA 0.89 GB. Returns the options; `synthCiCheckpoint` writes it.
+ * The real-width K3 of the CI test (issue 13 item 6: under ~3 GB written, pack included). Every
+ * matrix at the published width (hidden 7168, MLA q_lora 1536 / kv_lora 512 / 64 heads, 16 of
+ * 16-expert top-k MXFP4 experts of 17.5 MB, 2 shared experts, router 16 x 7168), vocab 4096.
+ * "small" (default): 1 layer, MLA + MoE (`denseLayers: 0`): 1.23 GB, whose trunk (0.95 GB) the
+ * pack writes again: 2.18 GB in all. A KDA layer (0.89 GB) or K3's dense MLP (1.45 GB), each
+ * written twice, would not fit under 3 GB, so they are not in it. "full": 2 layers (0 = KDA +
+ * dense MLP, 1 = MLA + MoE), 3.57 GB + a 3.29 GB pack. `synthCiCheckpoint` writes it.
  */
-export function ciCheckpointOptions(out: string, seed = 0): SynthOptions {
-  return { out, family: "k3", layers: 2, experts: 16, vocab: 4096, seed, force: true };
+export function ciCheckpointOptions(out: string, seed = 0, size: "small" | "full" = "small"): SynthOptions {
+  if (size === "full") return { out, family: "k3", layers: 2, experts: 16, vocab: 4096, seed, force: true };
+  return { out, family: "k3", layers: 1, denseLayers: 0, experts: 16, vocab: 4096, seed, force: true };
 }
 
 /** Writes the CI-sized real-width K3 into `out` (replacing an earlier one). */
-export function synthCiCheckpoint(out: string, options: { seed?: number; onProgress?: SynthOptions["onProgress"]; fsync?: boolean } = {}): Promise<SynthResult> {
-  return synthesize({ ...ciCheckpointOptions(out, options.seed), onProgress: options.onProgress, fsync: options.fsync });
+export function synthCiCheckpoint(out: string, options: { seed?: number; size?: "small" | "full"; onProgress?: SynthOptions["onProgress"]; fsync?: boolean } = {}): Promise<SynthResult> {
+  return synthesize({ ...ciCheckpointOptions(out, options.seed, options.size), onProgress: options.onProgress, fsync: options.fsync });
 }

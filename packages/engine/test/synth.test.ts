@@ -152,13 +152,21 @@ describe("plan at real widths (nothing written)", () => {
     expect(get("model.layers.1.block_sparse_moe.shared_experts.down_proj.weight")?.shape).toEqual([2304, 1024]);
   });
 
-  it("the CI fixture recipe is the smallest real-width K3: 2 layers, 16 experts, vocab 4096, ~3.6 GB", () => {
-    const o = ciCheckpointOptions("/nowhere");
-    const p = synthPlan(synthConfig(o)).flatMap((s) => s.tensors);
-    const bytes = sum(p);
-    expect(bytes).toBeGreaterThan(3.5e9);
-    expect(bytes).toBeLessThan(3.65e9);
-    expect(parseConfig(synthConfig(o)).layerKinds).toEqual(["kda", "mla"]);
+  it("the CI fixture recipe: 1 real-width layer (MLA + MoE, no dense MLP), 16 experts, vocab 4096, under 3 GB written with its pack; \"full\": KDA + dense, MLA + MoE", () => {
+    const plan = (o: ReturnType<typeof ciCheckpointOptions>) => synthPlan(synthConfig(o)).flatMap((s) => s.tensors);
+    const small = plan(ciCheckpointOptions("/nowhere"));
+    const bytes = sum(small);
+    const trunk = sum(small.filter((t) => !/\.experts\.\d+\./.test(t.name)));
+    expect(bytes + trunk).toBeLessThan(2.3e9); // the checkpoint + the pack's trunk.bin
+    expect(bytes).toBeGreaterThan(1.2e9);
+    const c = synthConfig(ciCheckpointOptions("/nowhere"));
+    expect(parseConfig(c).layerKinds).toEqual(["mla"]);
+    expect([c.text_config.hidden_size, c.text_config.q_lora_rank, c.text_config.kv_lora_rank, c.text_config.first_k_dense_replace]).toEqual([7168, 1536, 512, 0]);
+    expect(small.some((t) => /\.mlp\./.test(t.name))).toBe(false);
+    const full = plan(ciCheckpointOptions("/nowhere", 0, "full"));
+    expect(sum(full)).toBeGreaterThan(3.5e9);
+    expect(sum(full)).toBeLessThan(3.65e9);
+    expect(parseConfig(synthConfig(ciCheckpointOptions("/nowhere", 0, "full"))).layerKinds).toEqual(["kda", "mla"]);
   });
 });
 
@@ -286,6 +294,7 @@ describe("bad arguments", () => {
     await expect(synthesize({ out, experts: 897 })).rejects.toThrow(/--experts 897: .*896/);
     await expect(synthesize({ out, vocab: 300 })).rejects.toThrow(/--vocab 300: .*512\.\.163840/);
     await expect(synthesize({ out, seed: -1 })).rejects.toThrow(/--seed -1/);
+    await expect(synthesize({ out, layers: 2, denseLayers: 3 })).rejects.toThrow(/--dense-layers 3: .*dense-MLP layers in 0\.\.2/);
   });
 
   it("the CLI: usage errors exit 2 with the reason, --help exits 0", async () => {
