@@ -138,6 +138,13 @@ export interface LoadStats {
   systemSeconds: number;
   /** How it was read, e.g. "pool io_uring x8, 8 MiB pieces, O_DIRECT, prefault populate". */
   method: string;
+  /** The ceiling's runs [before, after] in GB/s (empty unless measured). */
+  ceilingRunsGbps?: number[];
+  /** Threads that faulted the pages in ahead of the reads, and their summed seconds (pool path). */
+  populateThreads?: number;
+  populateSeconds?: number;
+  /** Wall seconds with at least one read in flight (pool path). */
+  readBusySeconds?: number;
 }
 
 /** Default expert read piece: 4 MiB (the moe-stream bench's overlap rows). */
@@ -424,6 +431,7 @@ export class Model {
       let tensorBytes = 0;
       let ceilingGbps: number | null = null;
       let ceilingSeconds = 0;
+      let phases: Pick<LoadStats, "ceilingRunsGbps" | "populateThreads" | "populateSeconds" | "readBusySeconds"> = {};
       if (options.preload !== false) {
         const pinned = new Set(options.trunk?.pinnedLayers ?? []);
         const names = residentNames(src, cfg, (l) => !streamer || pinned.has(l), !options.streamEmbedHead);
@@ -434,7 +442,8 @@ export class Model {
         tensorBytes = s.bytes;
         ceilingGbps = pre.ceilingGbps;
         ceilingSeconds = pre.ceilingSeconds;
-        method = `read pool ${s.engine} x${s.readers}, ${s.pieceBytes / 2 ** 20} MiB pieces, ${s.directReads > 0 && s.bufferedReads === 0 ? "O_DIRECT" : s.directReads > 0 ? "O_DIRECT + buffered" : "buffered"}, prefault ${s.prefault}, ${s.blocks} blocks`;
+        phases = { ceilingRunsGbps: pre.ceilingRunsGbps, populateThreads: s.populateThreads, populateSeconds: s.populateSeconds, readBusySeconds: s.readBusySeconds };
+        method = `read pool ${s.engine} x${s.readers}, ${s.pieceBytes / 2 ** 20} MiB pieces, ${s.directReads > 0 && s.bufferedReads === 0 ? "O_DIRECT" : s.directReads > 0 ? "O_DIRECT + buffered" : "buffered"}, prefault ${s.prefault}${s.populateThreads > 0 ? ` x${s.populateThreads} (${s.populateSeconds.toFixed(2)} s faulting)` : ""}, reads in flight ${s.readBusySeconds.toFixed(2)} s, ${s.blocks} blocks`;
       }
       const model = new Model(dir, cfg, source, options, store, streamer, expertBytes);
       source.close();
@@ -451,6 +460,7 @@ export class Model {
         userSeconds: (ru1.userCPUTime - ru0.userCPUTime) / 1e6,
         systemSeconds: (ru1.systemCPUTime - ru0.systemCPUTime) / 1e6,
         method,
+        ...phases,
       };
       return model;
     } catch (err) {

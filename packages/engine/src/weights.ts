@@ -104,6 +104,8 @@ export interface PreloadOptions {
   direct?: boolean;
   /** Page pre-faulting (default "populate"; env K3_LOAD_PREFAULT). */
   prefault?: Prefault;
+  /** Threads faulting pages in ahead of the reads (default 0: one per core; env K3_LOAD_POPULATE_THREADS). */
+  populateThreads?: number;
   /** Also measure the ceiling: the same reads by the same engine, page cache dropped, before and after the load. */
   ceiling?: boolean;
   onProgress?: (p: Progress) => void;
@@ -117,6 +119,8 @@ export interface PreloadResult {
   ceilingGbps: number | null;
   /** Wall seconds spent measuring the ceiling (not part of the load). */
   ceilingSeconds: number;
+  /** GB/s of each ceiling run: [before, after] the load ([] when not measured). */
+  ceilingRunsGbps: number[];
 }
 
 /**
@@ -181,6 +185,7 @@ export function preloadWeights(src: WeightSource, names: readonly string[], opts
   if (!["none", "huge", "populate"].includes(prefault)) throw new WeightError(`load prefault ${JSON.stringify(prefault)}: expected none, huge or populate`);
   const pieceMb = opts.pieceMb ?? envNumber("K3_LOAD_PIECE_MB") ?? 8;
   const readers = opts.readers ?? envNumber("K3_LOAD_READERS") ?? 8;
+  const populateThreads = opts.populateThreads ?? envNumber("K3_LOAD_POPULATE_THREADS") ?? 0;
   const ro = { pieceBytes: pieceMb * 2 ** 20, readers, direct: opts.direct ?? true, prefault };
   const measure = opts.ceiling === true && ranges.length > 0;
   // The ceiling reads the very blocks the load reads (same planner and pieces) with the engine it uses.
@@ -207,7 +212,7 @@ export function preloadWeights(src: WeightSource, names: readonly string[], opts
   try {
     // A bar only for loads long enough to watch.
     const onProgress = ranges.reduce((a, r) => a + r.length, 0) >= 512 * 2 ** 20 ? opts.onProgress : undefined;
-    load = loadResidentRanges(ranges, { ...ro, maxBlockBytes: RESIDENT_BLOCK_BYTES, mergeGapBytes: RESIDENT_MERGE_GAP, onProgress });
+    load = loadResidentRanges(ranges, { ...ro, maxBlockBytes: RESIDENT_BLOCK_BYTES, mergeGapBytes: RESIDENT_MERGE_GAP, populateThreads, onProgress });
   } catch (e) {
     throw new WeightError(`${src.dir}: ${(e as Error).message}`);
   }
@@ -217,7 +222,8 @@ export function preloadWeights(src: WeightSource, names: readonly string[], opts
   // Same bytes (the blocks) over the ceiling run's time: the faster of the runs before and after.
   const runs = [before, after].filter((x) => x !== null);
   const ceilingGbps = runs.length > 0 ? Math.max(...runs.map((x) => load.stats.blockBytes / x!.seconds / 1e9)) : null;
-  return { source: new ResidentSource(src, views, load.stats.blockBytes), stats: load.stats, ceilingGbps, ceilingSeconds };
+  const ceilingRunsGbps = runs.map((x) => load.stats.blockBytes / x!.seconds / 1e9);
+  return { source: new ResidentSource(src, views, load.stats.blockBytes), stats: load.stats, ceilingGbps, ceilingSeconds, ceilingRunsGbps };
 }
 
 /** Wraps @k3/safetensors' typed errors so the CLI maps them to exit 2 with the file named. */

@@ -69,7 +69,7 @@ export interface MoeStreamBinding {
     file: Uint32Array,
     start: Float64Array,
     end: Float64Array,
-    options: { pieceBytes: number; threads: number; engine: "auto" | "io_uring" | "pread"; direct: boolean; prefault: "none" | "huge" | "populate"; fault?: "eio" | "short" | "direct-einval"; faultAfter?: number },
+    options: { pieceBytes: number; threads: number; engine: "auto" | "io_uring" | "pread"; direct: boolean; prefault: "none" | "huge" | "populate"; populateThreads?: number; fault?: "eio" | "short" | "direct-einval"; faultAfter?: number },
     onProgress?: (doneBytes: number, totalBytes: number) => void,
   ): {
     blocks: ArrayBuffer[];
@@ -85,6 +85,9 @@ export interface MoeStreamBinding {
       engine: "io_uring" | "io_uring+sqpoll" | "pread";
       engineNote: string;
       prefault: "none" | "huge" | "populate";
+      populateThreads: number;
+      populateSeconds: number;
+      readBusySeconds: number;
     };
   };
   poolBench(paths: string[], file: Uint32Array, offset: Float64Array, length: Float64Array, qd: number, engine: "io_uring" | "pread", direct: boolean): { bytes: number; seconds: number; cpuSeconds: number; engine: "io_uring" | "pread" };

@@ -36,6 +36,8 @@ export interface ResidentLoadOptions {
   direct?: boolean;
   /** Default "populate". */
   prefault?: Prefault;
+  /** Threads faulting pages in ahead of the reads under "populate" (default 0: one per core, at most 8). */
+  populateThreads?: number;
   /** Largest block made of several ranges (default 1 GiB). */
   maxBlockBytes?: number;
   /** Ranges of one file at most this far apart share a block (default 64 KiB). */
@@ -61,6 +63,12 @@ export interface ResidentLoadStats {
   engine: IoEngineInUse;
   engineNote: string;
   prefault: Prefault;
+  /** Populate threads run (0 unless prefault "populate"). */
+  populateThreads: number;
+  /** Summed over the populate threads: seconds spent faulting pages in (first touch). */
+  populateSeconds: number;
+  /** Wall seconds with at least one read in flight. */
+  readBusySeconds: number;
   pieceBytes: number;
   readers: number;
   direct: boolean;
@@ -105,6 +113,8 @@ export function loadResidentRanges(ranges: readonly ResidentRange[], opts: Resid
   if (!Number.isSafeInteger(pieceBytes) || pieceBytes < 2 * MIB || pieceBytes % (2 * MIB) !== 0 || pieceBytes > 1 << 30)
     throw new MoeStreamError(`resident load: piece of ${pieceBytes} bytes, expected a multiple of 2 MiB up to 1 GiB`);
   if (!Number.isInteger(readers) || readers < 1 || readers > 256) throw new MoeStreamError(`resident load: ${readers} readers, expected 1..256`);
+  const populateThreads = opts.populateThreads ?? 0;
+  if (!Number.isInteger(populateThreads) || populateThreads < 0 || populateThreads > 8) throw new MoeStreamError(`resident load: ${populateThreads} populate threads, expected 0 (one per core) .. 8`);
   const { engine } = resolveIoEngine(opts.ioEngine);
   const { blocks, of } = planBlocks(ranges, opts.maxBlockBytes ?? 1 << 30, opts.mergeGapBytes ?? 64 << 10);
   const files = [...new Set(blocks.map((b) => b.file))];
@@ -126,7 +136,7 @@ export function loadResidentRanges(ranges: readonly ResidentRange[], opts: Resid
       Uint32Array.from(blocks, (b) => index.get(b.file)!),
       Float64Array.from(blocks, (b) => b.start),
       Float64Array.from(blocks, (b) => b.end),
-      { pieceBytes, threads: readers, engine, direct, prefault, ...(opts.injectFault ? { fault: opts.injectFault.kind, faultAfter: opts.injectFault.after } : {}) },
+      { pieceBytes, threads: readers, engine, direct, prefault, populateThreads, ...(opts.injectFault ? { fault: opts.injectFault.kind, faultAfter: opts.injectFault.after } : {}) },
       progress,
     );
   } catch (e) {
@@ -148,6 +158,9 @@ export function loadResidentRanges(ranges: readonly ResidentRange[], opts: Resid
       engine: s.engine,
       engineNote: s.engineNote,
       prefault: s.prefault,
+      populateThreads: s.populateThreads,
+      populateSeconds: s.populateSeconds,
+      readBusySeconds: s.readBusySeconds,
       pieceBytes,
       readers,
       direct,

@@ -1,7 +1,7 @@
 // loadResidentRanges: byte-exact views at any offset (odd, unaligned, across pieces and blocks), both
 // read engines, O_DIRECT and the buffered fallback (tmpfs), a truncated file named, bad input refused.
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rmSync, statfsSync, truncateSync, writeSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -75,6 +75,39 @@ describe("loadResidentRanges", () => {
       });
     }
   }
+
+  for (const populateThreads of [1, 3]) {
+    it(`${populateThreads} populate thread(s) ahead of the reads: byte-exact, the phases timed`, () => {
+      const rs = ranges();
+      const load = loadResidentRanges(rs, { prefault: "populate", populateThreads, pieceBytes: 2 * MIB, readers: 2 });
+      expectExact(load, rs);
+      expect(load.stats.prefault).toBe("populate");
+      expect(load.stats.populateThreads).toBe(populateThreads);
+      expect(load.stats.populateSeconds).toBeGreaterThan(0);
+      expect(load.stats.readBusySeconds).toBeGreaterThan(0);
+      expect(load.stats.readBusySeconds).toBeLessThanOrEqual(load.stats.seconds);
+    });
+  }
+
+  it("populate threads default to one per core; none run without populate; out-of-range counts refused", () => {
+    const rs = ranges();
+    const d = loadResidentRanges(rs, { pieceBytes: 2 * MIB });
+    expect(d.stats.populateThreads).toBe(Math.min(8, availableParallelism()));
+    const h = loadResidentRanges(rs, { prefault: "huge", pieceBytes: 2 * MIB });
+    expectExact(h, rs);
+    expect(h.stats.populateThreads).toBe(0);
+    expect(h.stats.populateSeconds).toBe(0);
+    expect(() => loadResidentRanges(rs, { populateThreads: 9 })).toThrowError(/9 populate threads, expected 0 \(one per core\) \.\. 8/);
+    expect(() => loadResidentRanges(rs, { populateThreads: 1.5 })).toThrowError(/1\.5 populate threads/);
+  });
+
+  it("a short read or an I/O error while populate threads run ahead fails the load, naming the file", () => {
+    const rs = ranges();
+    for (const populateThreads of [1, 3]) {
+      expect(() => loadResidentRanges(rs, { pieceBytes: 2 * MIB, populateThreads, injectFault: { after: 3, kind: "short" } })).toThrowError(/\.bin: short read/);
+      expect(() => loadResidentRanges(rs, { pieceBytes: 2 * MIB, populateThreads, injectFault: { after: 1, kind: "eio" } })).toThrowError(/\.bin: read error .*injected EIO/);
+    }
+  });
 
   it("reports progress up to the total, and blocks never exceed maxBlockBytes unless one range is larger", () => {
     const rs = ranges();

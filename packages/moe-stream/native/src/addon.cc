@@ -503,6 +503,9 @@ static Napi::Value LoadResident(const Napi::CallbackInfo &info) {
     if (!(piece >= (2 << 20)) || piece > (double)(1u << 30) || (uint64_t)piece % (2u << 20) != 0)
         return k3::fail(env, fn, "pieceBytes must be a multiple of 2 MiB in [2 MiB, 1 GiB]", true), env.Undefined();
     if (!(threads >= 1 && threads <= 256)) return k3::fail(env, fn, "threads must be in [1, 256]", true), env.Undefined();
+    double pthreads = num("populateThreads", 0);
+    if (!(pthreads >= 0 && pthreads <= 8) || pthreads != (int)pthreads)
+        return k3::fail(env, fn, "populateThreads must be an integer in [0, 8] (0 = one per core)", true), env.Undefined();
     std::string eng = o.Get("engine").IsString() ? o.Get("engine").As<Napi::String>().Utf8Value() : "auto";
     int engine = eng == "auto" ? K3_ENGINE_AUTO : eng == "pread" ? K3_ENGINE_PREAD : eng == "io_uring" ? K3_ENGINE_URING : -1;
     if (engine < 0) return k3::fail(env, fn, "engine must be \"auto\", \"io_uring\" or \"pread\"", true), env.Undefined();
@@ -553,6 +556,7 @@ static Napi::Value LoadResident(const Napi::CallbackInfo &info) {
     cfg.threads = (int)threads;
     cfg.engine = engine;
     cfg.prefault = prefault;
+    cfg.populate_threads = (int)num("populateThreads", 0);
     cfg.progress = has_progress ? load_progress : nullptr;
     cfg.progress_ctx = &lp;
     cfg.progress_ms = 250;
@@ -593,6 +597,9 @@ static Napi::Value LoadResident(const Napi::CallbackInfo &info) {
     so["seconds"] = Napi::Number::New(env, st.seconds);
     so["engine"] = Napi::String::New(env, st.engine == K3_ENGINE_IN_USE_URING_SQPOLL ? "io_uring+sqpoll" : st.engine == K3_ENGINE_IN_USE_URING ? "io_uring" : "pread");
     so["engineNote"] = Napi::String::New(env, st.engine_note);
+    so["populateThreads"] = Napi::Number::New(env, st.populate_threads);
+    so["populateSeconds"] = Napi::Number::New(env, st.populate_seconds);
+    so["readBusySeconds"] = Napi::Number::New(env, st.read_busy_seconds);
     so["prefault"] = Napi::String::New(env, st.prefault_used == K3_PREFAULT_POPULATE ? "populate" : st.prefault_used == K3_PREFAULT_HUGE ? "huge" : "none");
     Napi::Object r = Napi::Object::New(env);
     r["blocks"] = out;

@@ -75,6 +75,7 @@ typedef struct {
     int populate;
     int populate_ok; /* atomic and */
     load_tally *tally;
+    int64_t populate_ns; /* atomic sum over the threads */
 } feeder;
 
 /* Takes pieces in order: populates each (when asked) and queues its read. A piece that cannot be
@@ -85,7 +86,11 @@ static void *feed(void *arg) {
         uint64_t i = __atomic_fetch_add(&f->next, 1, __ATOMIC_RELAXED);
         if (i >= f->n) break;
         load_piece *q = &f->pieces[i];
-        if (f->populate && !populate(q->mem, q->mem_bytes)) __atomic_store_n(&f->populate_ok, 0, __ATOMIC_RELAXED);
+        if (f->populate) {
+            int64_t t0 = k3_now_ns();
+            if (!populate(q->mem, q->mem_bytes)) __atomic_store_n(&f->populate_ok, 0, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&f->populate_ns, k3_now_ns() - t0, __ATOMIC_RELAXED);
+        }
         if (k3_read_pool_submit(f->pool, &q->job) != 0) {
             load_tally *t = f->tally;
             pthread_mutex_lock(&t->lock);
@@ -224,11 +229,13 @@ int k3_resident_load(const k3_load_config *cfg, k3_load_block *blocks, int n_blo
     pthread_t feeders[MAX_FEEDERS];
     int n_feeders = 0;
     if (rc == 0) {
-        /* Populating is first-touch page zeroing (and, in a VM, the host backing the pages): spread
-           over the cores, so it runs ahead of the reads instead of pacing them. Without it one feeder
-           (this thread's helper) just queues everything. */
+        /* Populating is first-touch page zeroing (in a VM also the host backing each fresh page, which
+           can cost more than the disk read): spread over the cores by default, running ahead of the
+           reads piece by piece, so faulting and reading overlap instead of pacing each other. Without
+           POPULATE one feeder just queues everything. */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        int want = fd.populate ? (int)(cores < 1 ? 1 : cores > MAX_FEEDERS ? MAX_FEEDERS : cores) : 1;
+        int want = !fd.populate ? 1 : cfg->populate_threads > 0 ? cfg->populate_threads : (int)(cores < 1 ? 1 : cores);
+        if (want > MAX_FEEDERS) want = MAX_FEEDERS;
         for (int i = 0; i < want; i++)
             if (pthread_create(&feeders[n_feeders], NULL, feed, &fd) == 0) n_feeders++;
         if (n_feeders == 0) feed(&fd);
@@ -262,10 +269,13 @@ int k3_resident_load(const k3_load_config *cfg, k3_load_block *blocks, int n_blo
         stats->direct_reads = st.direct_reads;
         stats->buffered_reads = st.buffered_reads;
         stats->engine = st.engine;
+        stats->read_busy_seconds = (double)st.busy_ns * 1e-9;
         snprintf(stats->engine_note, sizeof stats->engine_note, "%s", st.engine_note);
         k3_read_pool_destroy(pool);
     }
     if (fd.populate && !fd.populate_ok) stats->prefault_used = K3_PREFAULT_HUGE;
+    stats->populate_threads = fd.populate ? (n_feeders > 0 ? n_feeders : 1) : 0;
+    stats->populate_seconds = (double)fd.populate_ns * 1e-9;
     free(pieces);
     stats->seconds = now_s() - t0;
     if (rc == 0 && t.status != 0) {

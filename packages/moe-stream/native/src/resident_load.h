@@ -40,6 +40,7 @@ typedef struct k3_load_config {
     int threads;          /* queue depth */
     int engine;           /* K3_ENGINE_* */
     int prefault;         /* K3_PREFAULT_* */
+    int populate_threads; /* threads faulting pages in ahead of the reads under POPULATE (0 = one per core, at most 8) */
     /* Called on the calling thread about every `progress_ms` while reads are in flight (may be NULL). */
     void (*progress)(void *ctx, uint64_t done_bytes, uint64_t total_bytes);
     void *progress_ctx;
@@ -55,6 +56,9 @@ typedef struct k3_load_stats {
     double seconds;          /* wall time from the first allocation to the last completion */
     int engine;              /* K3_ENGINE_IN_USE_* */
     int prefault_used;       /* K3_PREFAULT_* actually applied (POPULATE falls back to touching pages) */
+    int populate_threads;    /* populate threads run (0 unless POPULATE) */
+    double populate_seconds; /* summed over the populate threads: time spent faulting pages in */
+    double read_busy_seconds; /* wall time with at least one read in flight */
     char engine_note[160];
 } k3_load_stats;
 
