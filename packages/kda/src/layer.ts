@@ -8,7 +8,10 @@ import { checkConfig, headALog, type KdaConfig } from "./config.js";
 import { chunked, forgetGate, recurrent, shortConv } from "./core.js";
 import { KdaError } from "./errors.js";
 import { KdaState, type StateDtype } from "./state.js";
-import { anyVectorF32, Linear, rowsOf, vectorF32, type WeightTensor } from "./weights.js";
+import { anyVectorF32, Linear, rowsOf, Scratch, vectorF32, type WeightTensor } from "./weights.js";
+
+/** Work buffers of every KdaLayer.forward (synchronous, so one set serves all layers). */
+const scratch = new Scratch();
 
 /** One layer's tensors, by checkpoint suffix (`...self_attn.<name>.weight` or `A_log`/`dt_bias`). */
 export interface KdaWeights {
@@ -132,31 +135,35 @@ export class KdaLayer {
     const core = options.core ?? "auto";
     if (core !== "auto" && core !== "chunked" && core !== "recurrent") throw new KdaError("input", `forward: options.core must be auto, chunked or recurrent, got ${JSON.stringify(core)}`);
 
-    // q, k, v: projection, short conv + SiLU, then L2 norm of q and k per head; q scaled by dk^-1/2
-    const q = shortConv(this.qProj.apply(x, T), this.convQ, state.convQ, new Float32Array(T * P), P, K);
-    const k = shortConv(this.kProj.apply(x, T), this.convK, state.convK, new Float32Array(T * P), P, K);
-    const v = shortConv(this.vProj.apply(x, T), this.convV, state.convV, new Float32Array(T * P), P, K);
+    // q, k, v: projection, short conv + SiLU, then L2 norm of q and k per head; q scaled by dk^-1/2.
+    // Work buffers are reused across calls (module scratch: forward is synchronous); `raw` takes
+    // each projection in turn, then z and the output gate.
+    const raw = scratch.get("raw", T * P);
+    const q = shortConv(this.qProj.apply(x, T, raw), this.convQ, state.convQ, scratch.get("q", T * P), P, K);
+    const k = shortConv(this.kProj.apply(x, T, raw), this.convK, state.convK, scratch.get("k", T * P), P, K);
+    const v = shortConv(this.vProj.apply(x, T, raw), this.convV, state.convV, scratch.get("v", T * P), P, K);
     l2Normalize(q, q, dk, 1e-6);
     l2Normalize(k, k, dk, 1e-6);
     const scale = Math.fround(1 / Math.sqrt(dk));
     for (let i = 0; i < q.length; i++) q[i] *= scale;
 
     // forget gate (per channel, A_log per head) and beta
-    const zRaw = this.fB.apply(this.fA.apply(x, T), T);
-    const g = forgetGate(zRaw, this.dtBias, this.aLog, new Float32Array(T * P), H, dk, this.config.gate, this.config.lowerBound);
-    const beta = sigmoid(this.bProj.apply(x, T), new Float32Array(T * H));
+    const zRaw = this.fB.apply(this.fA.apply(x, T, scratch.get("za", T * this.fA.rows)), T, raw);
+    const g = forgetGate(zRaw, this.dtBias, this.aLog, scratch.get("g", T * P), H, dk, this.config.gate, this.config.lowerBound);
+    const beta = this.bProj.apply(x, T, scratch.get("beta", T * H));
+    sigmoid(beta, beta);
 
     // the recurrence (decode) or the chunked WY/UT form (prefill)
-    const o = new Float32Array(T * P);
+    const o = scratch.get("o", T * P);
     const shape = { tokens: T, heads: H, dk, dv: dk };
     const useChunked = core === "chunked" || (core === "auto" && T > 1);
     if (useChunked) chunked(q, k, v, g, beta, state.S, o, shape, options.chunk ?? 64);
     else recurrent(q, k, v, g, beta, state.S, o, shape);
-    if (this.trace) this.lastTrace = { q, k, v, g, beta, oCore: o.slice() };
+    if (this.trace) this.lastTrace = { q: q.slice(), k: k.slice(), v: v.slice(), g: g.slice(), beta: beta.slice(), oCore: o.slice() };
 
     // per-head RMSNorm first, then the sigmoid output gate, then o_proj
     rmsNorm(o, this.oNorm, this.config.rmsNormEps, o, dk);
-    const gate = this.gProj ? this.gProj.apply(x, T) : this.gB!.apply(this.gA!.apply(x, T), T);
+    const gate = this.gProj ? this.gProj.apply(x, T, raw) : this.gB!.apply(this.gA!.apply(x, T, scratch.get("ga", T * this.gA!.rows)), T, raw);
     sigmoid(gate, gate);
     for (let i = 0; i < o.length; i++) o[i] *= gate[i];
     const y = this.oProj.apply(o, T, out);

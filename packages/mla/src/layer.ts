@@ -15,6 +15,10 @@ import { attendLatent } from "./core.js";
 import { MlaError } from "./errors.js";
 import { native } from "./native.js";
 import { linear, type Linear, vectorF32, type WeightTensor } from "./weights.js";
+import { Scratch } from "@k3/kda";
+
+/** Work buffers of every MlaLayer.forward (synchronous, so one set serves all layers). */
+const scratch = new Scratch();
 
 export interface MlaWeights {
   /** 48B. */
@@ -96,41 +100,45 @@ export class MlaLayer {
     if (cache.length + T > cache.capacity) throw new MlaError("cache", `cache full: ${cache.length} + ${T} positions exceed the capacity of ${cache.capacity}`);
     if (out && out.length !== T * D) throw new MlaError("input", `forward: out has ${out.length} values, expected ${T * D}`);
 
-    // queries
+    // queries (work buffers reused across calls: module scratch, forward is synchronous)
+    const sc = scratch;
     let q: Float32Array;
-    if (this.qProj) q = this.qProj.apply(x, T);
+    if (this.qProj) q = this.qProj.apply(x, T, sc.get("q", T * H * (n + r)));
     else {
-      const qa = this.qA!.apply(x, T);
+      const qa = this.qA!.apply(x, T, sc.get("qa", T * c.qLoraRank!));
       rmsNorm(qa, this.qANorm!, c.normEps, qa, c.qLoraRank!);
-      q = this.qB!.apply(qa, T);
+      q = this.qB!.apply(qa, T, sc.get("q", T * H * (n + r)));
     }
-    // the latent and the shared k_pe, appended to the cache
-    const a = this.kvA.apply(x, T);
-    const lat = new Float32Array(T * L);
-    for (let t = 0; t < T; t++) lat.set(a.subarray(t * (L + r), t * (L + r) + L), t * L);
-    rmsNorm(lat, this.kvANorm, c.normEps, lat, L);
-    const rows = new Float32Array(T * (L + r));
-    const kPe = new Float32Array(T * r);
+    // the latent and the shared k_pe, appended to the cache: rows [c | k_pe], c normed in place
+    const rows = this.kvA.apply(x, T, sc.get("rows", T * (L + r)));
     for (let t = 0; t < T; t++) {
-      rows.set(lat.subarray(t * L, (t + 1) * L), t * (L + r));
-      rows.set(a.subarray(t * (L + r) + L, (t + 1) * (L + r)), t * (L + r) + L);
-      kPe.set(a.subarray(t * (L + r) + L, (t + 1) * (L + r)), t * r);
+      const cRow = rows.subarray(t * (L + r), t * (L + r) + L);
+      rmsNorm(cRow, this.kvANorm, c.normEps, cRow, L);
     }
     const pos0 = cache.length;
     cache.append(rows);
 
     // absorbed queries [T][H][L + r] = [W_UK^h^T q_nope | q_pe], straight from the kv_b_proj rows
-    const qAbs = new Float32Array(T * H * (L + r));
+    const qAbs = sc.get("qAbs", T * H * (L + r));
     native.absorb(q, T, H, H * (n + r), n + r, this.kvB.raw, n, v, L, qAbs, H * (L + r), L + r);
     for (let i = 0; i < T * H; i++) qAbs.set(q.subarray(i * (n + r) + n, (i + 1) * (n + r)), i * (L + r) + L);
-    const latentOut = attendLatent(qAbs, T, H, cache, pos0, this.scale);
-    if (this.trace) this.lastTrace = { c: lat, kPe, latentOut };
+    const latentOut = attendLatent(qAbs, T, H, cache, pos0, this.scale, sc.get("latentOut", T * H * L));
+    if (this.trace) {
+      const lat = new Float32Array(T * L);
+      const kPe = new Float32Array(T * r);
+      for (let t = 0; t < T; t++) {
+        lat.set(rows.subarray(t * (L + r), t * (L + r) + L), t * L);
+        kPe.set(rows.subarray(t * (L + r) + L, (t + 1) * (L + r)), t * r);
+      }
+      this.lastTrace = { c: lat, kPe, latentOut: latentOut.slice() };
+    }
 
     // o_h = W_UV^h o~_h, then the K3 gate, then o_proj
-    const o = new Float32Array(T * H * v);
+    const o = sc.get("o", T * H * v);
     native.project(latentOut, T, H, H * L, L, this.kvB.raw, n, v, L, o, H * v, v);
     if (this.gProj) {
-      const gate = sigmoid(this.gProj.apply(x, T), new Float32Array(T * H * v));
+      const gate = this.gProj.apply(x, T, sc.get("gate", T * H * v));
+      sigmoid(gate, gate);
       for (let i = 0; i < o.length; i++) o[i] *= gate[i];
     }
     return this.oProj.apply(o, T, out);

@@ -1,7 +1,7 @@
 /**
  * A dense matrix as stored in a checkpoint (bf16 bits or f32), multiplied through @k3/dense only.
  */
-import { gemmBf16, gemmF32 } from "@k3/dense";
+import { gemmBf16, gemmF32, gemvBf16, gemvF32 } from "@k3/dense";
 import { MoeStreamError } from "./errors.js";
 
 export interface DenseMatrix {
@@ -43,8 +43,18 @@ function asF32(bytes: Uint8Array): Float32Array {
   return new Float32Array(bytes.slice().buffer);
 }
 
-/** Y[b] = W X[b] for b < batch (X [batch, cols], Y [batch, rows]). */
+/**
+ * Y[b] = W X[b] for b < batch (X [batch, cols], Y [batch, rows]). One row runs the GEMV kernels
+ * (decode; @k3/dense's GEMM gives the same bits per row but its batch-1 path is slower).
+ */
 export function matmul(w: DenseMatrix, X: Float32Array, batch: number, Y: Float32Array): Float32Array {
+  if (batch === 1) {
+    const x = X.subarray(0, w.cols);
+    const y = Y.subarray(0, w.rows);
+    if (w.dtype === "F32") gemvF32(w.data as Float32Array, x, y, w);
+    else gemvBf16(w.data, x, y, w);
+    return Y;
+  }
   const shape = { rows: w.rows, cols: w.cols, batch };
   if (w.dtype === "F32") return gemmF32(w.data as Float32Array, X, Y, shape);
   return gemmBf16(w.data, X, Y, shape);

@@ -8,10 +8,11 @@
  * (bf16/f32 GEMM, the GLUs) or an MXFP4 provider (@k3/mxfp4); none is written here.
  */
 import { siluGlu, situGlu } from "@k3/dense";
-import { matmul as mxfp4Matmul, validateScales } from "@k3/mxfp4";
+import { matmul as mxfp4Matmul, Mxfp4Error, validateScales } from "@k3/mxfp4";
 import type { ExpertLocation } from "./checkpoint.js";
 import { denseMatrix, matmul, type DenseMatrix } from "./dense-weight.js";
 import { MoeStreamError } from "./errors.js";
+import { Scratch } from "./scratch.js";
 
 export type GluActivation = "situ" | "silu";
 
@@ -35,16 +36,6 @@ function tensor(bytes: Uint8Array, loc: ExpertLocation, name: string): { view: U
   const t = loc.tensors[name];
   if (!t) throw new MoeStreamError(`layer ${loc.layer} expert ${loc.id}: no tensor ${name} (has ${Object.keys(loc.tensors).join(", ")})`);
   return { view: bytes.subarray(t.offset, t.offset + t.byteLength), dtype: t.dtype, shape: t.shape };
-}
-
-/** Scratch buffers grown on demand and reused across experts (no per-expert allocation). */
-class Scratch {
-  private bufs = new Map<string, Float32Array>();
-  get(name: string, n: number): Float32Array {
-    let b = this.bufs.get(name);
-    if (!b || b.length < n) this.bufs.set(name, (b = new Float32Array(Math.max(n, (b?.length ?? 0) * 2))));
-    return b.subarray(0, n);
-  }
 }
 
 /** Experts stored as dense matrices (48B: BF16 `experts.{e}.w{1,2,3}.weight`; F32 in fixtures). */
@@ -82,17 +73,27 @@ export interface Mxfp4MatrixView {
 /** What an MXFP4 kernel provider must offer (e.g. @k3/mxfp4): Y[b] = W X[b], Y[b] bit-identical to batch 1. */
 export interface Mxfp4Kernels {
   matmul(w: Mxfp4MatrixView, X: Float32Array, batch: number, Y: Float32Array): void;
+  /**
+   * True when matmul itself refuses a 0xFF scale with an Mxfp4Error, even one written into a
+   * buffer range it has already checked (an arena slot holding a new expert): then the per-read
+   * scan of every expert's scales (1 MB per K3 expert, ~0.5 ms) is skipped.
+   */
+  readonly refusesBadScales?: boolean;
 }
 
 /** @k3/mxfp4's fp32 packed kernels (Y[b] bit-identical to matvec(X[b])). */
 export const k3Mxfp4Kernels: Mxfp4Kernels = {
   matmul: (w, X, batch, Y) => void mxfp4Matmul(w, X, Y, batch),
+  // @k3/mxfp4 scans each range once, then a 0xFF decodes to NaN, the call sees it, rescans and throws.
+  refusesBadScales: true,
 };
 
 /**
  * K3 routed experts: MXFP4 w1/w3 [inter, latent], w2 [latent, inter], SiTU-GLU, in the latent space.
  * Scales are checked (0xFF = NaN block is refused) once per read: arena slots are reused, so a
- * cache keyed on the buffer range would miss a new expert landing in an old slot.
+ * cache keyed on the buffer range would miss a new expert landing in an old slot. Kernels that
+ * refuse a bad scale themselves (`refusesBadScales`, @k3/mxfp4's) skip that scan; their refusal is
+ * re-thrown naming the layer, expert and tensor.
  */
 export function mxfp4ExpertCompute(opts: { inDim: number; interDim: number; activation?: GluActivation; kernels?: Mxfp4Kernels }): ExpertCompute {
   const scratch = new Scratch();
@@ -116,9 +117,9 @@ export function mxfp4ExpertCompute(opts: { inDim: number; interDim: number; acti
       const w1 = view(bytes, loc, "w1", interDim, inDim);
       const w3 = view(bytes, loc, "w3", interDim, inDim);
       const w2 = view(bytes, loc, "w2", inDim, interDim);
-      if (readId === undefined || !validated.has(readId)) {
-        for (const [name, m] of [["w1", w1], ["w3", w3], ["w2", w2]] as const)
-          validateScales(m, `layer ${loc.layer} expert ${loc.id} ${name}.weight_scale`);
+      const named = (name: string) => `layer ${loc.layer} expert ${loc.id} ${name}.weight_scale`;
+      if (!kernels.refusesBadScales && (readId === undefined || !validated.has(readId))) {
+        for (const [name, m] of [["w1", w1], ["w3", w3], ["w2", w2]] as const) validateScales(m, named(name));
         if (readId !== undefined) {
           if (validated.size > 65536) validated.clear();
           validated.add(readId);
@@ -126,10 +127,18 @@ export function mxfp4ExpertCompute(opts: { inDim: number; interDim: number; acti
       }
       const g = scratch.get("g", batch * interDim);
       const u = scratch.get("u", batch * interDim);
-      kernels.matmul(w1, X, batch, g);
-      kernels.matmul(w3, X, batch, u);
+      const mm = (name: string, m: Mxfp4MatrixView, A: Float32Array, out: Float32Array) => {
+        try {
+          kernels.matmul(m, A, batch, out);
+        } catch (err) {
+          if (err instanceof Mxfp4Error) validateScales(m, named(name)); // throws, naming the tensor
+          throw err;
+        }
+      };
+      mm("w1", w1, X, g);
+      mm("w3", w3, X, u);
       glu(activation, g, u, g);
-      kernels.matmul(w2, g, batch, Y);
+      mm("w2", w2, g, Y);
     },
   };
 }

@@ -21,6 +21,15 @@ import type { Router, Routing } from "./router.js";
 import { siluGlu, situGlu } from "@k3/dense";
 import { procIo } from "./io-stats.js";
 import { Mxfp4Error } from "@k3/mxfp4";
+import { Scratch } from "./scratch.js";
+
+/**
+ * Work buffers of MoeLayer.forward, shared by every layer (the per-(token, rank) expert outputs
+ * alone are 14.7 MB at K3's widths x 64 tokens). A forward that starts while another one is
+ * running (the layer is async) takes fresh buffers instead.
+ */
+const sharedScratch = new Scratch();
+let sharedScratchBusy = false;
 
 /** Where experts come from: an ExpertStore, or anything with the same request(). */
 export interface ExpertProvider {
@@ -138,10 +147,23 @@ export class MoeLayer {
    * y [T, hidden] for x [T, hidden]. Rejects (never returns partial output) if any expert read fails.
    * `prefetch`: experts of a later layer to read at low priority once this layer's misses are queued.
    */
-  async forward(x: Float32Array, T: number, opts: { prefetch?: { layer: number; ids: ArrayLike<number> } } = {}): Promise<Float32Array> {
-    const { hidden, router, latent, compute } = this.opts;
+  async forward(x: Float32Array, T: number, opts: { prefetch?: { layer: number; ids: ArrayLike<number> }; out?: Float32Array } = {}): Promise<Float32Array> {
+    const { hidden } = this.opts;
     if (!Number.isInteger(T) || T < 1 || x.length < T * hidden)
       throw new MoeStreamError(`layer ${this.opts.layer}: x holds ${x.length} values, need T=${T} x hidden ${hidden}`);
+    if (opts.out !== undefined && opts.out.length < T * hidden)
+      throw new MoeStreamError(`layer ${this.opts.layer}: out holds ${opts.out.length} values, need T=${T} x hidden ${hidden}`);
+    const own = !sharedScratchBusy;
+    if (own) sharedScratchBusy = true;
+    try {
+      return await this.run(x, T, opts, own ? sharedScratch : new Scratch());
+    } finally {
+      if (own) sharedScratchBusy = false;
+    }
+  }
+
+  private async run(x: Float32Array, T: number, opts: { prefetch?: { layer: number; ids: ArrayLike<number> }; out?: Float32Array }, sc: Scratch): Promise<Float32Array> {
+    const { hidden, router, latent, compute } = this.opts;
     const t0 = now();
     const before = this.opts.experts.stats?.();
     const proc0 = procIo().readBytes;
@@ -164,7 +186,7 @@ export class MoeLayer {
       else users.set(id, [i]);
     }
     const ids = [...users.keys()];
-    const perSlot = new Float32Array(T * k * compute.outDim); // E_i(u_t) for every (t, rank)
+    const perSlot = sc.get("perSlot", T * k * compute.outDim); // E_i(u_t) for every (t, rank); every slot is written (a dropped expert's with zeros)
     let residentHits = 0;
     let prefetchHits = 0;
 
@@ -173,16 +195,16 @@ export class MoeLayer {
     // With the reads in flight: the latent projection and the shared experts (neither needs an
     // expert), so that compute runs while the first experts arrive. The sums below keep their order.
     c0 = now();
-    const u = latent ? matmul(latent.down, x, T, new Float32Array(T * inDim)) : x.subarray(0, T * hidden);
-    const shared = this.opts.shared ? this.sharedForward(x, T) : null;
+    const u = latent ? matmul(latent.down, x, T, sc.get("u", T * inDim)) : x.subarray(0, T * hidden);
+    const shared = this.opts.shared ? this.sharedForward(x, T, sc) : null;
     cpu += now() - c0;
     const done = new Set<ExpertHandle>();
     const dropped: DroppedExpert[] = [];
     const drop = this.opts.onExpertError === "drop";
     let maxBatch = 0;
     for (const l of users.values()) maxBatch = Math.max(maxBatch, l.length);
-    const X = new Float32Array(maxBatch * inDim);
-    const Y = new Float32Array(maxBatch * compute.outDim);
+    const X = sc.get("X", maxBatch * inDim);
+    const Y = sc.get("Y", maxBatch * compute.outDim);
     try {
       const it = drop ? settledInCompletionOrder(req, ids) : successesOf(req);
       for (;;) {
@@ -229,9 +251,11 @@ export class MoeLayer {
     }
 
     c0 = now();
-    // Weighted sum per token, in router order (fixed, so the result is independent of read order).
     const outDim = compute.outDim;
-    const r = new Float32Array(T * outDim);
+    // A dropped expert adds nothing: its slots hold zeros (the buffer is reused, not fresh).
+    for (const d of dropped) for (const i of users.get(d.expert)!) perSlot.fill(0, i * outDim, (i + 1) * outDim);
+    // Weighted sum per token, in router order (fixed, so the result is independent of read order).
+    const r = sc.get("r", T * outDim).fill(0);
     for (let t = 0; t < T; t++) {
       const acc = r.subarray(t * outDim, (t + 1) * outDim);
       for (let j = 0; j < k; j++) {
@@ -240,12 +264,12 @@ export class MoeLayer {
         for (let d = 0; d < outDim; d++) acc[d] = Math.fround(acc[d] + Math.fround(w * y[d]));
       }
     }
-    let out: Float32Array;
+    const out = opts.out ? opts.out.subarray(0, T * hidden) : new Float32Array(T * hidden);
     if (latent) {
       rmsNorm(r, latent.norm, latent.eps, r, outDim);
-      out = matmul(latent.up, r, T, new Float32Array(T * hidden));
+      matmul(latent.up, r, T, out);
     } else {
-      out = r;
+      out.set(r);
     }
     if (shared) for (let i = 0; i < out.length; i++) out[i] = Math.fround(out[i] + shared[i]);
     cpu += now() - c0;
@@ -276,14 +300,14 @@ export class MoeLayer {
     return out;
   }
 
-  private sharedForward(x: Float32Array, T: number): Float32Array {
+  private sharedForward(x: Float32Array, T: number, sc: Scratch): Float32Array {
     const s = this.opts.shared!;
     const inter = s.gate.rows;
-    const g = matmul(s.gate, x, T, new Float32Array(T * inter));
-    const u = matmul(s.up, x, T, new Float32Array(T * inter));
+    const g = matmul(s.gate, x, T, sc.get("sharedGate", T * inter));
+    const u = matmul(s.up, x, T, sc.get("sharedUp", T * inter));
     if (this.opts.activation === "situ") situGlu(g, u, g);
     else siluGlu(g, u, g);
-    return matmul(s.down, g, T, new Float32Array(T * this.opts.hidden));
+    return matmul(s.down, g, T, sc.get("shared", T * this.opts.hidden));
   }
 }
 

@@ -275,6 +275,14 @@ describe("MoeLayer, K3 latent MoE (MXFP4 experts from disk, SiTU-GLU, latent RMS
       expect(dropper.lastStats!.dropped.map((d) => [d.expert, d.tokens])).toEqual([[3, 4]]);
       expect(dropper.lastStats!.dropped[0].reason).toMatch(/w2\.weight_scale: scale 0xFF/);
       expect(y.every(Number.isFinite)).toBe(true);
+      // The dropped term is zero whatever the reused work buffers held: a run right after a full
+      // forward (buffers holding expert 3's output) equals one on fresh buffers (a concurrent call's).
+      const good = new MoeLayer({ ...moe.opts, router });
+      const [, fresh] = await Promise.all([good.forward(fx.f32("x"), 4), dropper.forward(fx.f32("x"), 4)]);
+      await good.forward(fx.f32("x"), 4);
+      const dirty = await dropper.forward(fx.f32("x"), 4);
+      expect(Buffer.from(dirty.buffer).equals(Buffer.from(fresh.buffer))).toBe(true);
+      expect(Buffer.from(y.buffer).equals(Buffer.from(fresh.buffer))).toBe(true);
     } finally {
       store.close();
       store2.close();

@@ -2,6 +2,10 @@
 import { siluGlu, situGlu } from "@k3/dense";
 import type { ModelConfig } from "../config.js";
 import { loadMatrix, matmul, type Matrix, type WeightSource } from "../weights.js";
+import { Scratch } from "@k3/kda";
+
+/** Work buffers of every GluMlp.forward (synchronous, so one set serves all layers; 17 MB at K3's dense width x 64 tokens). */
+const scratch = new Scratch(64 << 20);
 
 /** Applies the model's GLU activation: out = act(gate, up). */
 export function glu(cfg: ModelConfig, gate: Float32Array, up: Float32Array, out: Float32Array): Float32Array {
@@ -27,8 +31,8 @@ export class GluMlp {
 
   /** out[T, inDim] = MLP(x[T, inDim]). */
   forward(x: Float32Array, T: number, out: Float32Array): void {
-    const g = new Float32Array(T * this.hidden);
-    const u = new Float32Array(T * this.hidden);
+    const g = scratch.get("g", T * this.hidden);
+    const u = scratch.get("u", T * this.hidden);
     matmul(this.gate, x, g, T);
     matmul(this.up, x, u, T);
     glu(this.cfg, g, u, g);

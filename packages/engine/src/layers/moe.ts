@@ -79,8 +79,7 @@ export class MoeFfn {
    * a later layer's experts to read at low priority while this one computes (I/O only).
    */
   async forward(x: Float32Array, T: number, out: Float32Array, counters?: RunCounters, prefetch?: { layer: number; ids: number[] }): Promise<void> {
-    const y = await this.layer.forward(x.subarray(0, T * this.layer.opts.hidden), T, { prefetch });
-    out.set(y.subarray(0, T * this.layer.opts.hidden));
+    await this.layer.forward(x.subarray(0, T * this.layer.opts.hidden), T, { prefetch, out });
     const s = this.layer.lastStats;
     if (counters && s) {
       counters.expertRequests += s.uniqueExperts;
