@@ -1,8 +1,16 @@
 /*
  * gemv_bf16_avx512.c: AVX-512. One zmm holds lanes 0-15 (see gemv_bf16.h). Eight rows run
- * together (eight independent FMA chains; each row keeps its own order): with eight row streams
- * in flight per core the DRAM-bound GEMV streams 12-15 % faster than with four (3072x3584 from
- * DRAM, 2 threads: 44-46 vs 39-40 GB/s median; a C harness over this file, CPU time).
+ * together (eight independent FMA chains; each row keeps its own order).
+ *
+ * Decode streams every weight byte from DRAM once, so the loop is judged by how far ahead of its
+ * FMAs the core keeps loads in flight, and that is bounded by how many ops wait behind a miss:
+ *   - one 64-byte load gives 32 bf16, widened to f32 by two vpermw (zero-masked word permutes:
+ *     word j -> high half of dword j) instead of 2 x (vpmovzxwd + vpslld): 2 ops per 32
+ *     elements instead of 4 (hot, in cache: 99 vs 69 GB/s per core);
+ *   - a software prefetch PREFETCH_BYTES ahead IN each row (one line per row per 64 bytes), not
+ *     the next 8-row group: with K3's wide rows the group is 8 x 14-67 KB ahead and fell out of
+ *     L1/L2 before use (7168x33792 from DRAM, 2 threads: +13 % paired; 512..12288 x 3584..7168:
+ *     +1..5 %, C harness over this file, A/B interleaved in one exclusive stretch, 2026-12-02).
  */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #include <immintrin.h>
@@ -14,60 +22,50 @@ static __m512 load_bf16x16(const uint16_t *p, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
 }
 
+/* 32 bf16 at p -> f32 lanes 0-15 (elements 0-15) in *lo and lanes 0-15 (elements 16-31) in *hi. */
+static inline void widen_bf16x32(__m512i v, __m512 *lo, __m512 *hi) {
+    const __m512i lo_idx = _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0,
+                                            7, 0, 6, 0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
+    const __m512i hi_idx = _mm512_set_epi16(31, 0, 30, 0, 29, 0, 28, 0, 27, 0, 26, 0, 25, 0, 24, 0,
+                                            23, 0, 22, 0, 21, 0, 20, 0, 19, 0, 18, 0, 17, 0, 16, 0);
+    const __mmask32 odd_words = 0xAAAAAAAAu; /* the high half of every dword; the low half is 0 */
+    *lo = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(odd_words, lo_idx, v));
+    *hi = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(odd_words, hi_idx, v));
+}
 
-/* Distance of the software prefetch, in rows: the hardware prefetcher alone leaves DRAM latency
-   exposed on interleaved row streams (measured ~0.6 of the read ceiling without it). */
-#define PREFETCH_ROWS 8
+/* Distance of the in-row software prefetch (the hardware prefetcher alone leaves DRAM latency
+   exposed on eight interleaved row streams; 1 KiB beat 512 B, 1.5, 2 and 4 KiB). */
+#define PREFETCH_BYTES 1024
 
-static void rows8(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) {
+/* `rows` (8 or 4, a constant after inlining) rows from w (stride ld) into y[0..rows): the k-loop in
+   steps of 32, then one of 16, then the masked tail. */
+static inline __attribute__((always_inline)) void rows_tile(const uint16_t *w, size_t ld, const float *x,
+                                                            float *y, size_t cols, const int rows) {
     __m512 a[8];
-    for (int i = 0; i < 8; i++) a[i] = _mm512_setzero_ps();
-    const uint16_t *ahead = w + (size_t)PREFETCH_ROWS * ld; /* prefetch never faults past the end */
+    for (int i = 0; i < rows; i++) a[i] = _mm512_setzero_ps();
     size_t k = 0;
+    for (; k + 32 <= cols; k += 32) {
+        for (int i = 0; i < rows; i++) _mm_prefetch((const char *)(w + i * ld + k) + PREFETCH_BYTES, _MM_HINT_T0);
+        __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
+        __m512 lo[8], hi[8];
+        for (int i = 0; i < rows; i++) widen_bf16x32(_mm512_loadu_si512(w + i * ld + k), &lo[i], &hi[i]);
+        for (int i = 0; i < rows; i++) a[i] = _mm512_fmadd_ps(lo[i], x0, a[i]);
+        for (int i = 0; i < rows; i++) a[i] = _mm512_fmadd_ps(hi[i], x1, a[i]);
+    }
     for (; k + 16 <= cols; k += 16) {
-        if ((k & 31) == 0) /* one 64-byte line per row every 32 elements */
-            for (int i = 0; i < 8; i++) _mm_prefetch((const char *)(ahead + i * ld + k), _MM_HINT_T0);
         __m512 xv = _mm512_loadu_ps(x + k);
-        for (int i = 0; i < 8; i++) a[i] = _mm512_fmadd_ps(load_bf16x16(w + i * ld + k, 0xFFFF), xv, a[i]);
+        for (int i = 0; i < rows; i++) a[i] = _mm512_fmadd_ps(load_bf16x16(w + i * ld + k, 0xFFFF), xv, a[i]);
     }
     if (k < cols) {
         __mmask16 m = (__mmask16)((1u << (cols - k)) - 1);
         __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
-        for (int i = 0; i < 8; i++) a[i] = _mm512_mask3_fmadd_ps(load_bf16x16(w + i * ld + k, m), xv, a[i], m);
+        for (int i = 0; i < rows; i++) a[i] = _mm512_mask3_fmadd_ps(load_bf16x16(w + i * ld + k, m), xv, a[i], m);
     }
-    for (int i = 0; i < 8; i++) y[i] = k3_lanes16_sum_avx512(a[i]);
+    for (int i = 0; i < rows; i++) y[i] = k3_lanes16_sum_avx512(a[i]);
 }
 
-static void rows4(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    const uint16_t *ahead = w + (size_t)PREFETCH_ROWS * ld; /* prefetch never faults past the end */
-    size_t k = 0;
-    for (; k + 16 <= cols; k += 16) {
-        if ((k & 31) == 0) { /* one 64-byte line per row every 32 elements */
-            _mm_prefetch((const char *)(ahead + k), _MM_HINT_T0);
-            _mm_prefetch((const char *)(ahead + ld + k), _MM_HINT_T0);
-            _mm_prefetch((const char *)(ahead + 2 * ld + k), _MM_HINT_T0);
-            _mm_prefetch((const char *)(ahead + 3 * ld + k), _MM_HINT_T0);
-        }
-        __m512 xv = _mm512_loadu_ps(x + k);
-        a0 = _mm512_fmadd_ps(load_bf16x16(w + k, 0xFFFF), xv, a0);
-        a1 = _mm512_fmadd_ps(load_bf16x16(w + ld + k, 0xFFFF), xv, a1);
-        a2 = _mm512_fmadd_ps(load_bf16x16(w + 2 * ld + k, 0xFFFF), xv, a2);
-        a3 = _mm512_fmadd_ps(load_bf16x16(w + 3 * ld + k, 0xFFFF), xv, a3);
-    }
-    if (k < cols) {
-        __mmask16 m = (__mmask16)((1u << (cols - k)) - 1);
-        __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
-        a0 = _mm512_mask3_fmadd_ps(load_bf16x16(w + k, m), xv, a0, m);
-        a1 = _mm512_mask3_fmadd_ps(load_bf16x16(w + ld + k, m), xv, a1, m);
-        a2 = _mm512_mask3_fmadd_ps(load_bf16x16(w + 2 * ld + k, m), xv, a2, m);
-        a3 = _mm512_mask3_fmadd_ps(load_bf16x16(w + 3 * ld + k, m), xv, a3, m);
-    }
-    y[0] = k3_lanes16_sum_avx512(a0);
-    y[1] = k3_lanes16_sum_avx512(a1);
-    y[2] = k3_lanes16_sum_avx512(a2);
-    y[3] = k3_lanes16_sum_avx512(a3);
-}
+static void rows8(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) { rows_tile(w, ld, x, y, cols, 8); }
+static void rows4(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) { rows_tile(w, ld, x, y, cols, 4); }
 
 static float row1(const uint16_t *w, const float *x, size_t cols) {
     __m512 acc = _mm512_setzero_ps();
