@@ -21,11 +21,11 @@ export async function timeIt(fn, { minRuns = 5, minMs = 300, warmup = 1 } = {}) 
   return { best: times[0], median: times[times.length >> 1], runs: times.length };
 }
 
-/** Renders rows (objects with the same keys) as a markdown table. */
+/** Renders rows as a markdown table: the union of their keys, in first-seen order ("-" where a row lacks one). */
 export function markdownTable(rows) {
   if (rows.length === 0) return "";
-  const keys = Object.keys(rows[0]);
-  const cell = (v) => (typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toPrecision(4)) : String(v));
+  const keys = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  const cell = (v) => (v === undefined ? "-" : typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toPrecision(4)) : String(v));
   return [
     `| ${keys.join(" | ")} |`,
     `|${keys.map(() => "---").join("|")}|`,

@@ -65,10 +65,12 @@ export function parsePerfCsv(text) {
 
 /**
  * Times one MUL_MAT case with ggml (2 threads = the tool's hardware_concurrency; `cpus` pins the
- * process with taskset, e.g. "0" for one core). Returns { us, gflops, gbPerSec } from the tool's
- * us/run (its own best-effort repeat count), or throws with the tool's output.
+ * process with taskset, e.g. "0" for one core; `threads` caps its OpenMP threads with
+ * OMP_THREAD_LIMIT, e.g. 1: the tool asks for hardware_concurrency threads and ggml runs with the
+ * team OpenMP grants). Returns { us, gflops, gbPerSec } from the tool's us/run (its own best-effort
+ * repeat count), or throws with the tool's output.
  */
-export function runGgmlMulMat(bin, testCase, { cpus, timeoutMs = 120_000 } = {}) {
+export function runGgmlMulMat(bin, testCase, { cpus, threads, timeoutMs = 120_000 } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "k3-ggml-"));
   try {
     const file = join(dir, "cases.txt");
@@ -79,7 +81,8 @@ export function runGgmlMulMat(bin, testCase, { cpus, timeoutMs = 120_000 } = {})
     const [cmd, argv] = cpus === undefined ? [bin, args] : ["taskset", ["-c", String(cpus), bin, ...args]];
     let out;
     try {
-      out = execFileSync(cmd, argv, { encoding: "utf8", timeout: timeoutMs, stdio: ["ignore", "pipe", "pipe"] });
+      const env = threads === undefined ? process.env : { ...process.env, OMP_THREAD_LIMIT: String(threads) };
+      out = execFileSync(cmd, argv, { encoding: "utf8", timeout: timeoutMs, env, stdio: ["ignore", "pipe", "pipe"] });
     } catch (e) {
       throw new Error(`ggml-runner: ${cmd} failed: ${e.message}\n${e.stdout ?? ""}${e.stderr ?? ""}`);
     }
@@ -97,6 +100,6 @@ export function runGgmlMulMat(bin, testCase, { cpus, timeoutMs = 120_000 } = {})
 /** "ggml not run" note for a report, or the binary's description when it was. */
 export function ggmlNote(bin) {
   return bin
-    ? `ggml: ${bin} (test-backend-ops perf -b CPU --test-file, MUL_MAT generic-op lines; 2 threads = its hardware_concurrency; it repeats one op on one weight tensor, so weights that fit the L3 are L3-hot for ggml unless E > 1)`
+    ? `ggml: ${bin} (test-backend-ops perf -b CPU --test-file, MUL_MAT generic-op lines; 2 threads = its hardware_concurrency, 1 thread = OMP_THREAD_LIMIT=1; it repeats one op on one weight tensor, so weights that fit the L3 are L3-hot for ggml unless E > 1)`
     : "ggml was not run (set K3_GGML_BIN to a test-backend-ops binary you built from ggml-org/ggml to add ggml's MUL_MAT for the same shapes, interleaved row by row).";
 }

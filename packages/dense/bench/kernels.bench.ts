@@ -1,4 +1,5 @@
-// node --import tsx bench/kernels.bench.ts [--quick], under `flock -x /tmp/k3-bench.lock`.
+// node --import tsx bench/kernels.bench.ts [--quick] [--gemv], under `flock -x /tmp/k3-bench.lock`
+// (--gemv: only the GEMV rows, every K3 decode shape at 1 and 2 threads beside ggml; --shapes=MxK,...).
 // Issue 18 rows for @k3/dense, each beside the ceiling measured right next to it in the same run:
 //   - exact batched bf16 GEMM (prefill) at n = 4..64, the opt-in rounded one (vdpbf16ps), f32 GEMM:
 //     GFLOP/s against the FMA peak (fmaPeak at the same thread count and SIMD level);
@@ -28,6 +29,7 @@ import { AdjacentCeiling, timeIt, writeReport } from "../../test-utils/src/bench
 import { ggmlBin, ggmlNote, runGgmlMulMat } from "../../../scripts/ggml-runner.mjs";
 
 const quick = process.argv.includes("--quick");
+const gemvOnly = process.argv.includes("--gemv");
 const MiB = 2 ** 20;
 const bin: string | null = ggmlBin();
 type Row = Record<string, string | number>;
@@ -47,10 +49,10 @@ function bf16Weights(n: number, seed: number): Uint16Array {
 }
 const activations = (n: number) => new Float32Array(n).map((_, i) => Math.sin(i * 0.37));
 
-function ggml(kase: { type: string; m: number; k: number; n: number; experts?: number }): { gflops: number; gbPerSec: number } | null {
+function ggml(kase: { type: string; m: number; k: number; n: number; experts?: number }, threads?: number): { gflops: number; gbPerSec: number } | null {
   if (!bin) return null;
   try {
-    return runGgmlMulMat(bin, kase);
+    return runGgmlMulMat(bin, kase, { threads });
   } catch (e) {
     notes.push(`ggml failed on ${JSON.stringify(kase)}: ${(e as Error).message.split("\n")[0]}`);
     return null;
@@ -93,6 +95,7 @@ async function gemmRow(kind: "exact" | "rounded" | "f32", m: number, k: number, 
 }
 
 setSimdLevel(bestSimdLevel());
+if (!gemvOnly) {
 const gemmShapes: Array<[number, number]> = quick ? [[3072, 3584]] : [[3072, 3584], [12288, 7168], [2048, 33792]];
 for (const [m, k] of gemmShapes)
   for (const n of quick ? [8, 32] : [4, 8, 16, 32, 64]) await gemmRow("exact", m, k, n, 2, n === 8 || n === 32);
@@ -103,21 +106,32 @@ await gemmRow("exact", 3072, 3584, 32, 2, false);
 await gemmRow("exact", 3072, 3584, 32, 1, false);
 setSimdLevel(bestSimdLevel());
 notes.push(`Rounded rows: vdpbf16ps ${roundedGemmUsesDpbf16() ? "in use" : "NOT available here (exact kernels on the rounded X)"}; the ggml column of the exact rows is ggml's bf16 matmul, which itself rounds X to bf16 (compare the rounded row of the same shape).`);
+}
 
 // ---------------------------------------------------------------- GEMV (decode) from DRAM
 
 const ceilings = new AdjacentCeiling((threads) => memoryReadCeiling({ threads, bytes: 2 ** 29, reps: 3 }).gbPerSec);
-const gemvShapes: Array<[number, number]> = quick ? [[3072, 3584]] : [[3072, 3584], [3584, 3072], [7168, 12288], [12288, 7168], [163840, 7168]];
+// K3's decode shapes (rows x cols): dense layer 0 w1/w3 and w2, the MLA/KDA projections, MLA q_a /
+// kv_a, lm_head, and the Kimi-Linear shapes of the ggml anchors.
+// --shapes=MxK,MxK picks some of them (to split a run into short exclusive stretches).
+const shapeArg = process.argv.find((a) => a.startsWith("--shapes="))?.slice(9);
+const gemvShapes: Array<[number, number]> = shapeArg ? shapeArg.split(",").map((s) => s.split("x").map(Number) as [number, number])
+  : quick ? [[3072, 3584]] : [
+    [12288, 7168], [7168, 12288], [33792, 7168], [7168, 33792], [163840, 7168],
+    [1536, 7168], [512, 7168], [3072, 3584], [3584, 3072],
+  ];
 for (const [m, k] of gemvShapes) {
   const bytes1 = m * k * 2;
   const copies = Math.max(1, Math.ceil((quick ? 128 : 512) * MiB / bytes1));
   const ws = Array.from({ length: copies }, (_, c) => bf16Weights(m * k, c + 1));
   const x = activations(k), y = new Float32Array(m);
-  for (const threads of m === 163840 ? [2] : [1, 2]) {
+  const rate: number[] = [], rateRounded: number[] = [];
+  for (const threads of [1, 2]) {
     setThreadCount(threads);
     const { seconds, ceiling } = await ceilings.time(threads, () => { for (const w of ws) gemvBf16(w, x, y, { rows: m, cols: k }); }, { minRuns: 3, minMs: quick ? 200 : 600 });
     const gb = (bytes1 * copies) / seconds / 1e9;
-    const g = threads === 2 && m !== 163840 ? ggml({ type: "bf16", m, k, n: 1, experts: Math.max(2, Math.ceil(256 * MiB / bytes1)) }) : null;
+    rate.push(gb);
+    const g = ggml({ type: "bf16", m, k, n: 1, experts: Math.max(1, Math.ceil(256 * MiB / bytes1)) }, threads);
     rows.push({
       workload: "bf16 gemv (DRAM)",
       "m x k": `${m}x${k}`,
@@ -130,6 +144,27 @@ for (const [m, k] of gemvShapes) {
       "k3/ceiling": gb / ceiling,
       ggml: fmt(g?.gbPerSec),
       "k3/ggml": g ? gb / g.gbPerSec : "-",
+      "2T/1T": threads === 2 ? rate[1] / rate[0] : "-",
+    });
+    // The opt-in rounded path at batch 1 (X rounded to bf16, vdpbf16ps: what ggml's bf16 GEMV computes),
+    // beside the same ggml figure; its error is bounded in test/gemm-blocked.test.ts.
+    const yr = new Float32Array(m);
+    const r = await ceilings.time(threads, () => { for (const w of ws) gemmBf16Rounded(w, x, yr, { rows: m, cols: k, batch: 1 }); }, { minRuns: 3, minMs: quick ? 200 : 600 });
+    const gbr = (bytes1 * copies) / r.seconds / 1e9;
+    rateRounded.push(gbr);
+    rows.push({
+      workload: "bf16 gemv ROUNDED (opt-in, gemmBf16Rounded n=1)",
+      "m x k": `${m}x${k}`,
+      n: 1,
+      level: simdLevel(),
+      threads,
+      unit: "GB/s",
+      k3: gbr,
+      "ceiling (same run)": `${r.ceiling.toFixed(1)} read`,
+      "k3/ceiling": gbr / r.ceiling,
+      ggml: fmt(g?.gbPerSec),
+      "k3/ggml": g ? gbr / g.gbPerSec : "-",
+      "2T/1T": threads === 2 ? rateRounded[1] / rateRounded[0] : "-",
     });
   }
 }
@@ -145,7 +180,7 @@ async function scaling(label: string, fn: () => unknown, work: number, unit: str
   const load1 = load ? spinner() : null;
   try {
     await new Promise((r) => setTimeout(r, 100));
-    const rate: number[] = [];
+    const rate: number[] = [], rateRounded: number[] = [];
     let helped = "-", sleeps = "-";
     for (const threads of [1, 2]) {
       setThreadCount(threads);
@@ -176,7 +211,7 @@ async function scaling(label: string, fn: () => unknown, work: number, unit: str
   }
 }
 
-{
+if (!gemvOnly) {
   const m = 3072, k = 3584, n = 32;
   const w = bf16Weights(m * k, 7), X = activations(n * k), Y = new Float32Array(n * m);
   const wg = bf16Weights(1024 * 1024, 8), xg = activations(1024), yg = new Float32Array(1024);
@@ -189,12 +224,12 @@ setThreadCount(2);
 
 notes.push(
   `FMA peak: fmaPeak (16 independent FMA chains per thread at the row's SIMD level) right before and after each GEMM row, mean of the two. GEMM weights are one matrix reused (like ggml's test-backend-ops, which repeats one op on one tensor).`,
-  `GEMV read ceiling: memoryReadCeiling (512 MiB, best of 3) right before and after each row, mean; range this run: ${ceilings.range()}. Our GEMV weights cycle through >= 512 MiB of copies (DRAM); ggml's GEMV rows use E >= 2 distinct matrices in one batched MUL_MAT (>= 256 MiB).`,
+  `GEMV read ceiling: memoryReadCeiling (512 MiB, best of 3) right before and after each row, mean; range this run: ${ceilings.range()}. Our GEMV weights cycle through >= 512 MiB of copies (DRAM), best of >= 3 passes; ggml's GEMV rows use E distinct matrices in one batched MUL_MAT (E x the matrix >= 256 MiB), its us/run; 1-thread ggml runs under OMP_THREAD_LIMIT=1. 2T/1T: our 2-thread over our 1-thread GB/s for the shape.`,
   ggmlNote(bin),
 );
 writeReport("dense-kernels", {
   title: "@k3/dense issue-18 kernels: batched GEMM vs FMA peak, GEMV vs read ceiling, ggml beside",
-  command: `${bin ? "K3_GGML_BIN=<test-backend-ops> " : ""}flock -x /tmp/k3-bench.lock node --import tsx bench/kernels.bench.ts${quick ? " --quick" : ""}`,
+  command: `${bin ? "K3_GGML_BIN=<test-backend-ops> " : ""}flock -x /tmp/k3-bench.lock node --import tsx bench/kernels.bench.ts${quick ? " --quick" : ""}${gemvOnly ? " --gemv" : ""}${shapeArg ? ` --shapes=${shapeArg}` : ""}`,
   rows,
   notes,
 });
