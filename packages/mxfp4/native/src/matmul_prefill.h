@@ -1,10 +1,7 @@
-/* matmul_prefill.h: the batched AVX-512 kernel (decode 4 rows once, then an f32 micro-kernel). */
+/* matmul_prefill.h: the batched AVX-512 kernel (decode 4 rows once into L1, then an f32 micro-kernel). */
 #ifndef K3_MXFP4_PREFILL_H
 #define K3_MXFP4_PREFILL_H
 #include "mxfp4.h"
-
-/* Rows [r0, r0 + 4) of Y for the whole batch; bit-identical to the other tiles. */
-void k3_mxfp4_rows4_prefill_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t r0);
 
 /* Rows [r0, r) of Y for the whole batch, r the end of the last whole 4-row group below r1 (returned). */
 size_t k3_mxfp4_rows_prefill_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t r0,
