@@ -16,6 +16,8 @@ const MiB = 2 ** 20;
 const quick = process.argv.includes("--quick");
 // --compute-only: just the per-core compute table (CPU time, hot cache), robust on a busy machine
 const computeOnly = process.argv.includes("--compute-only");
+// --batched-only: just the batched matmul table (one short exclusive stretch)
+const batchedOnly = process.argv.includes("--batched-only");
 const TARGET_BYTES = (quick ? 64 : 256) * MiB;
 
 function fillRandom(a: Uint8Array, seed: number): Uint8Array {
@@ -62,7 +64,7 @@ setSimdLevel(bestSimdLevel());
 // is not the limit. CPU time (not wall time) keeps the figure meaningful when other processes share
 // the cores; 2 x this is the most two threads can stream whatever the DRAM ceiling.
 const computeRows: Array<Record<string, string | number>> = [];
-{
+if (!batchedOnly) {
   const [r, c] = [256, 3584];
   const m = mxfp4Copies(r, c).slice(0, 1)[0];
   const w = fillRandom(new Uint8Array(r * c * 2), 77);
@@ -133,7 +135,7 @@ const fmt = (v: number | undefined) => (v === undefined ? "-" : Number(v.toPreci
 // ---------------------------------------------------------------- (a) packed matvec vs the ceiling and ggml
 // Levels: the best one, then AVX2 (most laptops). 65536 x 7168 (238 MiB, one matrix) only at the best level.
 const levels: SimdLevel[] = bestSimdLevel() === "avx512" ? ["avx512", "avx2"] : [bestSimdLevel()];
-for (const level of levels) {
+for (const level of batchedOnly ? [] : levels) {
   setSimdLevel(level);
   const bin = level === "avx2" && bestSimdLevel() !== "avx2" ? ggmlAvx2 : ggml;
   const shapes: Array<[number, number, string]> = [
@@ -265,7 +267,7 @@ const notes = [
   "GB/s counts packed + scale bytes (MXFP4: 17 bytes per 32 weights), 1 GB = 1e9 B. Our weights cycle through >= 256 MiB of distinct copies (8x the L3), so they come from DRAM.",
   ...ggmlNotes,
 ];
-writeReport("mxfp4", { title: "@k3/mxfp4 matvec (decode) vs the memory-read ceiling and ggml", command: "flock -x /tmp/k3-bench.lock pnpm bench  (K3_GGML_BIN=/path/to/test-backend-ops to add ggml)", rows, notes });
+if (!batchedOnly) writeReport("mxfp4", { title: "@k3/mxfp4 matvec (decode) vs the memory-read ceiling and ggml", command: "flock -x /tmp/k3-bench.lock pnpm bench  (K3_GGML_BIN=/path/to/test-backend-ops to add ggml)", rows, notes });
 writeReport("mxfp4-batch", {
   title: "@k3/mxfp4 batched matmul (prefill, T tokens x one expert) vs the FMA peak and ggml",
   command: "flock -x /tmp/k3-bench.lock pnpm bench  (K3_GGML_BIN=/path/to/test-backend-ops to add ggml)",
