@@ -105,13 +105,12 @@ typedef struct {
     const float *x;
     size_t cols;
     k3_int8_activations *acts;
-    int avx512;
+    void (*quantize)(const float *x, size_t cols, k3_int8_activations *out);
 } quantize_job;
 
 static void quantize_task(void *ctx, int b) {
     const quantize_job *job = ctx;
-    (job->avx512 ? k3_mxfp4_quantize_activations_avx512 : k3_mxfp4_quantize_activations)(job->x + (size_t)b * job->cols,
-                                                                                          job->cols, &job->acts[b]);
+    job->quantize(job->x + (size_t)b * job->cols, job->cols, &job->acts[b]);
 }
 
 int k3_mxfp4_matmul_int8(const k3_mxfp4_matrix *m, const float *x, float *y, size_t batch) {
@@ -141,7 +140,10 @@ int k3_mxfp4_matmul_int8(const k3_mxfp4_matrix *m, const float *x, float *y, siz
                                         (float *)(base + groups * 128 + groups * 4 * sizeof(float)),
                                         (int32_t *)(base + groups * 128 + groups * 20 * sizeof(float)), groups};
     }
-    quantize_job qjob = {x, m->cols, acts, dense->simd_level() == K3_SIMD_AVX512};
+    quantize_job qjob = {x, m->cols, acts,
+                         dense->simd_level() == K3_SIMD_AVX512 ? k3_mxfp4_quantize_activations_avx512
+                         : dense->simd_level() == K3_SIMD_AVX2 ? k3_mxfp4_quantize_activations_avx2
+                                                               : k3_mxfp4_quantize_activations};
     if (batch == 1) quantize_task(&qjob, 0);
     else dense->parallel_for((int)batch, quantize_task, &qjob);
     int8_job job = {m, acts, y, batch, per_task, kernel, scratch + act_bytes};

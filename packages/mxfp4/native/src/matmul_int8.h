@@ -32,8 +32,9 @@ typedef struct {
 } k3_int8_activations;
 
 void k3_mxfp4_quantize_activations(const float *x, size_t cols, k3_int8_activations *out);
-/* The same on AVX-512 (same bits). */
+/* The same on AVX-512 and on AVX2 (same bits). */
 void k3_mxfp4_quantize_activations_avx512(const float *x, size_t cols, k3_int8_activations *out);
+void k3_mxfp4_quantize_activations_avx2(const float *x, size_t cols, k3_int8_activations *out);
 float k3_mxfp4_row_int8_scalar(const uint8_t *packed, const uint8_t *scales, size_t n_blocks,
                                const k3_int8_activations *a);
 /* Rows r0 .. r0+3 of m against one activation row; out[i] = row r0+i. */

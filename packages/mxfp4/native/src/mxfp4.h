@@ -17,6 +17,8 @@ extern float k3_scaled_e2m1[256][16];
    exactly. k3_bf16_bytes[s] = bits 24-31 of the 16 codes, then bits 16-23: two 16-entry vpshufb
    tables per scale byte (8 KiB), from which the AVX2 kernel builds the f32 weights. Row 255 is NaN. */
 extern uint8_t k3_bf16_bytes[256][32];
+/* 2^(s-128) (the int8 path's factor with the doubled table; s = 0, 1 subnormal; 255 NaN). */
+extern float k3_pow2_minus128[256];
 void k3_mxfp4_init_tables(void);
 
 ptrdiff_t k3_mxfp4_find_bad_scale(const uint8_t *scales, size_t n);

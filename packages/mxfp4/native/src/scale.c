@@ -8,6 +8,7 @@ const float k3_e2m1[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
 float k3_e8m0[256];
 float k3_scaled_e2m1[256][16] __attribute__((aligned(64)));
 uint8_t k3_bf16_bytes[256][32] __attribute__((aligned(32)));
+float k3_pow2_minus128[256];
 
 /* 2^(s-127) built from bits, so nothing depends on libm: s >= 1 is a normal float with exponent
    field s; s = 0 is the subnormal 2^-127 = 2^22 * 2^-149 (mantissa bit 22). */
@@ -15,6 +16,8 @@ void k3_mxfp4_init_tables(void) {
     for (int s = 0; s < 256; s++) {
         uint32_t bits = s == 0 ? 0x00400000u : s == 255 ? 0x7FC00000u : (uint32_t)s << 23;
         memcpy(&k3_e8m0[s], &bits, sizeof bits);
+        uint32_t half = s == 255 ? 0x7FC00000u : s == 0 ? 0x00200000u : s == 1 ? 0x00400000u : (uint32_t)(s - 1) << 23;
+        memcpy(&k3_pow2_minus128[s], &half, sizeof half);
         for (int c = 0; c < 16; c++) k3_scaled_e2m1[s][c] = k3_e2m1[c] * k3_e8m0[s];
         for (int c = 0; c < 16; c++) {
             uint32_t bits;
