@@ -134,7 +134,9 @@ const fmt = (v: number | undefined) => (v === undefined ? "-" : Number(v.toPreci
 
 // ---------------------------------------------------------------- (a) packed matvec vs the ceiling and ggml
 // Levels: the best one, then AVX2 (most laptops). 65536 x 7168 (238 MiB, one matrix) only at the best level.
-const levels: SimdLevel[] = bestSimdLevel() === "avx512" ? ["avx512", "avx2"] : [bestSimdLevel()];
+// --level=avx2: that level's rows alone (with K3_GGML_BIN_AVX2 beside them), all matvec shapes
+const levelArg = process.argv.find((a) => a.startsWith("--level="))?.slice("--level=".length) as SimdLevel | undefined;
+const levels: SimdLevel[] = levelArg ? [levelArg] : bestSimdLevel() === "avx512" ? ["avx512", "avx2"] : [bestSimdLevel()];
 for (const level of batchedOnly ? [] : levels) {
   setSimdLevel(level);
   const bin = level === "avx2" && bestSimdLevel() !== "avx2" ? ggmlAvx2 : ggml;
@@ -195,7 +197,7 @@ for (const level of levels) {
   const bin = level === "avx2" && bestSimdLevel() !== "avx2" ? ggmlAvx2 : ggml;
   const mats = mxfp4Copies(3072, 3584).slice(0, 16);
   setThreadCount(2);
-  for (const batch of level === levels[0] ? [4, 8, 16, 32, 64] : [8, 32]) {
+  for (const batch of level === levels[0] && !levelArg ? [4, 8, 16, 32, 64] : [8, 32]) {
     const X = new Float32Array(batch * 3584).map((_, i) => Math.sin(i * 0.37));
     const Y = new Float32Array(batch * 3072);
     const gg = ggmlRun(bin, { type: "mxfp4", m: 3072, k: 3584, n: batch, experts: 1 }, 2);
