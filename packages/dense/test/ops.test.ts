@@ -134,6 +134,29 @@ describe("activations", () => {
     sameAtEveryLevel(() => silu(x, new Float32Array(x.length)));
   });
 
+  it("GLU activations split over the pool give the same bits at 1/2/3 threads, in place too", () => {
+    // 3 pieces of the kernel's 8192 and a ragged tail, so every task boundary is crossed.
+    const n = 3 * 8192 + 77;
+    const g = uniform(n, -30, 30, 11), up = uniform(n, -60, 60, 12);
+    const before = threadCount();
+    try {
+      setThreadCount(1);
+      const situ1 = situGlu(g, up, new Float32Array(n), 4, 25);
+      const silu1 = siluGlu(g, up, new Float32Array(n));
+      expectClose(situ1.subarray(n - 77), Array.from(g.subarray(n - 77), (v, i) => 4 * Math.tanh(v / 4) * sig(v) * (25 * Math.tanh(up[n - 77 + i] / 25))), 2e-6);
+      for (const t of [2, 3]) {
+        setThreadCount(t);
+        expect(bytesEqual(situGlu(g, up, new Float32Array(n), 4, 25), situ1), `situGlu at ${t} threads`).toBe(true);
+        expect(bytesEqual(siluGlu(g, up, new Float32Array(n)), silu1), `siluGlu at ${t} threads`).toBe(true);
+        const inPlace = g.slice();
+        situGlu(inPlace, up, inPlace, 4, 25);
+        expect(bytesEqual(inPlace, situ1), `situGlu in place at ${t} threads`).toBe(true);
+      }
+    } finally {
+      setThreadCount(before);
+    }
+  });
+
   const fx = fixtureExists("situ_glu.safetensors") ? readFixtureMinimal("situ_glu.safetensors") : null;
   (fx ? it : it.skip)(`matches fixtures/components/situ_glu (atol 1e-5, rtol 1e-5)${fx ? "" : ` [${fixtureNote("situ_glu")}]`}`, () => {
     const t = fx!;
