@@ -34,7 +34,7 @@ describe("thread pool", () => {
     }
   });
 
-  it("counts jobs and the worker's help, and keeps the worker hot across a burst of calls", () => {
+  it("counts jobs and the worker's help, and keeps the worker hot across a burst of calls", (ctx) => {
     const before = threadCount();
     setThreadCount(2);
     try {
@@ -43,14 +43,26 @@ describe("thread pool", () => {
       const x = new Float32Array(cols).fill(1), y = new Float32Array(rows);
       gemvBf16(w, x, y, { rows, cols });
       const s0 = poolStats();
+      const c0 = process.cpuUsage();
+      const t0 = performance.now();
       for (let i = 0; i < 200; i++) {
         gemvBf16(w, x, y, { rows, cols });
         busyWait(0.02); // a short gap between calls, as between a layer's kernels
       }
+      const wallMs = performance.now() - t0;
+      const cpu = process.cpuUsage(c0);
       const s1 = poolStats();
       expect(s1.jobs - s0.jobs).toBe(200);
-      expect(s1.helped - s0.helped, "a worker ran tasks in most jobs").toBeGreaterThan(100);
       expect(y[0]).toBe(cols / 128); // bf16 0x3c00 = 2^-7
+      // The caller busy-waits and the worker computes or spins, so a process that had both cores
+      // burns ~2x its wall time. When other processes took the second core, the caller finishes the
+      // tasks before the worker is scheduled: that says nothing about the pool, so the check is skipped.
+      const cores = (cpu.user + cpu.system) / 1e3 / wallMs;
+      if (cores < 1.6) {
+        console.warn(`pool test: skipped the worker-help check, the process got ${cores.toFixed(2)} cores of 2 during the burst (machine busy)`);
+        ctx.skip();
+      }
+      expect(s1.helped - s0.helped, `a worker ran tasks in most jobs (process had ${cores.toFixed(2)} cores)`).toBeGreaterThan(100);
     } finally {
       setThreadCount(before);
     }
