@@ -327,3 +327,5 @@ export function memoryReadCeiling(options: { bytes?: number; threads?: number; r
     if (threads !== before) setThreadCount(before);
   }
 }
+
+export { Scratch } from "./scratch.js";

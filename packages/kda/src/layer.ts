@@ -3,15 +3,15 @@
  * Projections run on @k3/dense (batched GEMM for T > 1, bit-identical per row to the one-token
  * GEMV); the attention math (conv, gate, recurrence / chunked prefill) is this package's native code.
  */
-import { l2Normalize, rmsNorm, sigmoid } from "@k3/dense";
+import { l2Normalize, rmsNorm, Scratch, sigmoid } from "@k3/dense";
 import { checkConfig, headALog, type KdaConfig } from "./config.js";
 import { chunked, forgetGate, recurrent, shortConv } from "./core.js";
 import { KdaError } from "./errors.js";
 import { KdaState, type StateDtype } from "./state.js";
-import { anyVectorF32, Linear, rowsOf, Scratch, vectorF32, type WeightTensor } from "./weights.js";
+import { anyVectorF32, Linear, rowsOf, vectorF32, type WeightTensor } from "./weights.js";
 
 /** Work buffers of every KdaLayer.forward (synchronous, so one set serves all layers). */
-const scratch = new Scratch();
+const scratch = new Scratch(32 << 20);
 
 /** One layer's tensors, by checkpoint suffix (`...self_attn.<name>.weight` or `A_log`/`dt_bias`). */
 export interface KdaWeights {

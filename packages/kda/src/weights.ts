@@ -125,22 +125,3 @@ export class Linear {
     return Y;
   }
 }
-
-/**
- * Reusable f32 work buffers, by name, grown on demand (a layer's forward needs a dozen [T, width]
- * intermediates; allocating them per call costs zeroing and page faults at real widths). Buffers
- * above `maxBytes` are not kept (a one-off long prefill does not pin its peak). Contents are
- * stale: callers must fully overwrite what they take. Not reentrant: one user at a time.
- */
-export class Scratch {
-  private readonly bufs = new Map<string, Float32Array>();
-  constructor(private readonly maxBytes = 32 << 20) {}
-
-  /** A buffer of exactly n floats (a view of the kept one), stale contents. */
-  get(name: string, n: number): Float32Array {
-    if (n * 4 > this.maxBytes) return new Float32Array(n);
-    let b = this.bufs.get(name);
-    if (!b || b.length < n) this.bufs.set(name, (b = new Float32Array(n)));
-    return b.subarray(0, n);
-  }
-}

@@ -15,10 +15,10 @@ import { attendLatent } from "./core.js";
 import { MlaError } from "./errors.js";
 import { native } from "./native.js";
 import { linear, type Linear, vectorF32, type WeightTensor } from "./weights.js";
-import { Scratch } from "@k3/kda";
+import { Scratch } from "@k3/dense";
 
 /** Work buffers of every MlaLayer.forward (synchronous, so one set serves all layers). */
-const scratch = new Scratch();
+const scratch = new Scratch(32 << 20);
 
 export interface MlaWeights {
   /** 48B. */

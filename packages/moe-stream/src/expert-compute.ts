@@ -12,7 +12,7 @@ import { matmul as mxfp4Matmul, Mxfp4Error, validateScales } from "@k3/mxfp4";
 import type { ExpertLocation } from "./checkpoint.js";
 import { denseMatrix, matmul, type DenseMatrix } from "./dense-weight.js";
 import { MoeStreamError } from "./errors.js";
-import { Scratch } from "./scratch.js";
+import { Scratch } from "@k3/dense";
 
 export type GluActivation = "situ" | "silu";
 

@@ -21,7 +21,7 @@ import type { Router, Routing } from "./router.js";
 import { siluGlu, situGlu } from "@k3/dense";
 import { procIo } from "./io-stats.js";
 import { Mxfp4Error } from "@k3/mxfp4";
-import { Scratch } from "./scratch.js";
+import { Scratch } from "@k3/dense";
 
 /**
  * Work buffers of MoeLayer.forward, shared by every layer (the per-(token, rank) expert outputs

@@ -2,7 +2,7 @@
 import { siluGlu, situGlu } from "@k3/dense";
 import type { ModelConfig } from "../config.js";
 import { loadMatrix, matmul, type Matrix, type WeightSource } from "../weights.js";
-import { Scratch } from "@k3/kda";
+import { Scratch } from "@k3/dense";
 
 /** Work buffers of every GluMlp.forward (synchronous, so one set serves all layers; 17 MB at K3's dense width x 64 tokens). */
 const scratch = new Scratch(64 << 20);

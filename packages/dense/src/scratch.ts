@@ -2,7 +2,8 @@
  * Reusable f32 work buffers, by name, grown on demand (no per-call allocation: at K3's widths a
  * fresh [T, width] array per call costs zeroing and page faults). Contents are stale: callers fully
  * overwrite what they take. Buffers above `maxBytes` are not kept (a one-off long prefill does not
- * pin its peak). Not reentrant: one user at a time.
+ * pin its peak). Not reentrant: one user at a time. One per layer kind (KDA, MLA, MLP, MoE), shared
+ * by its instances, since layers run one after another.
  */
 export class Scratch {
   private readonly bufs = new Map<string, Float32Array>();
