@@ -42,27 +42,37 @@ describe("thread pool", () => {
       const w = new Uint16Array(rows * cols).fill(0x3c00);
       const x = new Float32Array(cols).fill(1), y = new Float32Array(rows);
       gemvBf16(w, x, y, { rows, cols });
-      const s0 = poolStats();
-      const c0 = process.cpuUsage();
-      const t0 = performance.now();
-      for (let i = 0; i < 200; i++) {
-        gemvBf16(w, x, y, { rows, cols });
-        busyWait(0.02); // a short gap between calls, as between a layer's kernels
-      }
-      const wallMs = performance.now() - t0;
-      const cpu = process.cpuUsage(c0);
-      const s1 = poolStats();
-      expect(s1.jobs - s0.jobs).toBe(200);
-      expect(y[0]).toBe(cols / 128); // bf16 0x3c00 = 2^-7
       // The caller busy-waits and the worker computes or spins, so a process that had both cores
-      // burns ~2x its wall time. When other processes took the second core, the caller finishes the
-      // tasks before the worker is scheduled: that says nothing about the pool, so the check is skipped.
-      const cores = (cpu.user + cpu.system) / 1e3 / wallMs;
-      if (cores < 1.6) {
-        console.warn(`pool test: skipped the worker-help check, the process got ${cores.toFixed(2)} cores of 2 during the burst (machine busy)`);
+      // burns ~2x its wall time. When other processes hold the second core (vitest runs packages in
+      // parallel), the caller finishes the tasks before the worker is scheduled: that says nothing
+      // about the pool. So bursts are repeated (up to ~3 s) until one had both cores, and judged there.
+      const burst = () => {
+        const s0 = poolStats();
+        const c0 = process.cpuUsage();
+        const t0 = performance.now();
+        for (let i = 0; i < 200; i++) {
+          gemvBf16(w, x, y, { rows, cols });
+          busyWait(0.02); // a short gap between calls, as between a layer's kernels
+        }
+        const wallMs = performance.now() - t0;
+        const cpu = process.cpuUsage(c0);
+        const s1 = poolStats();
+        return { jobs: s1.jobs - s0.jobs, helped: s1.helped - s0.helped, cores: (cpu.user + cpu.system) / 1e3 / wallMs };
+      };
+      let best = burst();
+      const tEnd = performance.now() + 3000;
+      while (best.cores < 1.6 && performance.now() < tEnd) {
+        const b = burst();
+        expect(b.jobs).toBe(200);
+        if (b.cores > best.cores) best = b;
+      }
+      expect(best.jobs).toBe(200);
+      expect(y[0]).toBe(cols / 128); // bf16 0x3c00 = 2^-7
+      if (best.cores < 1.6) {
+        console.warn(`pool test: skipped the worker-help check, no burst in 3 s got both cores (best ${best.cores.toFixed(2)} of 2: machine busy)`);
         ctx.skip();
       }
-      expect(s1.helped - s0.helped, `a worker ran tasks in most jobs (process had ${cores.toFixed(2)} cores)`).toBeGreaterThan(100);
+      expect(best.helped, `a worker ran tasks in most jobs (process had ${best.cores.toFixed(2)} cores)`).toBeGreaterThan(100);
     } finally {
       setThreadCount(before);
     }
