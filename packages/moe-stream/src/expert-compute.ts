@@ -16,6 +16,15 @@ import { Scratch } from "@k3/dense";
 
 export type GluActivation = "situ" | "silu";
 
+/** SiTU's two bounds (config `activation_situ_beta` / `activation_situ_linear_beta`; K3: 4 and 25). */
+export interface SituBetas {
+  beta: number;
+  linearBeta: number;
+}
+
+/** K3's published SiTU bounds. */
+export const DEFAULT_SITU_BETAS: SituBetas = { beta: 4, linearBeta: 25 };
+
 export interface ExpertCompute {
   /** Input width of the expert (K3: the 3584 latent; 48B: hidden). */
   readonly inDim: number;
@@ -27,8 +36,9 @@ export interface ExpertCompute {
   run(bytes: Uint8Array, loc: ExpertLocation, X: Float32Array, batch: number, Y: Float32Array, readId?: number): void;
 }
 
-function glu(act: GluActivation, g: Float32Array, u: Float32Array, out: Float32Array): void {
-  if (act === "situ") situGlu(g, u, out);
+/** out = act(g, u): the one GLU of the routed and shared experts, with the model's SiTU bounds. */
+export function applyGlu(act: GluActivation, g: Float32Array, u: Float32Array, out: Float32Array, betas: SituBetas = DEFAULT_SITU_BETAS): void {
+  if (act === "situ") situGlu(g, u, out, betas.beta, betas.linearBeta);
   else siluGlu(g, u, out);
 }
 
@@ -39,9 +49,10 @@ function tensor(bytes: Uint8Array, loc: ExpertLocation, name: string): { view: U
 }
 
 /** Experts stored as dense matrices (48B: BF16 `experts.{e}.w{1,2,3}.weight`; F32 in fixtures). */
-export function denseExpertCompute(opts: { inDim: number; interDim: number; activation: GluActivation }): ExpertCompute {
+export function denseExpertCompute(opts: { inDim: number; interDim: number; activation: GluActivation; situBetas?: SituBetas }): ExpertCompute {
   const scratch = new Scratch();
   const { inDim, interDim, activation } = opts;
+  const betas = opts.situBetas ?? DEFAULT_SITU_BETAS;
   return {
     inDim,
     outDim: inDim,
@@ -56,7 +67,7 @@ export function denseExpertCompute(opts: { inDim: number; interDim: number; acti
       const u = scratch.get("u", batch * interDim);
       matmul(mat("w1.weight", interDim, inDim), X, batch, g);
       matmul(mat("w3.weight", interDim, inDim), X, batch, u);
-      glu(activation, g, u, g);
+      applyGlu(activation, g, u, g, betas);
       matmul(mat("w2.weight", inDim, interDim), g, batch, Y);
     },
   };
@@ -95,11 +106,12 @@ export const k3Mxfp4Kernels: Mxfp4Kernels = {
  * refuse a bad scale themselves (`refusesBadScales`, @k3/mxfp4's) skip that scan; their refusal is
  * re-thrown naming the layer, expert and tensor.
  */
-export function mxfp4ExpertCompute(opts: { inDim: number; interDim: number; activation?: GluActivation; kernels?: Mxfp4Kernels }): ExpertCompute {
+export function mxfp4ExpertCompute(opts: { inDim: number; interDim: number; activation?: GluActivation; situBetas?: SituBetas; kernels?: Mxfp4Kernels }): ExpertCompute {
   const scratch = new Scratch();
   const { inDim, interDim } = opts;
   const kernels = opts.kernels ?? k3Mxfp4Kernels;
   const activation = opts.activation ?? "situ";
+  const betas = opts.situBetas ?? DEFAULT_SITU_BETAS;
   const validated = new Set<number>();
   const view = (bytes: Uint8Array, loc: ExpertLocation, w: string, rows: number, cols: number): Mxfp4MatrixView => {
     const p = tensor(bytes, loc, `${w}.weight_packed`);
@@ -137,7 +149,7 @@ export function mxfp4ExpertCompute(opts: { inDim: number; interDim: number; acti
       };
       mm("w1", w1, X, g);
       mm("w3", w3, X, u);
-      glu(activation, g, u, g);
+      applyGlu(activation, g, u, g, betas);
       mm("w2", w2, g, Y);
     },
   };

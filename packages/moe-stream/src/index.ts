@@ -19,11 +19,14 @@ export {
   type ExpertStoreStats,
 } from "./expert-store.js";
 export {
+  applyGlu,
   denseExpertCompute,
   mxfp4ExpertCompute,
   k3Mxfp4Kernels,
+  DEFAULT_SITU_BETAS,
   type ExpertCompute,
   type GluActivation,
+  type SituBetas,
   type Mxfp4Kernels,
   type Mxfp4MatrixView,
 } from "./expert-compute.js";

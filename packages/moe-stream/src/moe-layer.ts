@@ -15,10 +15,9 @@
 import { rmsNorm } from "@k3/dense";
 import { type DenseMatrix, matmul } from "./dense-weight.js";
 import { ChecksumError, ExpertReadError, MoeStreamError } from "./errors.js";
-import type { ExpertCompute, GluActivation } from "./expert-compute.js";
+import { applyGlu, type ExpertCompute, type GluActivation, type SituBetas } from "./expert-compute.js";
 import type { ExpertHandle, ExpertRequest } from "./expert-store.js";
 import type { Router, Routing } from "./router.js";
-import { siluGlu, situGlu } from "@k3/dense";
 import { procIo } from "./io-stats.js";
 import { Mxfp4Error } from "@k3/mxfp4";
 import { Scratch } from "@k3/dense";
@@ -65,6 +64,8 @@ export interface MoeLayerOptions {
   shared?: SharedExperts;
   /** Shared-expert activation (K3 situ, 48B silu). */
   activation: GluActivation;
+  /** SiTU bounds of the shared experts (default K3's 4 and 25); give the routed compute the same. */
+  situBetas?: SituBetas;
   /**
    * What a routed expert whose bytes cannot be had does to forward(): "fail" (default) rejects
    * with the read's error and produces no output; "drop" leaves that expert out of the mix (its
@@ -305,8 +306,7 @@ export class MoeLayer {
     const inter = s.gate.rows;
     const g = matmul(s.gate, x, T, sc.get("sharedGate", T * inter));
     const u = matmul(s.up, x, T, sc.get("sharedUp", T * inter));
-    if (this.opts.activation === "situ") situGlu(g, u, g);
-    else siluGlu(g, u, g);
+    applyGlu(this.opts.activation, g, u, g, this.opts.situBetas);
     return matmul(s.down, g, T, sc.get("shared", T * this.opts.hidden));
   }
 }

@@ -39,7 +39,10 @@ export class MoeFfn {
     );
     const inDim = m.latentDim ?? D;
     const activation = cfg.hiddenAct;
-    const compute = m.mxfp4 ? mxfp4ExpertCompute({ inDim, interDim: m.intermediate, activation }) : denseExpertCompute({ inDim, interDim: m.intermediate, activation });
+    // The config's SiTU bounds reach every GLU: dense layer 0, shared and routed experts alike.
+    const situBetas = { beta: cfg.situBeta, linearBeta: cfg.situLinearBeta };
+    const expertOpts = { inDim, interDim: m.intermediate, activation, situBetas };
+    const compute = m.mxfp4 ? mxfp4ExpertCompute(expertOpts) : denseExpertCompute(expertOpts);
     const S = m.numShared * m.intermediate;
     try {
       this.layer = new MoeLayer({
@@ -66,6 +69,7 @@ export class MoeFfn {
               }
             : undefined,
         activation,
+        situBetas,
         onExpertError,
       });
     } catch (err) {
