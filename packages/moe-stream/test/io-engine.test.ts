@@ -182,11 +182,19 @@ describe.each(ENGINES)("ExpertStore on %s", (ioEngine) => {
       expect(store.prefetch(2, [4, 5])).toBe(2);
       const got = await readAll(store, 2, [4, 5, 6]);
       expect(got.filter((h) => h.source === "prefetched").length).toBe(2);
-      expect(store.prefetch(1, [10, 11, 12, 13, 14, 15, 16, 17])).toBe(8);
-      const cancelled = store.cancelPrefetch();
-      // One prefetch at a time (the cap): the later ones are still queued when cancel runs.
-      expect(cancelled).toBeGreaterThanOrEqual(1);
-      expect((await readAll(store, 1, [10, 11, 12, 13, 14, 15, 16, 17])).length).toBe(8);
+      // One prefetch at a time (the cap): the later ones are normally still queued when cancel runs,
+      // but the reader threads can finish 8 page-cached reads before JS calls cancel, so a round that
+      // cancelled nothing is repeated on other experts (up to 3 rounds).
+      let cancelled = 0;
+      for (const ids of [[10, 11, 12, 13, 14, 15, 16, 17], [0, 1, 2, 3, 7, 8, 9, 18], [19, 20, 21, 22, 23, 4, 5, 6]]) {
+        expect(store.prefetch(1, ids)).toBe(8);
+        const n = store.cancelPrefetch();
+        expect(n, "the read in flight is never cancelled").toBeLessThanOrEqual(7);
+        cancelled += n;
+        expect((await readAll(store, 1, ids)).length).toBe(8);
+        if (n > 0) break;
+      }
+      expect(cancelled, "some queued prefetch was dropped").toBeGreaterThanOrEqual(1);
       await new Promise((r) => setTimeout(r, 20));
       expect(store.stats().prefetchCancelled).toBe(cancelled);
     } finally {
