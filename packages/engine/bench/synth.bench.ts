@@ -15,7 +15,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 // @ts-expect-error: plain .mjs helper shared by every package's bench
 import { writeReport } from "../../../scripts/bench-report.mjs";
-import { WriteQueue } from "@k3/safetensors";
+import { timeQueuedWrite } from "@k3/safetensors";
 import { generateOnly, synthConfig, synthesize, synthPlan, tensorByteSize } from "../src/synth.js";
 
 const { values } = parseArgs({ options: { dir: { type: "string" }, layers: { type: "string" }, experts: { type: "string" }, vocab: { type: "string" } } });
@@ -54,22 +54,7 @@ function plainSync(): number {
 }
 
 /** The same bytes through synth's own write path (WriteQueue: 32 MiB writev batches, 4 in flight), then fsync. */
-async function plainQueued(): Promise<number> {
-  const t0 = performance.now();
-  const fd = openSync(file, "w");
-  const q = new WriteQueue(fd, file, { inFlight: 4, batchBytes: 32 << 20 });
-  for (let done = 0; done < bytes; ) {
-    const n = Math.min(piece.length, bytes - done);
-    await q.push(piece.subarray(0, n), done);
-    done += n;
-  }
-  await q.drain();
-  fsyncSync(fd);
-  closeSync(fd);
-  const s = (performance.now() - t0) / 1000;
-  rmSync(file, { force: true });
-  return s;
-}
+const plainQueued = (): Promise<number> => timeQueuedWrite(file, bytes, { inFlight: 4, batchBytes: 32 << 20 });
 
 // Rounds of plain write -> synth -> queued plain write (-> dd), so drift of the shared disk hits
 // all alike; each round's synth is judged against the plain writes of the same round.

@@ -11,10 +11,10 @@
  *   /work/bin/k3-excl node --import tsx bench/pack.bench.ts --model DIR [--out DIR] [--rounds N]
  */
 import { spawnSync } from "node:child_process";
-import { closeSync, fsyncSync, mkdirSync, openSync, read, rmSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, read, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { WriteQueue } from "@k3/safetensors";
+import { timeQueuedWrite } from "@k3/safetensors";
 // @ts-expect-error: plain .mjs helper shared by every package's bench
 import { writeReport } from "../../../scripts/bench-report.mjs";
 import { packTrunk, planTrunk } from "../src/trunk-pack.js";
@@ -60,24 +60,7 @@ async function readCeiling(): Promise<number> {
   return s;
 }
 
-async function writeCeiling(): Promise<number> {
-  const file = join(outRoot, "plain.bin");
-  const piece = Buffer.alloc(32 << 20, 0x5a);
-  const t0 = performance.now();
-  const fd = openSync(file, "w");
-  const q = new WriteQueue(fd, file, { inFlight: 4, batchBytes: 32 << 20 });
-  for (let done = 0; done < trunkBytes; ) {
-    const n = Math.min(piece.length, trunkBytes - done);
-    await q.push(piece.subarray(0, n), done);
-    done += n;
-  }
-  await q.drain();
-  fsyncSync(fd);
-  closeSync(fd);
-  const s = (performance.now() - t0) / 1000;
-  rmSync(file, { force: true });
-  return s;
-}
+const writeCeiling = (): Promise<number> => timeQueuedWrite(join(outRoot, "plain.bin"), trunkBytes, { inFlight: 4, batchBytes: 32 << 20 });
 
 async function pack(): Promise<number> {
   const out = join(outRoot, "trunk");

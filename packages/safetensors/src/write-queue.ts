@@ -8,7 +8,7 @@
  * larger than a batch is split, never copied). A piece must stay unchanged until `drain()` settles.
  * The first failed write is reported by the next `push` or by `drain`.
  */
-import { writev } from "node:fs";
+import { closeSync, fsyncSync, openSync, rmSync, writev } from "node:fs";
 import { ioError } from "./errors.js";
 
 /** Default batch: 32 MiB (8-64 MiB writes keep this virtio disk's queue full). */
@@ -121,4 +121,29 @@ export class WriteQueue {
       for (const res of w) res();
     });
   }
+}
+
+/**
+ * Seconds to write `bytes` of one repeated 32 MiB pattern to `file` through a WriteQueue, then
+ * fsync; the file is removed after. The write ceiling the writer's own benches compare against.
+ */
+export async function timeQueuedWrite(file: string, bytes: number, opts: WriteQueueOptions = {}): Promise<number> {
+  const piece = Buffer.alloc(DEFAULT_BATCH_BYTES, 0x5a);
+  const t0 = performance.now();
+  const fd = openSync(file, "w");
+  try {
+    const q = new WriteQueue(fd, file, { inFlight: opts.inFlight ?? 4, batchBytes: opts.batchBytes ?? DEFAULT_BATCH_BYTES });
+    for (let done = 0; done < bytes; ) {
+      const n = Math.min(piece.length, bytes - done);
+      await q.push(piece.subarray(0, n), done);
+      done += n;
+    }
+    await q.drain();
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  const s = (performance.now() - t0) / 1000;
+  rmSync(file, { force: true });
+  return s;
 }
