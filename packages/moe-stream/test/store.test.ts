@@ -188,7 +188,7 @@ describe("ExpertStore memory", () => {
       // ~1.3 MB experts: 3 layers x 8 cache slots + 6 streaming slots = 30 slots, ~40 MB arena.
       writeSyntheticK3({ dir: d, layers: [1, 2, 3], experts: 12, hidden: 64, latent: 1024, inter: 1024, content: "fast" });
       const { execFileSync } = await import("node:child_process");
-      const out = execFileSync(process.execPath, ["--import", "tsx", new URL("./rss-child.ts", import.meta.url).pathname, d, "1,2,3"], { encoding: "utf8" });
+      const out = execFileSync(process.execPath, ["--expose-gc", "--import", "tsx", new URL("./rss-child.ts", import.meta.url).pathname, d, "1,2,3"], { encoding: "utf8" });
       const r = JSON.parse(out.trim().split("\n").at(-1)!);
       expect(r.reads).toBe(36 + 2 * 3 * 4); // rounds 2 and 3: 8 of 12 per layer are resident hits
       const figures = JSON.stringify(r);
