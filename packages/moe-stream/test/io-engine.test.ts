@@ -188,8 +188,7 @@ describe.each(ENGINES)("ExpertStore on %s", (ioEngine) => {
       let cancelled = 0;
       for (const ids of [[10, 11, 12, 13, 14, 15, 16, 17], [0, 1, 2, 3, 7, 8, 9, 18], [19, 20, 21, 22, 23, 4, 5, 6]]) {
         expect(store.prefetch(1, ids)).toBe(8);
-        const n = store.cancelPrefetch();
-        expect(n, "the read in flight is never cancelled").toBeLessThanOrEqual(7);
+        const n = store.cancelPrefetch(); // 0..8: a reader may not have taken even the first one yet
         cancelled += n;
         expect((await readAll(store, 1, ids)).length).toBe(8);
         if (n > 0) break;
