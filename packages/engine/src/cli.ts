@@ -145,6 +145,17 @@ SSE), GET /v1/models, GET /health, and a chat page at / (self-contained, works o
 turns it off). Binds loopback unless --host says otherwise. One generation runs at a time in a
 worker thread; --queue more may wait, the rest get 429.
 
+Any web page the user opens can send requests to this server, so: a request whose Host is not
+localhost, 127.0.0.1, [::1] or the bound address (at the bound port) gets 403 (DNS rebinding); a
+request with an Origin other than the server's own gets 403; a POST that is not
+Content-Type: application/json gets 415.
+
+  --allow-host NAME    also answer to Host NAME (any port) or NAME:PORT (repeatable; e.g. the
+                       machine's LAN name when binding --host 0.0.0.0, or a reverse proxy's name)
+  --cors ORIGIN        let pages from ORIGIN (e.g. http://localhost:3000; "*" = any) call the
+                       server: their requests pass, get Access-Control-Allow-Origin, and OPTIONS
+                       preflights are answered (repeatable)
+
   --prompt-cache N     keep N prompt-state snapshots (default 1; 0 = off): a request whose prompt
                        starts with an earlier one (a chat resending its conversation) prefills only
                        the rest. Snapshots sit at multiples of the prefill chunk size, so the output
@@ -662,6 +673,8 @@ async function cmdServe(argv: string[]): Promise<number> {
     "prompt-cache": { type: "string" },
     "prompt-cache-mb": { type: "string" },
     "no-web-ui": { type: "boolean" },
+    "allow-host": { type: "string", multiple: true },
+    cors: { type: "string", multiple: true },
   });
   if (values.help) return print(HELP.serve);
   const port = num(values, "port", 8080, (x) => Number.isInteger(x) && x >= 0 && x < 65536, "a port number");
@@ -680,6 +693,8 @@ async function cmdServe(argv: string[]): Promise<number> {
     port,
     maxQueue,
     webUi: !values["no-web-ui"],
+    allowHosts: values["allow-host"] as string[] | undefined,
+    corsOrigins: values.cors as string[] | undefined,
     log: (l) => process.stderr.write(l + "\n"),
   });
   process.stderr.write(`serving ${backend.modelId} at ${server.url}/v1${values["no-web-ui"] ? "" : `; chat page at ${server.url}/`} (Ctrl-C to stop)\n`);

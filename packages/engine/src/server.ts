@@ -8,6 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { randomUUID } from "node:crypto";
 import { CHAT_PAGE, CHAT_PAGE_CSP } from "./web-ui.js";
+import { HttpGuard } from "./http-guard.js";
 
 export type ChatRole = "system" | "user" | "assistant";
 export interface ChatMessage {
@@ -64,6 +65,10 @@ export interface ServeOptions {
   maxTokensLimit?: number;
   /** Serve the chat page (web-ui.ts) at / (default true). */
   webUi?: boolean;
+  /** Extra Host names the server answers to (NAME or NAME:PORT), beside loopback and the bound address. */
+  allowHosts?: string[];
+  /** Origins allowed to call the server cross-origin ("*" = any); preflights are answered for them. */
+  corsOrigins?: string[];
   log?: (line: string) => void;
 }
 
@@ -94,7 +99,9 @@ function sendError(res: ServerResponse, err: HttpError): void {
     res.end();
     return;
   }
-  sendJson(res, err.status, { error: { message: err.message, type: err.type, param: err.param, code: err.code } }, err.status === 413);
+  // 403/413/415 are sent before the body is read (see sendJson on an unread body).
+  const unread = err.status === 413 || err.status === 403 || err.status === 415;
+  sendJson(res, err.status, { error: { message: err.message, type: err.type, param: err.param, code: err.code } }, unread);
 }
 
 async function readBody(req: IncomingMessage, limit: number): Promise<unknown> {
@@ -248,6 +255,8 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
   const maxTokensLimit = options.maxTokensLimit ?? 4096;
   const log = options.log ?? (() => {});
   const created = Math.floor(Date.now() / 1000);
+  // Set once the port is known (port 0 picks one); no request arrives before that.
+  let guard: HttpGuard | null = null;
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err) => {
@@ -259,6 +268,18 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? "/").split("?")[0];
+    const refused = guard!.check({ host: req.headers.host, origin: req.headers.origin });
+    if (refused) throw new HttpError(refused.status, refused.message, refused.param);
+    const origin = req.headers.origin;
+    if (origin !== undefined && guard!.corsAllowed(origin)) {
+      res.setHeader("access-control-allow-origin", origin);
+      res.setHeader("vary", "Origin");
+      if (req.method === "OPTIONS") {
+        res.writeHead(204, { "access-control-allow-methods": "GET, POST, OPTIONS", "access-control-allow-headers": "content-type, authorization", "access-control-max-age": "600", "content-length": 0 });
+        res.end();
+        return;
+      }
+    }
     if (req.method === "GET" && (path === "/" || path === "/index.html") && options.webUi !== false) {
       res.writeHead(200, { "content-type": "text/html; charset=utf-8", "content-length": Buffer.byteLength(CHAT_PAGE), "content-security-policy": CHAT_PAGE_CSP, "x-content-type-options": "nosniff", "referrer-policy": "no-referrer" });
       res.end(CHAT_PAGE);
@@ -275,6 +296,8 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
     const kind = path === "/v1/chat/completions" ? "chat" : path === "/v1/completions" ? "text" : null;
     if (!kind) throw new HttpError(404, `no route ${req.method} ${path}`);
     if (req.method !== "POST") throw new HttpError(405, `${path} takes POST`);
+    const badType = guard!.checkContentType(req.headers["content-type"]);
+    if (badType) throw new HttpError(badType.status, badType.message, badType.param);
     const body = await readBody(req, limit);
     const job = validateRequest(body, kind, backend.modelId, maxTokensLimit);
     const abort = new AbortController();
@@ -330,11 +353,14 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
     return r.cachedTokens === undefined ? u : { ...u, prompt_tokens_details: { cached_tokens: r.cachedTokens } };
   }
 
+  // A bad --allow-host is refused before the port is taken.
+  new HttpGuard({ boundHosts: [host], boundPort: 0, allowHosts: options.allowHosts });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port ?? 8080, host, () => resolve());
   });
   const addr = server.address() as AddressInfo;
+  guard = new HttpGuard({ boundHosts: [addr.address, host], boundPort: addr.port, allowHosts: options.allowHosts, corsOrigins: options.corsOrigins });
   const url = `http://${addr.family === "IPv6" ? `[${addr.address}]` : addr.address}:${addr.port}`;
   return {
     server,

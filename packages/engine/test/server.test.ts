@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startServer, validateRequest, type CompletionBackend, type CompletionJob, type RunningServer } from "../src/server.js";
+import { request as httpRequest } from "node:http";
 
 /** A scripted backend: emits the words of a fixed reply, one per tick, honouring the signal. */
 class ScriptedBackend implements CompletionBackend {
@@ -186,5 +187,111 @@ describe("the chat page", () => {
     } finally {
       await off.close();
     }
+  });
+});
+
+/** A raw HTTP request with exactly the headers given (Host included: fetch would set its own). */
+function raw(url: string, method: string, path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; headers: Record<string, unknown>; body: any }> {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: u.hostname, port: u.port, method, path, headers: body === undefined ? headers : { ...headers, "content-length": String(Buffer.byteLength(body)) }, setHost: false }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (c) => (text += c));
+      res.on("end", () => {
+        let parsed: any = text;
+        try {
+          parsed = JSON.parse(text);
+        } catch {}
+        resolve({ status: res.statusCode!, headers: res.headers, body: parsed });
+      });
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+describe("server against a hostile web page", () => {
+  const chatBody = JSON.stringify({ messages: [{ role: "user", content: "hi" }], max_tokens: 4 });
+  const host = () => new URL(srv.url).host;
+
+  it("refuses a cross-origin text/plain POST (a 'simple' request) before the model runs", async () => {
+    const before = backend.jobs.length;
+    const r = await raw(srv.url, "POST", "/v1/chat/completions", { host: host(), origin: "http://evil.example", "content-type": "text/plain" }, chatBody);
+    expect(r.status).toBe(403);
+    expect(r.body.error).toMatchObject({ type: "invalid_request_error", param: "origin" });
+    expect(r.body.error.message).toMatch(/evil\.example/);
+    // Same-origin text/plain: refused on the Content-Type alone.
+    const t = await raw(srv.url, "POST", "/v1/chat/completions", { host: host(), origin: srv.url, "content-type": "text/plain" }, chatBody);
+    expect(t.status).toBe(415);
+    expect(t.body.error).toMatchObject({ type: "invalid_request_error", param: "content-type" });
+    expect(backend.jobs.length).toBe(before);
+  });
+
+  it("refuses a form-encoded body with Origin: null, and a form body without Origin", async () => {
+    const before = backend.jobs.length;
+    const form = `messages=${encodeURIComponent('[{"role":"user","content":"hi"}]')}`;
+    const r = await raw(srv.url, "POST", "/v1/completions", { host: host(), origin: "null", "content-type": "application/x-www-form-urlencoded" }, form);
+    expect(r.status).toBe(403);
+    expect(r.body.error.param).toBe("origin");
+    const noOrigin = await raw(srv.url, "POST", "/v1/completions", { host: host(), "content-type": "application/x-www-form-urlencoded" }, JSON.stringify({ prompt: "x" }));
+    expect(noOrigin.status).toBe(415);
+    expect(noOrigin.body.error.message).toMatch(/application\/json/);
+    expect(backend.jobs.length).toBe(before);
+  });
+
+  it("refuses a foreign Host (DNS rebinding) on every route, and accepts the loopback names at the bound port", async () => {
+    const before = backend.jobs.length;
+    const port = new URL(srv.url).port;
+    for (const [method, path, body] of [["POST", "/v1/chat/completions", chatBody], ["GET", "/v1/models", undefined], ["GET", "/", undefined]] as const) {
+      const r = await raw(srv.url, method, path, { host: "evil.example", "content-type": "application/json" }, body);
+      expect(r.status).toBe(403);
+      expect(r.body.error).toMatchObject({ type: "invalid_request_error", param: "host" });
+    }
+    expect((await raw(srv.url, "GET", "/v1/models", { host: `evil.example:${port}` })).status).toBe(403);
+    // The right name at another port is another origin.
+    expect((await raw(srv.url, "GET", "/v1/models", { host: "127.0.0.1:1" })).status).toBe(403);
+    expect((await raw(srv.url, "GET", "/v1/models", {})).status).toBe(400); // Node refuses a missing Host itself
+    expect(backend.jobs.length).toBe(before);
+    for (const h of [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`, `LOCALHOST:${port}`]) {
+      expect((await raw(srv.url, "GET", "/v1/models", { host: h })).status).toBe(200);
+    }
+  });
+
+  it("the chat page's own requests (same-origin, application/json) still run", async () => {
+    const r = await raw(srv.url, "POST", "/v1/chat/completions", { host: host(), origin: srv.url, "content-type": "application/json" }, chatBody);
+    expect(r.status).toBe(200);
+    expect(r.body.choices[0].message.content).toBe("Hello world!");
+    expect(r.headers["access-control-allow-origin"]).toBeUndefined();
+    const page = await raw(srv.url, "GET", "/", { host: host() });
+    expect(page.status).toBe(200);
+  });
+
+  it("--allow-host adds a name; --cors lets one origin in and answers its preflight", async () => {
+    const s = await startServer(backend, { port: 0, allowHosts: ["k3.lan", "proxy.lan:443"], corsOrigins: ["http://localhost:3000"] });
+    try {
+      const port = new URL(s.url).port;
+      expect((await raw(s.url, "GET", "/v1/models", { host: "k3.lan" })).status).toBe(200);
+      expect((await raw(s.url, "GET", "/v1/models", { host: `k3.lan:${port}` })).status).toBe(200);
+      expect((await raw(s.url, "GET", "/v1/models", { host: "proxy.lan:443" })).status).toBe(200);
+      expect((await raw(s.url, "GET", "/v1/models", { host: "proxy.lan:8443" })).status).toBe(403);
+      const h = { host: new URL(s.url).host };
+      const pre = await raw(s.url, "OPTIONS", "/v1/chat/completions", { ...h, origin: "http://localhost:3000", "access-control-request-method": "POST", "access-control-request-headers": "content-type" });
+      expect(pre.status).toBe(204);
+      expect(pre.headers["access-control-allow-origin"]).toBe("http://localhost:3000");
+      expect(String(pre.headers["access-control-allow-headers"])).toMatch(/content-type/);
+      expect(String(pre.headers["access-control-allow-methods"])).toMatch(/POST/);
+      const ok = await raw(s.url, "POST", "/v1/chat/completions", { ...h, origin: "http://localhost:3000", "content-type": "application/json" }, chatBody);
+      expect(ok.status).toBe(200);
+      expect(ok.headers["access-control-allow-origin"]).toBe("http://localhost:3000");
+      const evil = await raw(s.url, "OPTIONS", "/v1/chat/completions", { ...h, origin: "http://evil.example", "access-control-request-method": "POST" });
+      expect(evil.status).toBe(403);
+      expect(evil.headers["access-control-allow-origin"]).toBeUndefined();
+      // Even an allowed origin cannot send a simple (non-JSON) POST.
+      expect((await raw(s.url, "POST", "/v1/completions", { ...h, origin: "http://localhost:3000", "content-type": "text/plain" }, JSON.stringify({ prompt: "x" }))).status).toBe(415);
+    } finally {
+      await s.close();
+    }
+    await expect(startServer(backend, { port: 0, allowHosts: ["bad host/"] })).rejects.toThrow(/--allow-host/);
   });
 });
