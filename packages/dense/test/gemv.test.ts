@@ -64,6 +64,11 @@ describe("gemvBf16", () => {
     [37, 100, 128],
     [130, 513, 513],
     [64, 3584, 3584],
+    // AVX-512 tiles: 16 + 16 + 8 + 4 + 1 rows with a masked column tail, and a 4 KiB row stride (the
+    // 8-row path); the prefetch moves to the next tile near each row's end
+    [45, 1000, 1003],
+    [29, 2048, 2048],
+    [48, 7168, 7168],
   ];
 
   it.each(shapes)("matches a float64 reference (%i x %i, ld %i)", (rows, cols, ld) => {

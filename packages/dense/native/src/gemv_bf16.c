@@ -35,7 +35,7 @@ void k3_gemv_bf16(const uint16_t *w, size_t ld, const float *x, float *y, size_t
     size_t tasks = (size_t)k3_pool_thread_count() * 4;
     size_t per_task = (rows + tasks - 1) / tasks;
     if (per_task < ROWS_PER_TASK_MIN) per_task = ROWS_PER_TASK_MIN;
-    per_task = (per_task + 3) / 4 * 4; /* whole 4-row groups */
+    per_task = (per_task + 15) / 16 * 16; /* whole 16-row tiles (gemv_bf16_avx512.c) */
     gemv_job job = {variant_for(k3_cpu_level()), w, ld, x, y, rows, cols, per_task};
     k3_pool_parallel_for((int)((rows + per_task - 1) / per_task), gemv_task, &job);
 }

@@ -1,16 +1,15 @@
 /*
- * gemv_bf16_avx512.c: AVX-512. One zmm holds lanes 0-15 (see gemv_bf16.h). Eight rows run
- * together (eight independent FMA chains; each row keeps its own order).
+ * gemv_bf16_avx512.c: AVX-512. One zmm holds lanes 0-15 (see gemv_bf16.h). Sixteen rows run
+ * together (sixteen independent FMA chains; each row keeps its own order).
  *
  * Decode streams every weight byte from DRAM once, so the loop is judged by how far ahead of its
  * FMAs the core keeps loads in flight, and that is bounded by how many ops wait behind a miss:
  *   - one 64-byte load gives 32 bf16, widened to f32 by two vpermw (zero-masked word permutes:
  *     word j -> high half of dword j) instead of 2 x (vpmovzxwd + vpslld): 2 ops per 32
  *     elements instead of 4 (hot, in cache: 99 vs 69 GB/s per core);
- *   - a software prefetch PREFETCH_BYTES ahead IN each row (one line per row per 64 bytes), not
- *     the next 8-row group: with K3's wide rows the group is 8 x 14-67 KB ahead and fell out of
- *     L1/L2 before use (7168x33792 from DRAM, 2 threads: +13 % paired; 512..12288 x 3584..7168:
- *     +1..5 %, C harness over this file, A/B interleaved in one exclusive stretch, 2026-12-02).
+ *   - a software prefetch a few hundred bytes ahead IN each row (one line per row per 64 bytes), not
+ *     the next group: with K3's wide rows the group is 16 x 14-67 KB ahead and would fall out of
+ *     L1/L2 before use; only near a row's end does it move to the next tile (see PREFETCH_AHEAD).
  */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #include <immintrin.h>
@@ -33,24 +32,40 @@ static inline void widen_bf16x32(__m512i v, __m512 *lo, __m512 *hi) {
     *hi = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(odd_words, hi_idx, v));
 }
 
-/* Distance of the in-row software prefetch (the hardware prefetcher alone leaves DRAM latency
-   exposed on eight interleaved row streams; 1 KiB beat 512 B, 1.5, 2 and 4 KiB). */
-#define PREFETCH_BYTES 1024
+/* Software prefetch PREFETCH_AHEAD elements (384 B) ahead in each row; near a row's end it moves on
+   to the head of the NEXT tile's row i (rows + i), so a tile starts with its rows already in flight
+   instead of each row paying DRAM latency for its first lines (without the redirect the prefetch
+   near the end lands in row i + 1, which this tile is reading anyway). C harness over this file,
+   DRAM-streamed, one exclusive stretch, 2026-12-02: +5..15 % over the 1 KiB in-row prefetch on
+   1 and 2 threads; 256-512 B beat 768 B and 1 KiB once redirected; an extra L2 prefetch further
+   ahead (T1, 2 KiB) lost 3 %. */
+#define PREFETCH_AHEAD 192
 
-/* `rows` (8 or 4, a constant after inlining) rows from w (stride ld) into y[0..rows): the k-loop in
-   steps of 32, then one of 16, then the masked tail. */
+/* Offset (from row i's start, in elements) of row i's prefetch at column k of a tile of `rows`. */
+static inline size_t prefetch_offset(size_t k, size_t cols, size_t ld, int rows) {
+    size_t kp = k + PREFETCH_AHEAD;
+    return kp < cols ? kp : kp - cols + (size_t)rows * ld;
+}
+
+/* `rows` (16, 8 or 4, a constant after inlining) rows from w (stride ld) into y[0..rows): the
+   k-loop in steps of 32, then one of 16, then the masked tail. 16 rows (16 independent FMA chains,
+   16 row streams) beat 8 by 2-6 % and 4 or 2 rows lost 10-40 %: more streams in flight per core
+   is what this loop needs, fewer streams did not help the hardware prefetcher. */
 static inline __attribute__((always_inline)) void rows_tile(const uint16_t *w, size_t ld, const float *x,
                                                             float *y, size_t cols, const int rows) {
-    __m512 a[8];
+    __m512 a[16];
     for (int i = 0; i < rows; i++) a[i] = _mm512_setzero_ps();
     size_t k = 0;
     for (; k + 32 <= cols; k += 32) {
-        for (int i = 0; i < rows; i++) _mm_prefetch((const char *)(w + i * ld + k) + PREFETCH_BYTES, _MM_HINT_T0);
+        size_t pf = prefetch_offset(k, cols, ld, rows);
+        for (int i = 0; i < rows; i++) _mm_prefetch((const char *)(w + i * ld + pf), _MM_HINT_T0);
         __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
-        __m512 lo[8], hi[8];
-        for (int i = 0; i < rows; i++) widen_bf16x32(_mm512_loadu_si512(w + i * ld + k), &lo[i], &hi[i]);
-        for (int i = 0; i < rows; i++) a[i] = _mm512_fmadd_ps(lo[i], x0, a[i]);
-        for (int i = 0; i < rows; i++) a[i] = _mm512_fmadd_ps(hi[i], x1, a[i]);
+        for (int i = 0; i < rows; i++) {
+            __m512 lo, hi;
+            widen_bf16x32(_mm512_loadu_si512(w + i * ld + k), &lo, &hi);
+            a[i] = _mm512_fmadd_ps(lo, x0, a[i]);
+            a[i] = _mm512_fmadd_ps(hi, x1, a[i]);
+        }
     }
     for (; k + 16 <= cols; k += 16) {
         __m512 xv = _mm512_loadu_ps(x + k);
@@ -64,6 +79,7 @@ static inline __attribute__((always_inline)) void rows_tile(const uint16_t *w, s
     for (int i = 0; i < rows; i++) y[i] = k3_lanes16_sum_avx512(a[i]);
 }
 
+static void rows16(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) { rows_tile(w, ld, x, y, cols, 16); }
 static void rows8(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) { rows_tile(w, ld, x, y, cols, 8); }
 static void rows4(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) { rows_tile(w, ld, x, y, cols, 4); }
 
@@ -82,6 +98,12 @@ static float row1(const uint16_t *w, const float *x, size_t cols) {
 void k3_gemv_bf16_rows_avx512(const uint16_t *w, size_t ld, const float *x, float *y,
                               size_t row_begin, size_t row_end, size_t cols) {
     size_t r = row_begin;
+    /* A row stride that is a multiple of 4 KiB puts every row's current line in the same L1 set
+       (64 sets of 64 B): 16 streams then overflow its 12 ways (7168x12288: 16 rows 0.74 of the read
+       ceiling, 8 rows 0.85 on 1 thread), so such matrices run 8-row tiles. */
+    const int l1_aliased = (ld * sizeof(uint16_t)) % 4096 == 0;
+    if (!l1_aliased)
+        for (; r + 16 <= row_end; r += 16) rows16(w + r * ld, ld, x, y + r, cols);
     for (; r + 8 <= row_end; r += 8) rows8(w + r * ld, ld, x, y + r, cols);
     for (; r + 4 <= row_end; r += 4) rows4(w + r * ld, ld, x, y + r, cols);
     for (; r < row_end; r++) y[r] = row1(w + r * ld, x, cols);
