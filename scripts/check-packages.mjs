@@ -48,6 +48,7 @@ for (const dir of readdirSync(join(root, "packages")).sort()) {
   const readme = existsSync(join(base, "README.md")) ? readFileSync(join(base, "README.md"), "utf8") : "";
   const firstFence = readme.indexOf("```");
   check(name, "README.md opens with a usage example", firstFence >= 0 && firstFence < 1500, "no code block near the top");
+  check(name, "README says ESM only in its first lines", /ESM only/.test(readme.slice(0, 600)));
   for (const dep of Object.keys(pkg.dependencies ?? {}))
     if (dep.startsWith("@k3/")) check(name, `depends on ${dep} as workspace:^`, pkg.dependencies[dep] === "workspace:^");
 
@@ -55,6 +56,9 @@ for (const dir of readdirSync(join(root, "packages")).sort()) {
     check(name, "native: node-gyp-build is a runtime dependency", !!pkg.dependencies?.["node-gyp-build"]);
     check(name, "native: node-addon-api is a runtime dependency", !!pkg.dependencies?.["node-addon-api"]);
     check(name, "native: ships native/ in files", (pkg.files ?? []).includes("native"));
+    check(name, "native: ships no native/test", (pkg.files ?? []).includes("!native/test"));
+    // Prebuilds exist for linux-x64 only and the kernels are x86-64 code: npm must refuse elsewhere.
+    check(name, "native: declares os linux and cpu x64", String(pkg.os) === "linux" && String(pkg.cpu) === "x64");
     const prebuildDir = join(base, "native", "prebuilds", `${process.platform}-${process.arch}`);
     const binaries = existsSync(prebuildDir) ? readdirSync(prebuildDir).filter((f) => f.endsWith(".node")) : [];
     check(name, `native: a prebuild in native/prebuilds/${process.platform}-${process.arch}`, binaries.length > 0);

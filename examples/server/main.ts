@@ -18,10 +18,13 @@ try {
   const body = { messages: [{ role: "user", content: "Say hello." }], max_tokens: quick ? 6 : 32, temperature: 0 };
   const res = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
   const json = await res.json();
-  console.log("POST /v1/chat/completions →", JSON.stringify(json.choices[0].message.content), json.usage);
+  // K3 thinks first: its reasoning arrives in reasoning_content, the answer in content (the tiny
+  // random model rarely leaves its thinking, so content is often empty: print both channels).
+  const message = json.choices[0].message;
+  console.log("POST /v1/chat/completions →", { reasoning_content: message.reasoning_content ?? "", content: message.content }, json.usage);
 
   const stream = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...body, stream: true }) });
-  process.stdout.write("streamed: ");
+  process.stdout.write("streamed (reasoning in [brackets]): ");
   const decoder = new TextDecoder();
   let buffered = "";
   let done = false;
@@ -32,12 +35,16 @@ try {
       const event = buffered.slice(0, cut).replace(/^data: /, "");
       buffered = buffered.slice(cut + 2);
       if (event === "[DONE]") done = true;
-      else process.stdout.write(JSON.parse(event).choices[0].delta.content ?? "");
+      else {
+        const delta = JSON.parse(event).choices[0].delta;
+        if (delta.reasoning_content) process.stdout.write(`[${delta.reasoning_content}]`);
+        if (delta.content) process.stdout.write(delta.content);
+      }
     }
   }
   console.log(done ? "\n[DONE]" : "\n(stream ended without [DONE])");
 
-  const bad = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ messages: [{ role: "robot", content: "x" }] }) });
+  const bad = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ messages: [{ role: "robot", content: "x" }] }) });
   console.log(`a bad request → ${bad.status}`, (await bad.json()).error.message);
   if (!done || bad.status !== 400) process.exitCode = 1;
 } finally {

@@ -40,7 +40,7 @@ export {
   type LatentProjection,
   type DroppedExpert,
 } from "./moe-layer.js";
-export { ProgressMeter, progressPrinter, type Progress } from "./progress.js";
+export { ProgressMeter, progressPrinter, type Progress, type ProgressStream } from "./progress.js";
 export {
   packTrunk,
   planTrunk,

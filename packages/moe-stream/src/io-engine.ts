@@ -23,7 +23,7 @@ const ENGINES: readonly IoEngine[] = ["auto", "io_uring", "pread"];
 const envFlag = (v: string | undefined) => v !== undefined && v !== "" && v !== "0";
 
 /** The engine and SQPOLL wish for an option value and the environment. */
-export function resolveIoEngine(requested: IoEngine | undefined, env: NodeJS.ProcessEnv = process.env): { engine: IoEngine; sqpoll: boolean } {
+export function resolveIoEngine(requested: IoEngine | undefined, env: Record<string, string | undefined> = process.env): { engine: IoEngine; sqpoll: boolean } {
   if (requested !== undefined && !ENGINES.includes(requested))
     throw new MoeStreamError(`ioEngine must be "auto", "io_uring" or "pread", got ${JSON.stringify(requested)}`);
   const engine = (requested ?? "auto") === "auto" && envFlag(env.K3_NOURING) ? "pread" : (requested ?? "auto");

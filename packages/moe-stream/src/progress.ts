@@ -44,8 +44,14 @@ export class ProgressMeter {
   }
 }
 
+/** Where a progress printer writes: process.stderr, or anything with `write` (no Node types in the API). */
+export interface ProgressStream {
+  write(text: string): unknown;
+  isTTY?: boolean;
+}
+
 /** An onProgress callback that renders to `stream` (default stderr): a bar on a TTY, JSON lines otherwise. */
-export function progressPrinter(stream: NodeJS.WriteStream = process.stderr, opts: { tty?: boolean; intervalMs?: number } = {}): (p: Progress) => void {
+export function progressPrinter(stream: ProgressStream = process.stderr, opts: { tty?: boolean; intervalMs?: number } = {}): (p: Progress) => void {
   const tty = opts.tty ?? !!stream.isTTY;
   const interval = opts.intervalMs ?? 250;
   let last = 0;

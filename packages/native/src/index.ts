@@ -31,7 +31,7 @@ export class NativeLoadError extends Error {
       `${packageName}: could not load its native addon from ${nativeDir}\n` +
         `  reason: ${reason}\n` +
         `  platform: ${process.platform}-${process.arch}, node ${process.version}, N-API ${process.versions.napi}\n` +
-        `  prebuilt binaries ship for linux-x64; elsewhere build from source with\n` +
+        `  prebuilt binaries ship for linux-x64 (glibc >= 2.34); on other x86-64 Linux systems build from source with\n` +
         `  \`npx k3-native rebuild ${nativeDir}\` (needs a C compiler and Python for node-gyp).`,
       { cause },
     );
