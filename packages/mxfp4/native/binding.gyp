@@ -12,6 +12,7 @@
         "src/matmul_avx2.c",
         "src/matmul_avx512.c",
         "src/matmul_prefill_avx512.c",
+        "src/matmul_prefill_avx2.c",
         "src/matmul_int8.c",
         "src/matmul_int8_vnni.c",
         "src/matmul_int8_avx2.c"
