@@ -20,7 +20,7 @@ import { ExpertStore, MoeLayer, openCheckpointIndex, RangeReader, TrunkStreamer,
 import { prefetchSlotsFor } from "./presets.js";
 import { emptyCounters, type ReportKind, type Phase, type RunCounters } from "./report.js";
 import { classifyName, KIND_SHARED, KIND_TRUNK } from "@k3/safetensors";
-import { loadMatrix, loadVector, matmul, openWeights, preloadWeights, WeightError, type Matrix, type PreloadOptions, type WeightSource } from "./weights.js";
+import { loadMatrix, loadVector, matmul, openWeights, preloadWeights, WeightError, type FreshCeilings, type Matrix, type PreloadOptions, type WeightSource } from "./weights.js";
 
 export type LayerState = KdaState | MlaCache;
 
@@ -145,6 +145,8 @@ export interface LoadStats {
   populateSeconds?: number;
   /** Wall seconds with at least one read in flight (pool path). */
   readBusySeconds?: number;
+  /** With the ceiling: the same bytes into fresh memory (read, backing alone, and the bound min(disk, backing)); see FreshCeilings. */
+  fresh?: FreshCeilings | null;
 }
 
 /** Default expert read piece: 4 MiB (the moe-stream bench's overlap rows). */
@@ -431,7 +433,7 @@ export class Model {
       let tensorBytes = 0;
       let ceilingGbps: number | null = null;
       let ceilingSeconds = 0;
-      let phases: Pick<LoadStats, "ceilingRunsGbps" | "populateThreads" | "populateSeconds" | "readBusySeconds"> = {};
+      let phases: Pick<LoadStats, "ceilingRunsGbps" | "populateThreads" | "populateSeconds" | "readBusySeconds" | "fresh"> = {};
       if (options.preload !== false) {
         const pinned = new Set(options.trunk?.pinnedLayers ?? []);
         const names = residentNames(src, cfg, (l) => !streamer || pinned.has(l), !options.streamEmbedHead);
@@ -442,7 +444,7 @@ export class Model {
         tensorBytes = s.bytes;
         ceilingGbps = pre.ceilingGbps;
         ceilingSeconds = pre.ceilingSeconds;
-        phases = { ceilingRunsGbps: pre.ceilingRunsGbps, populateThreads: s.populateThreads, populateSeconds: s.populateSeconds, readBusySeconds: s.readBusySeconds };
+        phases = { ceilingRunsGbps: pre.ceilingRunsGbps, fresh: pre.fresh, populateThreads: s.populateThreads, populateSeconds: s.populateSeconds, readBusySeconds: s.readBusySeconds };
         method = `read pool ${s.engine} x${s.readers}, ${s.pieceBytes / 2 ** 20} MiB pieces, ${s.directReads > 0 && s.bufferedReads === 0 ? "O_DIRECT" : s.directReads > 0 ? "O_DIRECT + buffered" : "buffered"}, prefault ${s.prefault}${s.populateThreads > 0 ? ` x${s.populateThreads} (${s.populateSeconds.toFixed(2)} s faulting)` : ""}, reads in flight ${s.readBusySeconds.toFixed(2)} s, ${s.blocks} blocks`;
       }
       const model = new Model(dir, cfg, source, options, store, streamer, expertBytes);

@@ -163,6 +163,20 @@ export interface RunReport {
     gbps: number;
     ceiling_gbps: number | null;
     ratio: number | null;
+    /**
+     * With --load-ceiling, the same bytes measured after the load into fresh memory, GB/s: the same
+     * reads O_DIRECT (destination faulted by the reads) and buffered, the better of the two
+     * (`fresh_read`), fresh memory faulted in alone (`backing`), and `bound` = min(disk, backing);
+     * `vs` = the load's gbps over each (disk = ceiling_gbps, the reused-buffer read). Null otherwise.
+     */
+    fresh: {
+      read_direct_gbps: number;
+      read_buffered_gbps: number;
+      fresh_read_gbps: number;
+      backing_gbps: number;
+      bound_gbps: number;
+      vs: { disk: number; fresh_read: number; backing: number; bound: number };
+    } | null;
     page_faults_minor: number;
     user_seconds: number;
     system_seconds: number;
@@ -353,6 +367,16 @@ export function loadReport(l: LoadStats | null | undefined): RunReport["load"] {
     gbps,
     ceiling_gbps: l.ceilingGbps,
     ratio: l.ceilingGbps ? gbps / l.ceilingGbps : null,
+    fresh: l.fresh && l.ceilingGbps
+      ? {
+          read_direct_gbps: l.fresh.readDirectGbps,
+          read_buffered_gbps: l.fresh.readBufferedGbps,
+          fresh_read_gbps: l.fresh.readGbps,
+          backing_gbps: l.fresh.backingGbps,
+          bound_gbps: l.fresh.boundGbps,
+          vs: { disk: gbps / l.ceilingGbps, fresh_read: gbps / l.fresh.readGbps, backing: gbps / l.fresh.backingGbps, bound: gbps / l.fresh.boundGbps },
+        }
+      : null,
     page_faults_minor: l.pageFaultsMinor,
     user_seconds: l.userSeconds,
     system_seconds: l.systemSeconds,
@@ -554,6 +578,9 @@ export function formatReport(r: RunReport): string {
     lines.push(
       `  load: ${fmtBytes(r.load.bytes)} in ${r.load.seconds.toFixed(2)} s = ${r.load.gbps.toFixed(2)} GB/s` +
         (r.load.ceiling_gbps !== null ? ` (ceiling ${r.load.ceiling_gbps.toFixed(2)} GB/s, ${(100 * r.load.ratio!).toFixed(0)}%)` : "") +
+        (r.load.fresh
+          ? `; into fresh memory: read ${r.load.fresh.fresh_read_gbps.toFixed(2)} GB/s (${(100 * r.load.fresh.vs.fresh_read).toFixed(0)}%), backing alone ${r.load.fresh.backing_gbps.toFixed(2)} GB/s, bound min(disk, backing) ${r.load.fresh.bound_gbps.toFixed(2)} GB/s (${(100 * r.load.fresh.vs.bound).toFixed(0)}%)`
+          : "") +
         `; ${r.load.page_faults_minor} minor faults; CPU ${r.load.user_seconds.toFixed(2)} s user + ${r.load.system_seconds.toFixed(2)} s sys; ${r.load.method}`,
     );
   if (r.spec.max_draft > 0)

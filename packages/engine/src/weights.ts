@@ -6,7 +6,7 @@
  * Reading is @k3/safetensors: a header-only index of the shards, strict validation, positioned reads.
  */
 import { gemmBf16, gemmF32, gemvBf16, gemvF32 } from "@k3/dense";
-import { dropPageCache, loadCeiling, loadResidentRanges, planBlocks, resolveIoEngine, type Prefault, type Progress, type ResidentLoad, type ResidentLoadStats } from "@k3/moe-stream";
+import { backingCeiling, dropPageCache, loadCeiling, loadFreshCeiling, loadResidentRanges, planBlocks, resolveIoEngine, type Prefault, type Progress, type ResidentLoad, type ResidentLoadStats } from "@k3/moe-stream";
 import { openCheckpointSync, openSafetensorsSync, SafetensorsError, type Checkpoint } from "@k3/safetensors";
 import { K3Error, EXIT_USAGE } from "./errors.js";
 
@@ -102,7 +102,7 @@ export interface PreloadOptions {
   readers?: number;
   /** O_DIRECT where the filesystem allows (default true). */
   direct?: boolean;
-  /** Page pre-faulting (default "populate"; env K3_LOAD_PREFAULT). */
+  /** Page pre-faulting (default "huge": the reads fault 2 MiB pages; env K3_LOAD_PREFAULT). */
   prefault?: Prefault;
   /** Threads faulting pages in ahead of the reads (default 0: one per core; env K3_LOAD_POPULATE_THREADS). */
   populateThreads?: number;
@@ -121,12 +121,31 @@ export interface PreloadResult {
   ceilingSeconds: number;
   /** GB/s of each ceiling run: [before, after] the load ([] when not measured). */
   ceilingRunsGbps: number[];
+  /** The other ceilings of the same bytes, measured after the load (null when not measured): see FreshCeilings. */
+  fresh: FreshCeilings | null;
+}
+
+/**
+ * What a load into fresh memory is up against, beside the disk into a reused buffer (ceilingGbps),
+ * all GB/s of the same block bytes: the same reads into fresh memory of the same size, O_DIRECT
+ * (pages faulted by the reads) and buffered (a `cat` into memory), best of the two = `readGbps`;
+ * fresh memory faulted in alone (MADV_POPULATE_WRITE, one thread per core) = `backingGbps`; and
+ * `boundGbps` = min(disk, backing): a load that overlaps the two perfectly takes max of their times.
+ */
+export interface FreshCeilings {
+  readDirectGbps: number;
+  readBufferedGbps: number;
+  readGbps: number;
+  backingGbps: number;
+  boundGbps: number;
+  /** Wall seconds the three runs took. */
+  seconds: number;
 }
 
 /**
  * A WeightSource whose tensors (those named at preload) are views of blocks read at disk speed
- * (@k3/moe-stream loadResidentRanges: large aligned pieces through the read pool, O_DIRECT, pages
- * pre-faulted in 2 MiB units). Names not preloaded fall through to the checkpoint.
+ * (@k3/moe-stream loadResidentRanges: large aligned pieces through the read pool, O_DIRECT, into
+ * 2 MiB pages that the reads fault in). Names not preloaded fall through to the checkpoint.
  */
 class ResidentSource implements WeightSource {
   bytesRead: number;
@@ -181,7 +200,11 @@ export function preloadWeights(src: WeightSource, names: readonly string[], opts
     const t = src.info(n);
     return { file: t.file, offset: t.offset, length: t.nbytes };
   });
-  const prefault = (opts.prefault ?? process.env.K3_LOAD_PREFAULT ?? "populate") as Prefault;
+  // "huge" by default: 2 MiB pages faulted by the O_DIRECT reads themselves. After a drop_caches on
+  // this VM (free page reporting: the host backs every fresh page again) it loaded 7.88 GB at
+  // 2.69-3.34 GB/s against 0.92-1.18 for populate threads faulting ahead of the reads (1 or 8);
+  // with RAM full of cache 3.94 against 2.86-5.59 (bench/load.bench.ts, README "Resident load").
+  const prefault = (opts.prefault ?? process.env.K3_LOAD_PREFAULT ?? "huge") as Prefault;
   if (!["none", "huge", "populate"].includes(prefault)) throw new WeightError(`load prefault ${JSON.stringify(prefault)}: expected none, huge or populate`);
   const pieceMb = opts.pieceMb ?? envNumber("K3_LOAD_PIECE_MB") ?? 8;
   const readers = opts.readers ?? envNumber("K3_LOAD_READERS") ?? 8;
@@ -217,13 +240,66 @@ export function preloadWeights(src: WeightSource, names: readonly string[], opts
     throw new WeightError(`${src.dir}: ${(e as Error).message}`);
   }
   const after = measure ? ceiling() : null;
+  // After the load (so its memory is still held and these get memory the way it did): the same
+  // reads into fresh memory, then backing alone. Each unmaps before the next starts.
+  let fresh: FreshCeilings | null = null;
+  if (measure) {
+    const t2 = performance.now();
+    const bytes = load.stats.blockBytes;
+    const run = (kind: "fresh-direct" | "fresh-buffered" | "backing") => ceilingRun(src.dir, blocks, kind, { ...ro, engine, populateThreads });
+    const d = run("fresh-direct");
+    const b = run("fresh-buffered");
+    const back = run("backing");
+    const disk = Math.max(...[before, after].map((x) => bytes / x!.seconds / 1e9));
+    fresh = { readDirectGbps: d, readBufferedGbps: b, readGbps: Math.max(d, b), backingGbps: back, boundGbps: Math.min(disk, back), seconds: (performance.now() - t2) / 1000 };
+    ceilingSeconds += fresh.seconds;
+  }
   const views = new Map<string, Uint8Array>();
   names.forEach((n, i) => views.set(n, load.view(i)));
   // Same bytes (the blocks) over the ceiling run's time: the faster of the runs before and after.
   const runs = [before, after].filter((x) => x !== null);
   const ceilingGbps = runs.length > 0 ? Math.max(...runs.map((x) => load.stats.blockBytes / x!.seconds / 1e9)) : null;
   const ceilingRunsGbps = runs.map((x) => load.stats.blockBytes / x!.seconds / 1e9);
-  return { source: new ResidentSource(src, views, load.stats.blockBytes), stats: load.stats, ceilingGbps, ceilingSeconds, ceilingRunsGbps };
+  return { source: new ResidentSource(src, views, load.stats.blockBytes), stats: load.stats, ceilingGbps, ceilingSeconds, ceilingRunsGbps, fresh };
+}
+
+/** The load's ceilings, one at a time: "disk" (reused buffer, loadCeiling), the same reads into fresh memory, or backing alone. */
+export type ResidentCeilingKind = "disk" | "fresh-direct" | "fresh-buffered" | "backing";
+
+/** GB/s (of the block bytes) of one ceiling run over the load's blocks. */
+function ceilingRun(dir: string, blocks: ReturnType<typeof planBlocks>["blocks"], kind: ResidentCeilingKind, o: { pieceBytes: number; readers: number; direct: boolean; engine: "io_uring" | "pread"; populateThreads: number }): number {
+  const bytes = blocks.reduce((a, b) => a + b.end - b.start, 0);
+  try {
+    if (kind === "backing") return backingCeiling(bytes, o.populateThreads).gbPerSec;
+    if (kind === "disk") return bytes / loadCeiling(blocks, o).seconds / 1e9;
+    return loadFreshCeiling(blocks, { ...o, direct: kind === "fresh-direct" && o.direct }).gbPerSec;
+  } catch (e) {
+    throw new WeightError(`${dir}: ${(e as Error).message}`);
+  }
+}
+
+/**
+ * One ceiling of the resident load of `names` without loading (benchmarks run each in its own
+ * process from the same memory state): the blocks the load would read, GB/s of their bytes.
+ * Same defaults and env knobs as preloadWeights.
+ */
+export function residentCeiling(src: WeightSource, names: readonly string[], kind: ResidentCeilingKind, opts: PreloadOptions = {}): { gbps: number; bytes: number; seconds: number } {
+  const ranges = names.map((n) => {
+    const t = src.info(n);
+    return { file: t.file, offset: t.offset, length: t.nbytes };
+  });
+  const { blocks } = planBlocks(ranges, RESIDENT_BLOCK_BYTES, RESIDENT_MERGE_GAP);
+  const engine: "io_uring" | "pread" = resolveIoEngine(undefined).engine === "pread" ? "pread" : "io_uring";
+  const o = {
+    pieceBytes: (opts.pieceMb ?? envNumber("K3_LOAD_PIECE_MB") ?? 8) * 2 ** 20,
+    readers: opts.readers ?? envNumber("K3_LOAD_READERS") ?? 8,
+    direct: opts.direct ?? true,
+    engine,
+    populateThreads: opts.populateThreads ?? envNumber("K3_LOAD_POPULATE_THREADS") ?? 0,
+  };
+  const t0 = performance.now();
+  const gbps = ceilingRun(src.dir, blocks, kind, o);
+  return { gbps, bytes: blocks.reduce((a, b) => a + b.end - b.start, 0), seconds: (performance.now() - t0) / 1000 };
 }
 
 /** Wraps @k3/safetensors' typed errors so the CLI maps them to exit 2 with the file named. */

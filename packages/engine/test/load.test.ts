@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { readConfig } from "../src/config.js";
 import { Model, residentNames } from "../src/model.js";
-import { openWeights, preloadWeights, WeightError } from "../src/weights.js";
+import { openWeights, preloadWeights, residentCeiling, WeightError } from "../src/weights.js";
 import { captureCli, TINY_48B, TINY_K3 } from "./helpers.js";
 
 const TMPFS_MAGIC = 0x01021994;
@@ -158,6 +158,21 @@ describe("resident load", () => {
     expect(() => Model.load(t)).toThrowError(/model-00002-of-00003\.safetensors/);
   });
 
+  it("residentCeiling: each of the load's ceilings over its blocks, without loading; a bad file named", () => {
+    const src = openWeights(TINY_K3);
+    const names = residentNames(src, readConfig(TINY_K3), () => true, true);
+    const pre = preloadWeights(src, names, { ceiling: true });
+    const blockBytes = pre.stats.blockBytes;
+    expect(pre.fresh!.boundGbps).toBe(Math.min(pre.ceilingGbps!, pre.fresh!.backingGbps));
+    pre.source.close();
+    for (const kind of ["disk", "fresh-direct", "fresh-buffered", "backing"] as const) {
+      const c = residentCeiling(src, names, kind);
+      expect(c.bytes, kind).toBe(blockBytes);
+      expect(c.gbps, kind).toBeGreaterThan(0);
+    }
+    src.close();
+  });
+
   it("k3 run --json: report.load with the ceiling of the same reads; --load-method per-tensor; bad values refused", async () => {
     const j = join(dir, "r.json");
     const RUN = ["run", "--model", TINY_K3, "--prompt", "hello", "--max-tokens", "3", "--threads", "1", "--quiet"];
@@ -168,12 +183,22 @@ describe("resident load", () => {
     expect(pool.load.gbps).toBeCloseTo(pool.load.bytes / pool.load.seconds / 1e9, 6);
     expect(pool.load.ceiling_gbps).toBeGreaterThan(0);
     expect(pool.load.ratio).toBeCloseTo(pool.load.gbps / pool.load.ceiling_gbps, 6);
+    // The ceilings of a load into fresh memory, measured in the same run, and the load against each.
+    const f = pool.load.fresh;
+    for (const k of ["read_direct_gbps", "read_buffered_gbps", "fresh_read_gbps", "backing_gbps", "bound_gbps"]) expect(f[k], k).toBeGreaterThan(0);
+    expect(f.fresh_read_gbps).toBe(Math.max(f.read_direct_gbps, f.read_buffered_gbps));
+    expect(f.bound_gbps).toBe(Math.min(pool.load.ceiling_gbps, f.backing_gbps));
+    expect(f.vs.disk).toBeCloseTo(pool.load.ratio, 9);
+    expect(f.vs.fresh_read).toBeCloseTo(pool.load.gbps / f.fresh_read_gbps, 9);
+    expect(f.vs.backing).toBeCloseTo(pool.load.gbps / f.backing_gbps, 9);
+    expect(f.vs.bound).toBeCloseTo(pool.load.gbps / f.bound_gbps, 9);
     expect(pool.load.page_faults_minor).toBeGreaterThanOrEqual(0);
     expect(pool.load.method).toMatch(/read pool/);
     expect((await captureCli([...RUN, "--json", j, "--load-method", "per-tensor"])).code).toBe(0);
     const per = JSON.parse(readFileSync(j, "utf8"));
     expect(per.load.method).toMatch(/per-tensor/);
     expect(per.load.ceiling_gbps).toBeNull();
+    expect(per.load.fresh).toBeNull();
     expect(per.generated_ids).toEqual(pool.generated_ids);
     const bad = await captureCli([...RUN, "--load-method", "mmap"]);
     expect(bad.code).toBe(2);

@@ -75,6 +75,8 @@ export {
 export {
   loadResidentRanges,
   loadCeiling,
+  loadFreshCeiling,
+  backingCeiling,
   planBlocks,
   type ResidentRange,
   type ResidentLoad,

@@ -64,12 +64,14 @@ export interface MoeStreamBinding {
   supersetBytes(length: number, align: number): number;
   readCeiling(paths: string[], file: Uint32Array, offset: Float64Array, length: Float64Array, qd: number, direct: boolean): { bytes: number; seconds: number };
   dropFileCache(path: string): number;
+  /** Seconds to map, fault in (MADV_POPULATE_WRITE from `threads` threads, 0 = one per core) and unmap `bytes` of fresh memory. */
+  backingCeiling(bytes: number, threads: number, huge: boolean): number;
   loadResident(
     paths: string[],
     file: Uint32Array,
     start: Float64Array,
     end: Float64Array,
-    options: { pieceBytes: number; threads: number; engine: "auto" | "io_uring" | "pread"; direct: boolean; prefault: "none" | "huge" | "populate"; populateThreads?: number; fault?: "eio" | "short" | "direct-einval"; faultAfter?: number },
+    options: { pieceBytes: number; threads: number; engine: "auto" | "io_uring" | "pread"; direct: boolean; prefault: "none" | "huge" | "populate"; populateThreads?: number; discard?: boolean; fault?: "eio" | "short" | "direct-einval"; faultAfter?: number },
     onProgress?: (doneBytes: number, totalBytes: number) => void,
   ): {
     blocks: ArrayBuffer[];

@@ -196,3 +196,49 @@ export function loadCeiling(
   const m = measureReadEngine(reads, { engine: opts.engine, queueDepth: opts.readers ?? 8, direct: opts.direct ?? true });
   return { bytes: m.bytes, seconds: m.seconds, gbPerSec: m.gbPerSec, engine: m.engine, cacheDrop: "fadvise-dontneed" };
 }
+
+/**
+ * A sequential read of the same blocks into fresh memory of the same size: what any loader pays
+ * (the disk plus first touch of memory it has not used yet), next to loadCeiling's disk alone. The
+ * same pieces, engine and depth as the load, each file's page cache dropped first; `direct` O_DIRECT
+ * with the destination's huge pages faulted by the reads themselves, else buffered reads (a `cat`
+ * into memory). The memory is unmapped before it returns. GB = 1e9 bytes of the blocks.
+ */
+export function loadFreshCeiling(
+  blocks: ReadonlyArray<{ file: string; start: number; end: number }>,
+  opts: { pieceBytes?: number; readers?: number; engine: "io_uring" | "pread"; direct: boolean },
+): { bytes: number; seconds: number; gbPerSec: number; direct: boolean } {
+  const files = [...new Set(blocks.map((b) => b.file))];
+  const index = new Map(files.map((f, i) => [f, i]));
+  for (const f of files) dropPageCache(f);
+  const bytes = blocks.reduce((a, b) => a + b.end - b.start, 0);
+  let r: ReturnType<typeof native.loadResident>;
+  try {
+    r = native.loadResident(
+      files,
+      Uint32Array.from(blocks, (b) => index.get(b.file)!),
+      Float64Array.from(blocks, (b) => b.start),
+      Float64Array.from(blocks, (b) => b.end),
+      { pieceBytes: opts.pieceBytes ?? 8 * MIB, threads: opts.readers ?? 8, engine: opts.engine, direct: opts.direct, prefault: "huge", discard: true },
+    );
+  } catch (e) {
+    throw new MoeStreamError(`fresh-memory read ceiling: ${(e as Error).message}`);
+  }
+  return { bytes, seconds: r.stats.seconds, gbPerSec: bytes / r.stats.seconds / 1e9, direct: opts.direct };
+}
+
+/**
+ * Memory backing alone: `bytes` of fresh memory mapped like the load's (2 MiB-aligned, THP), faulted
+ * in with MADV_POPULATE_WRITE by `threads` threads (0 = one per core), then unmapped. The lower
+ * bound of any load into fresh memory, whatever the disk does. GB = 1e9 bytes.
+ */
+export function backingCeiling(bytes: number, threads = 0): { bytes: number; seconds: number; gbPerSec: number; threads: number } {
+  if (!Number.isSafeInteger(bytes) || bytes < 0) throw new MoeStreamError(`backing ceiling: ${bytes} bytes`);
+  let seconds: number;
+  try {
+    seconds = native.backingCeiling(bytes, threads, true);
+  } catch (e) {
+    throw new MoeStreamError(`backing ceiling: ${(e as Error).message}`);
+  }
+  return { bytes, seconds, gbPerSec: seconds > 0 ? bytes / seconds / 1e9 : 0, threads };
+}

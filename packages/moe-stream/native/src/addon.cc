@@ -571,6 +571,12 @@ static Napi::Value LoadResident(const Napi::CallbackInfo &info) {
         return env.Undefined();
     }
     if (rc != 0) return k3::fail(env, fn, message[0] ? message : strerror(rc)), env.Undefined();
+    // {discard: true}: a ceiling run (the same reads into fresh memory); nothing is handed to JS.
+    bool discard = o.Get("discard").IsBoolean() && o.Get("discard").As<Napi::Boolean>().Value();
+    if (discard) {
+        for (auto &b : blocks) k3_resident_block_free(b.data, b.owned);
+        n = 0;
+    }
     Napi::Array out = Napi::Array::New(env, n);
     Napi::Array bases = Napi::Array::New(env, n);
     for (size_t i = 0; i < n; i++) {
@@ -608,6 +614,21 @@ static Napi::Value LoadResident(const Napi::CallbackInfo &info) {
     return r;
 }
 
+// backingCeiling(bytes, threads, huge) -> seconds: fresh memory mapped, faulted in, unmapped (k3_backing_ceiling).
+static Napi::Value BackingCeiling(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "backingCeiling";
+    if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber())
+        return k3::fail(env, fn, "expected (bytes, threads, huge)"), env.Undefined();
+    double bytes = info[0].As<Napi::Number>().DoubleValue(), threads = info[1].As<Napi::Number>().DoubleValue();
+    if (!(bytes >= 0 && bytes <= (double)(1ull << 46)) || !(threads >= 0 && threads <= 8) || threads != (int)threads)
+        return k3::fail(env, fn, "bytes must be in [0, 2^46] and threads an integer in [0, 8]", true), env.Undefined();
+    double seconds = 0;
+    int rc = k3_backing_ceiling((uint64_t)bytes, (int)threads, info[2].ToBoolean(), &seconds);
+    if (rc != 0) return k3::fail(env, fn, std::string("cannot back fresh memory: ") + strerror(rc)), env.Undefined();
+    return Napi::Number::New(env, seconds);
+}
+
 static Napi::Value DropFileCache(const Napi::CallbackInfo &info) {
     if (info.Length() < 1 || !info[0].IsString()) return k3::fail(info.Env(), "dropFileCache", "path must be a string"), info.Env().Undefined();
     std::string p = info[0].As<Napi::String>();
@@ -626,6 +647,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["simulateUringUnavailable"] = Napi::Function::New(env, SimulateUringUnavailable);
     exports["readCeiling"] = Napi::Function::New(env, ReadCeiling);
     exports["dropFileCache"] = Napi::Function::New(env, DropFileCache);
+    exports["backingCeiling"] = Napi::Function::New(env, BackingCeiling);
     exports["poolBench"] = Napi::Function::New(env, PoolBench);
     exports["NativeExpertStore"] = Store::Define(env);
     exports["supersetBytes"] = Napi::Function::New(env, SupersetBytes);

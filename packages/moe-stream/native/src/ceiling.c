@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,6 +100,70 @@ int k3_read_ceiling(const char *const *paths, int n_paths, const uint32_t *file,
         if (c.fds[i] >= 0) close(c.fds[i]);
     free(c.fds);
     return rc;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Memory backing ceiling                                                                            */
+/* ------------------------------------------------------------------------------------------------ */
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux >= 5.14 */
+#endif
+
+#define BACKING_PIECE (8ull << 20)
+#define BACKING_MAX_THREADS 8
+
+typedef struct {
+    uint8_t *mem;
+    uint64_t bytes;
+    uint64_t next; /* atomic: next piece */
+    int error;     /* atomic, first errno */
+} backing_ctx;
+
+/* Faults pieces in until none is left (one write per 4 KiB page where POPULATE_WRITE is refused). */
+static void *backing_worker(void *arg) {
+    backing_ctx *c = arg;
+    for (;;) {
+        uint64_t lo = __atomic_fetch_add(&c->next, BACKING_PIECE, __ATOMIC_RELAXED);
+        if (lo >= c->bytes) break;
+        uint64_t n = c->bytes - lo < BACKING_PIECE ? c->bytes - lo : BACKING_PIECE;
+        if (madvise(c->mem + lo, (size_t)n, MADV_POPULATE_WRITE) == 0) continue;
+        if (errno != EINVAL) __atomic_store_n(&c->error, errno, __ATOMIC_RELAXED);
+        volatile uint8_t *v = c->mem + lo;
+        for (uint64_t o = 0; o < n; o += 4096) v[o] = 0;
+    }
+    return NULL;
+}
+
+int k3_backing_ceiling(uint64_t bytes, int threads, int huge, double *seconds) {
+    *seconds = 0;
+    if (bytes == 0) return 0;
+    if (threads <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cores < 1 ? 1 : (int)cores;
+    }
+    if (threads > BACKING_MAX_THREADS) threads = BACKING_MAX_THREADS;
+    const uint64_t H = 2ull << 20;
+    bytes = (bytes + 4095) / 4096 * 4096;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    /* Mapped like the load's arena: one anonymous mapping, trimmed to a 2 MiB-aligned start. */
+    size_t want = (size_t)(bytes + H);
+    uint8_t *raw = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) return errno;
+    uint8_t *mem = (uint8_t *)(((uintptr_t)raw + H - 1) & ~(uintptr_t)(H - 1));
+    if (huge) madvise(mem, (size_t)bytes, MADV_HUGEPAGE);
+    backing_ctx c = {mem, bytes, 0, 0};
+    pthread_t th[BACKING_MAX_THREADS];
+    int started = 0;
+    for (int i = 0; i < threads; i++)
+        if (pthread_create(&th[started], NULL, backing_worker, &c) == 0) started++;
+    if (started == 0) backing_worker(&c);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    munmap(raw, want);
+    *seconds = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+    return c.error;
 }
 
 int k3_drop_file_cache(const char *path) {
