@@ -23,7 +23,7 @@ export { ngramDraft, SpeculativeDecoder, type Drafter, type NgramDraftOptions, t
 export { ExpertTraceRecorder, cacheSimReport, formatCacheSim, TRACE_FILE, HIST_FILE, type TraceMeta, type CacheSimReport, type CacheSimRow } from "./cache-trace.js";
 export { runDoctor, type DoctorOptions } from "./doctor.js";
 export { publishedK3Config, publishedKimiLinearConfig, releasedFullAttnLayers, complementLayers } from "./published.js";
-export { synthesize, synthConfig, synthPlan, generateOnly, synthFullAttnLayers, syntheticRankFile, synthProgressPrinter, ciCheckpointOptions, synthCiCheckpoint, e8m0For, tensorByteSize, BLOCK_ELEMENTS, type SynthOptions, type SynthResult, type SynthProgress, type SynthShard, type SynthTensor, type SynthFill, type SynthFamily } from "./synth.js";
+export { synthesize, synthConfig, synthPlan, generateOnly, synthFullAttnLayers, syntheticRankFile, synthProgressPrinter, ciCheckpointOptions, synthCiCheckpoint, e8m0For, tensorByteSize, BLOCK_ELEMENTS, type SynthOptions, type SynthResult, type SynthProgress, type SynthShard, type SynthTensor, type SynthFill, type SynthFamily, type CiFixture } from "./synth.js";
 export {
   measureCeilings, measureCeilingsAfter, ceilingPlans, afterPlans, splitPieces, uniformCeilings, ceilingGbps, memCeilingGbps, cgroupHeadroomBytes,
   MEM_CEILING_BYTES, SOURCE_CEILING_BYTES, EMBED_CEILING_ROWS, DISK_SOURCES, KIND_SOURCE,

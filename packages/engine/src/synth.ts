@@ -80,6 +80,13 @@ export interface SynthOptions {
    * (default published: 1). 0 drops K3's 1.45 GB dense MLP (the CI recipe).
    */
   denseLayers?: number;
+  /**
+   * Tests only: write just these layers' tensors (zero-based; no embed_tokens, final norm or
+   * lm_head, no other layer). config.json still describes the whole model, so the engine refuses
+   * to run the result: a fixture for per-layer checks at real widths whose bytes are only the
+   * layers under test (K3's layer 0, KDA + dense MLP: 2.34 GB).
+   */
+  onlyLayers?: number[];
   /** Seed of every value (default 0): the same options give byte-identical files. */
   seed?: number;
   /** Replace an existing checkpoint in `out` (only the files synth writes are removed). */
@@ -617,7 +624,7 @@ export async function synthesize(options: SynthOptions): Promise<SynthResult> {
     if (have !== ranks) throw new UsageError(`synth: --tokenizer ${options.tokenizer} has ${have} ranks but vocab ${tc.vocab_size} needs ${ranks} (vocab − 256 specials)`);
   }
   const dir = resolve(options.out);
-  const plan = synthPlan(config);
+  const plan = onlyLayersOf(synthPlan(config), options.onlyLayers, tc.num_hidden_layers as number);
   const dataBytes = plan.reduce((a, s) => a + s.tensors.reduce((b, t) => b + tensorByteSize(t), 0), 0);
 
   if (existsSync(dir)) {
@@ -639,7 +646,7 @@ export async function synthesize(options: SynthOptions): Promise<SynthResult> {
   const layerMap = layerKinds.map((k, l) => `${l}:${k}${l < tc.first_k_dense_replace ? "+dense" : "+moe"}`).join(" ");
   writeFileSync(
     join(dir, "synth.json"),
-    JSON.stringify({ generator: "k3 synth", family, layers: tc.num_hidden_layers, experts: tc.num_experts, vocab: tc.vocab_size, seed, tokenizer: options.tokenizer ? "copied" : "synthetic", layer_map: layerMap }, null, 2) + "\n",
+    JSON.stringify({ generator: "k3 synth", family, layers: tc.num_hidden_layers, experts: tc.num_experts, vocab: tc.vocab_size, seed, tokenizer: options.tokenizer ? "copied" : "synthetic", layer_map: layerMap, ...(options.onlyLayers ? { only_layers: options.onlyLayers } : {}) }, null, 2) + "\n",
   );
 
   // Shards are synced together at the end (before the index): a per-shard fsync would stop the
@@ -694,6 +701,17 @@ export async function synthesize(options: SynthOptions): Promise<SynthResult> {
   };
 }
 
+/** `plan` restricted to the tensors of `layers` (empty shards dropped), or `plan` when not given. */
+function onlyLayersOf(plan: SynthShard[], layers: number[] | undefined, numLayers: number): SynthShard[] {
+  if (layers === undefined) return plan;
+  if (!Array.isArray(layers) || layers.length === 0 || layers.some((l) => !Number.isInteger(l) || l < 0 || l >= numLayers)) {
+    throw new UsageError(`synth: onlyLayers ${JSON.stringify(layers)}: expected zero-based layer numbers in 0..${numLayers - 1}`);
+  }
+  const keep = new Set(layers);
+  const layerOf = (name: string) => Number(/\.layers\.(\d+)\./.exec(name)?.[1] ?? -1);
+  return plan.map((s) => ({ ...s, tensors: s.tensors.filter((t) => keep.has(layerOf(t.name))) })).filter((s) => s.tensors.length > 0);
+}
+
 function statSizeOf(path: string): number {
   try {
     return statSync(path).size;
@@ -734,20 +752,40 @@ export function synthProgressPrinter(stream: NodeJS.WriteStream = process.stderr
 // ---------------------------------------------------------------- CI fixture
 
 /**
- * The real-width K3 of the CI test (issue 13 item 6: under ~3 GB written, pack included). Every
- * matrix at the published width (hidden 7168, MLA q_lora 1536 / kv_lora 512 / 64 heads, 16 of
- * 16-expert top-k MXFP4 experts of 17.5 MB, 2 shared experts, router 16 x 7168), vocab 4096.
- * "small" (default): 1 layer, MLA + MoE (`denseLayers: 0`): 1.23 GB, whose trunk (0.95 GB) the
- * pack writes again: 2.18 GB in all. A KDA layer (0.89 GB) or K3's dense MLP (1.45 GB), each
- * written twice, would not fit under 3 GB, so they are not in it. "full": 2 layers (0 = KDA +
- * dense MLP, 1 = MLA + MoE), 3.57 GB + a 3.29 GB pack. `synthCiCheckpoint` writes it.
+ * The real-width checkpoints of the CI test (issue 13 item 6: each under ~3 GB written, pack
+ * included), every matrix at the published width, vocab 4096:
+ *
+ * - "small" (default): K3, 1 layer, MLA + MoE (`denseLayers: 0`; hidden 7168, MLA q_lora 1536 /
+ *   kv_lora 512 / 96 heads, 16 = top-k MXFP4 experts of 17.5 MB, 2 shared experts, router
+ *   16 x 7168): 1.23 GB, whose trunk (0.95 GB) the pack writes again: 2.18 GB in all.
+ * - "kda-dense": K3's layer 0 only (`onlyLayers: [0]` of a 2-layer K3: KDA 96 x 128 with short
+ *   conv and gates + the dense MLP of 33,792): 2.34 GB and no pack; the engine cannot run it (no
+ *   embed, no MLA), the test checks each layer against a float64 reference. Packed and run, a KDA
+ *   layer (0.89 GB) and the dense MLP (1.45 GB) would be written twice: not under 3 GB.
+ * - "kimi-linear": Kimi-Linear-48B, 2 layers (0 = KDA 32 x 128 + dense MLP 9,216, 1 = MLA 32 heads
+ *   + MoE with 8 = top-k bf16 experts and 1 shared expert), hidden 2304: 0.36 GB + its pack.
+ * - "full": K3, 2 layers (0 = KDA + dense MLP, 1 = MLA + MoE), 3.57 GB + a 3.29 GB pack
+ *   (`K3_REALWIDTH_CI=full` in the test).
+ *
+ * `synthCiCheckpoint` writes one.
  */
-export function ciCheckpointOptions(out: string, seed = 0, size: "small" | "full" = "small"): SynthOptions {
-  if (size === "full") return { out, family: "k3", layers: 2, experts: 16, vocab: 4096, seed, force: true };
-  return { out, family: "k3", layers: 1, denseLayers: 0, experts: 16, vocab: 4096, seed, force: true };
+export type CiFixture = "small" | "kda-dense" | "kimi-linear" | "full";
+
+export function ciCheckpointOptions(out: string, seed = 0, size: CiFixture = "small"): SynthOptions {
+  const common = { out, seed, vocab: 4096, force: true };
+  switch (size) {
+    case "full":
+      return { ...common, family: "k3", layers: 2, experts: 16 };
+    case "kda-dense":
+      return { ...common, family: "k3", layers: 2, experts: 16, onlyLayers: [0] };
+    case "kimi-linear":
+      return { ...common, family: "kimi-linear", layers: 2, experts: 8 };
+    default:
+      return { ...common, family: "k3", layers: 1, denseLayers: 0, experts: 16 };
+  }
 }
 
-/** Writes the CI-sized real-width K3 into `out` (replacing an earlier one). */
-export function synthCiCheckpoint(out: string, options: { seed?: number; size?: "small" | "full"; onProgress?: SynthOptions["onProgress"]; fsync?: boolean } = {}): Promise<SynthResult> {
+/** Writes one of the CI-sized real-width checkpoints into `out` (replacing an earlier one). */
+export function synthCiCheckpoint(out: string, options: { seed?: number; size?: CiFixture; onProgress?: SynthOptions["onProgress"]; fsync?: boolean } = {}): Promise<SynthResult> {
   return synthesize({ ...ciCheckpointOptions(out, options.seed, options.size), onProgress: options.onProgress, fsync: options.fsync });
 }

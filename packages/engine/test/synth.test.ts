@@ -168,6 +168,30 @@ describe("plan at real widths (nothing written)", () => {
     expect(sum(full)).toBeLessThan(3.65e9);
     expect(parseConfig(synthConfig(ciCheckpointOptions("/nowhere", 0, "full"))).layerKinds).toEqual(["kda", "mla"]);
   });
+
+  it("the per-layer CI fixtures: \"kda-dense\" is K3's layer 0 only (KDA + dense MLP, under 3 GB, no pack); \"kimi-linear\" is KDA + dense, MLA + bf16 MoE under 3 GB with its pack", async () => {
+    const o = ciCheckpointOptions("/nowhere", 0, "kda-dense");
+    expect(o.onlyLayers).toEqual([0]);
+    const c = synthConfig(o);
+    expect(parseConfig(c).layerKinds).toEqual(["kda", "mla"]);
+    expect([c.text_config.hidden_size, c.text_config.intermediate_size, c.text_config.linear_attn_config.num_heads]).toEqual([7168, 33792, 96]);
+    const kl = synthPlan(synthConfig(ciCheckpointOptions("/nowhere", 0, "kimi-linear"))).flatMap((s) => s.tensors);
+    expect(sum(kl) + sum(kl.filter((t) => !/\.experts\.\d+\./.test(t.name)))).toBeLessThan(3e9);
+    expect(kl.filter((t) => /experts\.\d+\.w1\.weight$/.test(t.name)).every((t) => t.dtype === "BF16")).toBe(true);
+    expect(parseConfig(synthConfig(ciCheckpointOptions("/nowhere", 0, "kimi-linear"))).layerKinds).toEqual(["kda", "mla"]);
+    // onlyLayers writes just those layers' tensors, and refuses a layer the config lacks.
+    const dir = temp();
+    {
+      const base = rawConfig(TINY_K3);
+      await expect(synthesize({ out: join(dir, "bad"), baseConfig: base, layers: 2, experts: 8, vocab: 512, onlyLayers: [2] })).rejects.toThrow(/onlyLayers \[2\]: expected zero-based layer numbers in 0\.\.1/);
+      const r = await synthesize({ out: join(dir, "only"), baseConfig: base, layers: 2, experts: 8, vocab: 512, onlyLayers: [1], fsync: false });
+      const index = JSON.parse(readFileSync(join(r.dir, "model.safetensors.index.json"), "utf8")) as { weight_map: Record<string, string> };
+      const names = Object.keys(index.weight_map);
+      const all = synthPlan(r.config).flatMap((s) => s.tensors.map((t) => t.name));
+      expect(names.sort()).toEqual(all.filter((n) => n.includes(".layers.1.")).sort());
+      expect(names.length).toBeGreaterThan(0);
+    }
+  });
 });
 
 describe("MXFP4 scales", () => {
