@@ -18,6 +18,8 @@ const quick = process.argv.includes("--quick");
 const computeOnly = process.argv.includes("--compute-only");
 // --batched-only: just the batched matmul table (one short exclusive stretch)
 const batchedOnly = process.argv.includes("--batched-only");
+// --matvec-only: just the matvec table (the other short exclusive stretch)
+const matvecOnly = process.argv.includes("--matvec-only");
 const TARGET_BYTES = (quick ? 64 : 256) * MiB;
 
 function fillRandom(a: Uint8Array, seed: number): Uint8Array {
@@ -64,7 +66,7 @@ setSimdLevel(bestSimdLevel());
 // is not the limit. CPU time (not wall time) keeps the figure meaningful when other processes share
 // the cores; 2 x this is the most two threads can stream whatever the DRAM ceiling.
 const computeRows: Array<Record<string, string | number>> = [];
-if (!batchedOnly) {
+if (!batchedOnly && !matvecOnly) {
   const [r, c] = [256, 3584];
   const m = mxfp4Copies(r, c).slice(0, 1)[0];
   const w = fillRandom(new Uint8Array(r * c * 2), 77);
@@ -192,7 +194,7 @@ const peakNow = () => {
   peaks.set(level, [...(peaks.get(level) ?? []), p]);
   return p;
 };
-for (const level of levels) {
+for (const level of matvecOnly ? [] : levels) {
   setSimdLevel(level);
   const bin = level === "avx2" && bestSimdLevel() !== "avx2" ? ggmlAvx2 : ggml;
   const mats = mxfp4Copies(3072, 3584).slice(0, 16);
@@ -270,7 +272,7 @@ const notes = [
   ...ggmlNotes,
 ];
 if (!batchedOnly) writeReport("mxfp4", { title: "@k3/mxfp4 matvec (decode) vs the memory-read ceiling and ggml", command: "flock -x /tmp/k3-bench.lock pnpm bench  (K3_GGML_BIN=/path/to/test-backend-ops to add ggml)", rows, notes });
-writeReport("mxfp4-batch", {
+if (!matvecOnly) writeReport("mxfp4-batch", {
   title: "@k3/mxfp4 batched matmul (prefill, T tokens x one expert) vs the FMA peak and ggml",
   command: "flock -x /tmp/k3-bench.lock pnpm bench  (K3_GGML_BIN=/path/to/test-backend-ops to add ggml)",
   rows: batchRows,
