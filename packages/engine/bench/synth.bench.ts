@@ -6,7 +6,9 @@
  * Default size: the CI recipe (2 real-width K3 layers, 16 experts, vocab 4096: 3.57 GB).
  * Run (exclusive lock: it is a timed run):
  *   /work/bin/k3-excl pnpm exec node --import tsx bench/synth.bench.ts [--dir DIR] [--layers N --experts E --vocab V]
- * Env: K3_SYNTH_BENCH_ROUNDS (default 3), K3_SYNTH_BENCH_DD=0 (no dd rows).
+ * Env: K3_SYNTH_BENCH_ROUNDS (default 3), K3_SYNTH_BENCH_DD=0 (no dd rows), K3_SYNTH_BENCH_SYNC=0 (no writeSync row).
+ * Rounds alternate the order (synth first, then the plain writes first) and each round's ratio is
+ * synth over the fastest plain write of that round.
  * DIR (default $K3_SYNTH_BENCH_DIR or ./.synth-bench) needs twice the size free; everything written is removed.
  */
 import { spawnSync } from "node:child_process";
@@ -56,26 +58,43 @@ function plainSync(): number {
 /** The same bytes through synth's own write path (WriteQueue: 32 MiB writev batches, 4 in flight), then fsync. */
 const plainQueued = (): Promise<number> => timeQueuedWrite(file, bytes, { inFlight: 4, batchBytes: 32 << 20 });
 
-// Rounds of plain write -> synth -> queued plain write (-> dd), so drift of the shared disk hits
-// all alike; each round's synth is judged against the plain writes of the same round.
+// Interleaved rounds: synth and the plain writes back to back, their order alternated per round
+// (odd rounds synth first, even rounds the plain writes first), so drift of the shared disk hits
+// both; each round's synth is judged against the plain writes of the same round.
+// K3_SYNTH_BENCH_SYNC=0 leaves out the 8 MiB writeSync row (the queued plain write stays).
+const useSync = process.env.K3_SYNTH_BENCH_SYNC !== "0";
+const roundLog: string[] = [];
 for (let round = 0; round < rounds; round++) {
-  times.plain.push(plainSync());
-  // k3 synth (every shard fsynced at the end), as the CLI runs it.
-  const r = await synthesize({ out, ...opts, force: true });
-  times.synth.push(r.seconds);
-  synthBytes = r.fileBytes;
-  tensors = r.tensors;
-  rmSync(out, { recursive: true, force: true });
-  times.queued.push(await plainQueued());
-  if (useDd) {
-    // dd of the same size (conv=fsync).
-    const count = Math.ceil(bytes / (8 << 20));
-    t = performance.now();
-    const dd = spawnSync("dd", ["if=/dev/zero", `of=${file}`, "bs=8M", `count=${count}`, "conv=fsync"], { encoding: "utf8" });
-    if (dd.status === 0) times.dd.push((performance.now() - t) / 1000);
-    else ddOk = false;
-    rmSync(file, { force: true });
+  const synthRun = async () => {
+    // k3 synth (every shard fsynced at the end), as the CLI runs it.
+    const r = await synthesize({ out, ...opts, force: true });
+    times.synth.push(r.seconds);
+    synthBytes = r.fileBytes;
+    tensors = r.tensors;
+    rmSync(out, { recursive: true, force: true });
+  };
+  const plainRuns = async () => {
+    if (useSync) times.plain.push(plainSync());
+    times.queued.push(await plainQueued());
+    if (useDd) {
+      // dd of the same size (conv=fsync).
+      const count = Math.ceil(bytes / (8 << 20));
+      t = performance.now();
+      const dd = spawnSync("dd", ["if=/dev/zero", `of=${file}`, "bs=8M", `count=${count}`, "conv=fsync"], { encoding: "utf8" });
+      if (dd.status === 0) times.dd.push((performance.now() - t) / 1000);
+      else ddOk = false;
+      rmSync(file, { force: true });
+    }
+  };
+  if (round % 2 === 0) {
+    await synthRun();
+    await plainRuns();
+  } else {
+    await plainRuns();
+    await synthRun();
   }
+  roundLog.push(`${round + 1} ${round % 2 === 0 ? "synth first" : "plain first"}: synth ${times.synth.at(-1)!.toFixed(2)} s, queued plain ${times.queued.at(-1)!.toFixed(2)} s${useSync ? `, writeSync ${times.plain.at(-1)!.toFixed(2)} s` : ""}`);
+  console.error(roundLog.at(-1));
 }
 
 const gbps = (b: number, s: number) => b / 1e9 / s;
@@ -83,16 +102,16 @@ const best = (xs: number[]) => Math.min(...xs);
 const list = (xs: number[]) => xs.map((x) => x.toFixed(2)).join(", ");
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const synthRate = gbps(synthBytes, best(times.synth));
-const plainRate = gbps(bytes, best(times.plain));
+const plainRate = times.plain.length ? gbps(bytes, best(times.plain)) : 0;
 const queuedRate = gbps(bytes, best(times.queued));
 const ddRate = ddOk && times.dd.length ? gbps(bytes, best(times.dd)) : NaN;
 // The ceiling: the best plain write of the run (our two writers of the same bytes, and dd).
 const ceiling = Math.max(plainRate, queuedRate, Number.isNaN(ddRate) ? 0 : ddRate);
 // Per round: synth against the faster plain write of that round.
-const perRound = times.synth.map((s, i) => gbps(synthBytes, s) / Math.max(gbps(bytes, times.plain[i]), gbps(bytes, times.queued[i]), times.dd[i] ? gbps(bytes, times.dd[i]) : 0));
+const perRound = times.synth.map((s, i) => gbps(synthBytes, s) / Math.max(times.plain[i] ? gbps(bytes, times.plain[i]) : 0, gbps(bytes, times.queued[i]), times.dd[i] ? gbps(bytes, times.dd[i]) : 0));
 const rows = [
   { step: `k3 synth --layers ${opts.layers} --experts ${opts.experts} --vocab ${opts.vocab} (${tensors} tensors)`, GB: synthBytes / 1e9, "seconds (each run)": list(times.synth), "best GB/s": synthRate, "vs best plain write": synthRate / ceiling },
-  { step: "plain write, 8 MiB writeSync + fsync", GB: bytes / 1e9, "seconds (each run)": list(times.plain), "best GB/s": plainRate, "vs best plain write": plainRate / ceiling },
+  ...(times.plain.length ? [{ step: "plain write, 8 MiB writeSync + fsync", GB: bytes / 1e9, "seconds (each run)": list(times.plain), "best GB/s": plainRate, "vs best plain write": plainRate / ceiling }] : []),
   { step: "plain write, WriteQueue 32 MiB x 4 in flight + fsync", GB: bytes / 1e9, "seconds (each run)": list(times.queued), "best GB/s": queuedRate, "vs best plain write": queuedRate / ceiling },
   ...(Number.isNaN(ddRate) ? [] : [{ step: "dd if=/dev/zero bs=8M conv=fsync", GB: bytes / 1e9, "seconds (each run)": list(times.dd), "best GB/s": ddRate, "vs best plain write": ddRate / ceiling }]),
   { step: "generator only (no write)", GB: gen.bytes / 1e9, "seconds (each run)": genSec.toFixed(2), "best GB/s": gbps(gen.bytes, genSec), "vs best plain write": gbps(gen.bytes, genSec) / ceiling },
@@ -103,7 +122,8 @@ writeReport("synth", {
   rows,
   notes: [
     `synth ${synthRate.toFixed(3)} GB/s, plain write ${ceiling.toFixed(3)} GB/s, ratio ${(synthRate / ceiling).toFixed(2)} (best of ${rounds} each); per round synth / that round's best plain write: ${perRound.map((x) => x.toFixed(2)).join(", ")} (median ${median(perRound).toFixed(2)})`,
-    "Shared virtio disk: other processes' I/O in the same minutes moves both figures; the ratio is the comparison.",
+    "Shared virtio disk: other processes' I/O in the same minutes moves both figures; the per-round ratio is the comparison.",
+    ...roundLog.map((l) => `round ${l}`),
   ],
 });
 console.log(`synth ${synthRate.toFixed(3)} GB/s | plain write ${ceiling.toFixed(3)} GB/s | ratio ${(synthRate / ceiling).toFixed(2)} | per round ${perRound.map((x) => x.toFixed(2)).join(", ")}`);
