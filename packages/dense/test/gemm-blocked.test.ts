@@ -58,6 +58,30 @@ describe("blocked gemm (batch >= 2)", () => {
       }
   });
 
+  it("widens every finite bf16 bit pattern exactly (the one-op vpermw widening), in full vectors and the tail", () => {
+    // 65536 patterns minus the NaNs (their payloads are not part of the contract): +-0, subnormals,
+    // the largest finite values and +-inf, each weight once, against activations of mixed sign and
+    // size; cols % 16 = 11 puts some patterns in the masked tail.
+    const rows = 61, cols = 1075, batch = 9;
+    const wb = new Uint16Array(rows * cols);
+    for (let i = 0; i < wb.length; i++) {
+      let b = (i * 40503) & 0xffff;
+      if (i < (rows - 2) * cols) b &= 0xbfff; // |w| < 2 (finite sums) except in the last two rows
+      wb[i] = (b & 0x7f80) === 0x7f80 && (b & 0x7f) !== 0 ? b & 0xff80 : b; // NaN -> inf of its sign
+    }
+    const X = uniform(batch * cols, -2, 2, 93).map((v, i) => (i % 7 === 0 ? v * 1e-30 : v));
+    at("scalar", 1);
+    const ref = gemmBf16(wb, X, new Float32Array(batch * rows), { rows, cols, batch });
+    expect(ref.subarray(0, rows - 2).every(Number.isFinite)).toBe(true);
+    const canon = (y: Float32Array) => y.map((v) => (Number.isNaN(v) ? NaN : v)); // inf - inf makes NaN
+    for (const level of available)
+      for (const threads of [1, 2]) {
+        at(level, threads);
+        const y = gemmBf16(wb, X, new Float32Array(batch * rows), { rows, cols, batch });
+        expect(bytesEqual(canon(y), canon(ref)), `${level} x${threads}`).toBe(true);
+      }
+  });
+
   it("keeps -0, inf and NaN exactly across K blocks and in the tail lanes", () => {
     const rows = 6, cols = 1024 + 19, batch = 7;
     const wf = new Float32Array(rows * cols).fill(-0);

@@ -17,7 +17,13 @@
  * L2 for every batch tile, so weights come from DRAM once per call. While a block runs, the micro
  * calls prefetch the NEXT block line by line at an even rate (prefetch_plan): without it the whole
  * block came from DRAM in a burst during the first batch tile (n = 16 ran 0.39-0.51 of the FMA
- * peak instead of 0.54-0.72 at 12288x7168 / 33792x7168, 2 threads).
+ * peak instead of 0.54-0.72 at 12288x7168 / 33792x7168, 2 threads). The prefetch asks for L2
+ * (prefetcht2), not L1: the next block is not read until this one is done, and in L1 it only evicted
+ * the activation panel. vpermw widening + the L2 hint, A/B in one exclusive hold (2026-12-02 04:40 UTC,
+ * 2 threads, interleaved, best of >= 0.15 s each): 768x7168 (L3-hot) 1.06-1.10x, 12288x7168
+ * 1.01-1.08x, 7168x33792 1.08-1.10x at n = 16 / 32 / 64, same bits. Tried and dropped in the same
+ * stretch: KC 2048 / MC 32 (0.93-1.03x), KC 512 / MC 128 (0.93-0.99x), a 3x8 tile (0.45x: gcc
+ * turned every activation into a memory operand, 27 loads per 24 FMAs, and spilled).
  */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #include <immintrin.h>
@@ -35,10 +41,19 @@
 #define NR 6
 #endif
 
+/*
+ * 16 bf16 weights to f32 with ONE op: a zero-masked word permute puts weight j in the high half of
+ * dword j (exactly the bits vpmovzxwd + vpslld give, one vector op instead of two; in cache the
+ * 4x6 tile ran 1.05-1.14x with it, A/B below). Full vectors use a plain load (no mask).
+ */
 INLINE __m512 load_w(const void *w, size_t idx, __mmask16 m, const int bf16) {
     if (bf16) {
-        __m256i raw = _mm256_maskz_loadu_epi16(m, (const uint16_t *)w + idx);
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+        const __m256i raw = m == 0xFFFF ? _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + idx))
+                                        : _mm256_maskz_loadu_epi16(m, (const uint16_t *)w + idx);
+        const __m512i to_high = _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0,
+                                                 7, 0, 6, 0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
+        return _mm512_castsi512_ps(
+            _mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, to_high, _mm512_castsi256_si512(raw)));
     }
     return _mm512_maskz_loadu_ps(m, (const float *)w + idx);
 }
@@ -60,7 +75,7 @@ INLINE void prefetch_step(prefetch_plan *pf) {
     if (--pf->countdown) return;
     pf->countdown = pf->every;
     for (unsigned j = 0; j < pf->per && pf->row; j++) {
-        _mm_prefetch(pf->row + pf->col, _MM_HINT_T0);
+        _mm_prefetch(pf->row + pf->col, _MM_HINT_T2); /* to L2 only: T0 filled L1 with the NEXT block */
         pf->col += 64;
         if (pf->col >= pf->end) {
             pf->col = 0;
