@@ -189,6 +189,21 @@ export function stopIdsFor(cfg: ModelConfig, tok: Tokenizer): number[] {
   return [...ids].sort((a, b) => a - b);
 }
 
+/** The counters a run's decode phase is measured from (the plan check takes decode-phase deltas). */
+interface DecodeStart {
+  trunk: number;
+  experts: number;
+  embedHead: number;
+  requests: number;
+  hits: number;
+  prefetchIssued: number;
+  prefetchHits: number;
+}
+
+function decodeStart(c: RunCounters): DecodeStart {
+  return { ...c.bytesRead, requests: c.expertRequests, hits: c.expertResidentHits, prefetchIssued: c.prefetchIssued, prefetchHits: c.expertPrefetchHits };
+}
+
 export class Engine {
   readonly dir: string;
   readonly config: ModelConfig;
@@ -316,6 +331,8 @@ export class Engine {
       cacheSlotsPerLayer: plan.cacheSlotsPerLayer,
       pieceBytes,
       prefetch: options.prefetch ?? true,
+      // The plan's lookahead share (ultra keeps half a layer's worth to stay under 4 GB).
+      ...(plan.prefetchSlots > 0 ? { prefetchSlots: plan.prefetchSlots } : {}),
       onExpertError: options.onExpertError ?? "drop",
       layers: options.layers,
       shardDirs: options.shardDirs,
@@ -397,14 +414,14 @@ export class Engine {
 
     let logits: Float32Array;
     // The counters when decoding starts: the plan check compares the decode phase only.
-    let atDecode: { trunk: number; experts: number; embedHead: number; requests: number; hits: number } | null = null;
+    let atDecode: DecodeStart | null = null;
     try {
       this.model.phase = "prefill";
       const tp = performance.now();
       logits = useCache ? await this.prefillCached(promptIds, state, cache!, fwd) : await this.model.forward(promptIds, state, fwd);
       counters.prefillSeconds = (performance.now() - tp) / 1000;
       this.model.phase = "decode";
-      atDecode = { ...counters.bytesRead, requests: counters.expertRequests, hits: counters.expertResidentHits };
+      atDecode = decodeStart(counters);
       const td = performance.now();
       for (let i = 0; i < maxTokens; i++) {
         options.onLogits?.(logits, i);
@@ -518,10 +535,10 @@ export class Engine {
 
   private report(
     promptIds: number[], ids: number[], text: string, stop: RunReport["stop_reason"], counters: RunCounters, wall: number,
-    atDecode: { trunk: number; experts: number; embedHead: number; requests: number; hits: number } | null = null,
+    atDecode: DecodeStart | null = null,
   ): RunReport {
     const store = this.model.experts?.stats();
-    const d = atDecode ?? { ...counters.bytesRead, requests: counters.expertRequests, hits: counters.expertResidentHits };
+    const d = atDecode ?? decodeStart(counters);
     const b = counters.bytesRead;
     const planCheck = {
       plan: this.plan,
@@ -529,6 +546,7 @@ export class Engine {
       decodeBytes: { trunk: b.trunk - d.trunk, experts: b.experts - d.experts, embedHead: b.embedHead - d.embedHead },
       decodeExpertRequests: counters.expertRequests - d.requests,
       decodeExpertHits: counters.expertResidentHits - d.hits,
+      decodeUnusedPrefetches: Math.max(0, counters.prefetchIssued - d.prefetchIssued - (counters.expertPrefetchHits - d.prefetchHits)),
       allocated: this.model.allocations(),
     };
     return buildReport({

@@ -155,6 +155,8 @@ export const DEFAULT_PIECE_BYTES = 4 << 20;
 export const EXPERT_READERS = 16;
 export const TRUNK_READERS = 8;
 export const HEAD_READERS = 8;
+/** Expert reads in flight that may be prefetches (the rest stay free for demand reads). */
+export const PREFETCH_READERS = EXPERT_READERS / 2;
 /** The streamed lm_head's chunk reads are split into pieces of this size. */
 export const HEAD_PIECE_BYTES = 4 << 20;
 
@@ -201,6 +203,8 @@ export class Model {
   private predicted: { layer: number; ids: Set<number> } | null = null;
   /** Which phase the per-kind counters charge (the engine sets it around prefill and decode). */
   phase: Phase = "prefill";
+  /** The expert store's deviceBytes already counted (takeExpertReads). */
+  private expertDeviceSeen = 0;
   /** Bytes of one routed expert (its three matrices as stored), 0 without MoE layers. */
   private readonly expertBytes: number;
 
@@ -357,6 +361,19 @@ export class Model {
     return { layer, release: () => tl.release() };
   }
 
+  /**
+   * Expert device bytes the store completed since the last call (demand and lookahead reads alike),
+   * added to counters.bytesRead.experts; returns them.
+   */
+  private takeExpertReads(): number {
+    if (!this.experts) return 0;
+    const now = this.experts.stats().deviceBytes;
+    const d = now - this.expertDeviceSeen;
+    this.expertDeviceSeen = now;
+    this.counters.bytesRead.experts += d;
+    return d;
+  }
+
   /** Adds to the per-kind counters of the current phase. */
   private tally(kind: ReportKind, seconds: number, touched: number, read = 0): void {
     const k = this.counters.perKind[kind][this.phase];
@@ -423,6 +440,10 @@ export class Model {
           direct: options.directIo ?? true,
           pieceBytes,
           readers: EXPERT_READERS,
+          // Half the readers may serve prefetches (the store's default is a quarter): at 4 in flight
+          // 8 predicted experts took longer to read than the compute they were meant to hide behind.
+          // Demand reads still go first and keep the other half.
+          maxPrefetchInflight: PREFETCH_READERS,
         });
       }
       const t0 = performance.now();
@@ -646,6 +667,7 @@ export class Model {
           }
           lap("attn_res", resBytes / 2);
           rmsNorm(aIn, L.inNorm, cfg.rmsNormEps, normed, D);
+          this.prefetchBeforeMixer(L, l, normed, T, lap);
           this.mix(L, l, normed, T, state, a, opts.kdaCore);
           lap(mk, this.mixTouched(L, l, state));
           const next: Float32Array = p === null ? a.slice() : p.slice();
@@ -659,6 +681,7 @@ export class Model {
           lap("attn_res", 0);
         } else {
           rmsNorm(h, L.inNorm, cfg.rmsNormEps, normed, D);
+          this.prefetchBeforeMixer(L, l, normed, T, lap);
           this.mix(L, l, normed, T, state, a, opts.kdaCore);
           lap(mk, this.mixTouched(L, l, state));
           const next = h.slice();
@@ -699,16 +722,7 @@ export class Model {
    */
   private async ffn(L: Layer, l: number, x: Float32Array, T: number, out: Float32Array, lap?: (kind: ReportKind | null, touched: number) => void): Promise<void> {
     if (!(L.ffn instanceof MoeFfn)) {
-      // A dense layer before an MoE layer (K3's layer 0) starts that layer's predicted reads now,
-      // so they run behind this MLP and the next mixer instead of after the next router.
-      const prefetch = this.prefetch ? this.predictNext(l, x, T) : undefined;
-      if (prefetch) {
-        const issued0 = this.experts!.stats().prefetchIssued;
-        this.experts!.prefetch(prefetch.layer, prefetch.ids);
-        this.counters.prefetchIssued += this.experts!.stats().prefetchIssued - issued0;
-        this.predicted = { layer: prefetch.layer, ids: new Set(prefetch.ids) };
-        lap?.("moe_trunk", 0); // the lookahead router
-      }
+      // (A dense layer's prediction for the next MoE layer was issued before its mixer.)
       L.ffn.forward(x, T, out);
       lap?.("dense_mlp", L.ffn.bytes);
       return;
@@ -718,8 +732,11 @@ export class Model {
     const prefetch = this.prefetch ? this.predictNext(l, x, T) : undefined;
     const issued0 = prefetch ? this.experts!.stats().prefetchIssued : 0;
     const predictSeconds = (performance.now() - t0) / 1000;
-    const read0 = this.counters.bytesRead.experts;
+    // Reads that completed since the last MoE layer (lookahead reads issued earlier) count here too.
+    const early = this.takeExpertReads();
+    const read0 = this.counters.bytesRead.experts - early;
     await L.ffn.forward(x, T, out, this.counters, prefetch);
+    this.takeExpertReads();
     const st = L.ffn.layer.lastStats;
     if (lap && st) {
       const wall = (performance.now() - t0) / 1000;
@@ -745,6 +762,24 @@ export class Model {
       c.prefetchPredicted += guess.ids.size;
       for (const id of guess.ids) if (used.has(id)) c.prefetchUsed++;
     }
+  }
+
+  /**
+   * A dense layer before an MoE layer (K3's layer 0) starts that MoE layer's predicted reads before
+   * its own mixer, from the mixer's (normed) input: they then run behind this mixer, this MLP and the
+   * next mixer (~90 ms at K3's widths) instead of starting after the mixer (from the FFN input, the
+   * former point, which left ~30 ms less to hide the reads behind: issue 13, realwidth laptop).
+   */
+  private prefetchBeforeMixer(L: Layer, l: number, x: Float32Array, T: number, lap: (kind: ReportKind | null, touched: number) => void): void {
+    if (!this.prefetch || L.ffn instanceof MoeFfn) return;
+    const prefetch = this.predictNext(l, x, T);
+    if (!prefetch) return;
+    const issued0 = this.experts!.stats().prefetchIssued;
+    this.experts!.prefetch(prefetch.layer, prefetch.ids);
+    this.counters.prefetchIssued += this.experts!.stats().prefetchIssued - issued0;
+    this.predicted = { layer: prefetch.layer, ids: new Set(prefetch.ids) };
+    const next = this.layers[prefetch.layer]?.ffn;
+    lap("moe_trunk", next instanceof MoeFfn ? next.layer.opts.router.weight.data.byteLength : 0); // the lookahead router
   }
 
   /**
@@ -794,6 +829,9 @@ export class Model {
       await this.headLogits(normed, n, logits.subarray(at * V, (at + n) * V));
       this.tally("lm_head", (performance.now() - tl) / 1000, V * D * (this.head?.f32 ? 4 : 2), this.counters.bytesRead.embedHead - read0);
     }
+    // Expert reads that completed after the last MoE layer (a lookahead read in flight when it was
+    // cancelled) are the experts' bytes of this call.
+    this.tally("moe_experts", 0, 0, this.takeExpertReads());
     return logits;
   }
 }

@@ -118,6 +118,8 @@ export interface MemoryPlan {
   trunkChunkBytes: number;
   /** Expert cache slots per MoE layer. */
   cacheSlotsPerLayer: number;
+  /** Streaming slots the lookahead prefetch may hold (prefetchSlotsFor; 0 with prefetch off). */
+  prefetchSlots: number;
   /** Tokens the KV budget holds. */
   kvCapacityTokens: number;
   embedHeadResident: boolean;
@@ -142,9 +144,14 @@ export interface MemoryPlan {
   availableBytes: number;
 }
 
-/** Streaming slots the lookahead prefetch may hold: ceil(topK / 2) (8 for K3), on top of the topK + 2 demand slots. */
-export function prefetchSlotsFor(topK: number): number {
-  return Math.ceil(topK / 2);
+/**
+ * Streaming slots the lookahead prefetch may hold, on top of the topK + 2 demand slots: topK (16 for
+ * K3, 280.8 MB), so a whole predicted layer can be read ahead (ceil(topK / 2) capped it at half a
+ * layer: at real widths most of a token's expert reads then waited behind the router); ultra, whose
+ * plan must stay under 4 GB, keeps ceil(topK / 2).
+ */
+export function prefetchSlotsFor(topK: number, preset?: PresetName | "custom"): number {
+  return preset === "ultra" ? Math.ceil(topK / 2) : topK;
 }
 
 /** Node/V8 and scratch headroom counted in every plan. */
@@ -266,7 +273,8 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
   // The expert store's streaming slots (topK + 2 for demand reads, plus the lookahead share), each
   // one expert rounded up to 4 KiB plus 4 KiB for the aligned-superset read; faulted in at open.
   const topK = census.moeLayers > 0 && census.expertBytes > 0 ? Math.round(census.expertBytesPerToken / (census.moeLayers * census.expertBytes)) : 0;
-  const streamSlots = topK > 0 ? topK + 2 + (io.prefetch === false ? 0 : prefetchSlotsFor(topK)) : 0;
+  const prefetchSlots = topK > 0 && io.prefetch !== false ? prefetchSlotsFor(topK, preset) : 0;
+  const streamSlots = topK > 0 ? topK + 2 + prefetchSlots : 0;
   const parts = [
     { name: "pinned trunk", bytes: pinnedBytes },
     { name: "trunk ring", bytes: ringBytes },
@@ -294,6 +302,7 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
     ringSlotBytes: ringSlots ? slotBytes : 0,
     trunkChunkBytes: ringSlots ? trunkChunkBytesFor(largest) : 0,
     cacheSlotsPerLayer,
+    prefetchSlots,
     kvCapacityTokens,
     embedHeadResident,
     trunkMode: streamed.length > 0 ? "streamed" : "resident",

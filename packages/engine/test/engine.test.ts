@@ -223,6 +223,15 @@ describe("prefetch and read pieces change I/O only: byte-identical output", asyn
     expect(a.report.prefetch_issued).toBeGreaterThan(0);
     expect(a.report.prefetch_hit_rate!).toBeGreaterThan(0);
     expect(a.report.expert_requests).toBe(b.report.expert_requests);
+    // Every byte the expert store read is in the report, lookahead reads that completed before
+    // their layer ran (issued before a dense layer's mixer, or a layer ahead) included, and in the
+    // per-kind figures the floor is computed from.
+    for (const [e, r] of [[on, a], [plain, b]] as const) {
+      const store = e.model.experts!.stats().deviceBytes;
+      const perKind = r.report.per_kind.moe_experts;
+      expect(r.report.bytes_read.experts).toBe(store);
+      expect(perKind.prefill.bytes_read + perKind.decode.bytes_read).toBe(store);
+    }
     on.close();
     plain.close();
   });

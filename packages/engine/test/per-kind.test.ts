@@ -196,6 +196,15 @@ describe("floor", () => {
     expect(ok.decode_floor_s_per_token).toBeCloseTo(0.275, 12);
     expect(ok.disk_ceiling_gbps).toBeCloseTo(4, 12);
     expect(ok.warnings).toEqual([]);
+    // A kind below its own floor is named, whatever the phase's ratio: memory-bound (kda at 0.25 s
+    // for 10 GB at 20 GB/s) blames the memory ceiling; read-bound (experts at 0.25 s for 2 GB at 4
+    // GB/s) says its reads ran during other kinds' time. The phase itself stays above its floor.
+    const under = { ...perKind, kda: { ...perKind.kda, decode: { seconds: 0.25, bytes_touched: 10e9, bytes_read: 0 } }, moe_experts: { ...perKind.moe_experts, decode: { seconds: 0.25, bytes_touched: 1e9, bytes_read: 2e9 } } };
+    const w = floorFromFigures({ ...x, perKind: under }, after);
+    expect(w.decode_ratio!).toBeGreaterThan(1);
+    expect(w.warnings).toHaveLength(2);
+    expect(w.warnings[0]).toMatch(/^kda: decode 250\.0 ms is 0\.50x its own floor 500\.0 ms: the memory ceiling is too low$/);
+    expect(w.warnings[1]).toMatch(/^moe_experts: decode 250\.0 ms is 0\.50x its own floor 500\.0 ms: its experts reads ran \(partly\) during other kinds' time/);
     // Reads from a source that has no ceiling are named.
     perKind.lm_head.decode = { seconds: 0.1, bytes_touched: 0, bytes_read: 5 };
     expect(floorFromFigures(x, after).warnings.join("\n")).toMatch(/lm_head: 5 bytes read with no ceiling/);

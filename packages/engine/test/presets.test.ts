@@ -75,9 +75,9 @@ describe("presets and plan", () => {
     const ultra = planMemory(k3, budgetsFor("ultra", k3, box), "ultra", box, streamed);
     expect(ultra.embedHeadResident).toBe(false);
     expect(ultra.totalBytes).toBeLessThan(4 * GB);
-    // The expert store's streaming slots are planned: 16 + 2 demand + 8 lookahead, one expert each.
+    // The expert store's streaming slots are planned: 16 + 2 demand + 16 lookahead, one expert each.
     const slot = Math.ceil(k3.expertBytes / 4096) * 4096 + 4096;
-    expect(laptop.parts.find((p) => p.name === "expert read slots")!.bytes).toBe(26 * slot);
+    expect(laptop.parts.find((p) => p.name === "expert read slots")!.bytes).toBe(34 * slot);
     // A prompt cache and speculation's checkpoint are planned when on: capped snapshots, one KDA state set.
     const extras = planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { ...streamed, promptCache: { slots: 2, maxBytes: 2 ** 40 }, spec: true });
     const snapshot = k3.recurrentStateBytes + laptop.kvCapacityTokens * k3.kvBytesPerToken;
@@ -88,7 +88,7 @@ describe("presets and plan", () => {
     expect(laptop.parts.some((p) => p.name === "prompt cache" || p.name === "spec checkpoint")).toBe(false);
     const noPrefetch = planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { ...streamed, prefetch: false });
     expect(noPrefetch.parts.find((p) => p.name === "expert read slots")!.bytes).toBe(18 * slot);
-    expect(laptop.totalBytes - noPrefetch.totalBytes).toBe(8 * slot);
+    expect(laptop.totalBytes - noPrefetch.totalBytes).toBe(16 * slot);
   });
 
   it("without a packed trunk plans the whole trunk resident: no ring, no trunk reads (issue 13's 4-layer K3 figures)", () => {

@@ -89,7 +89,8 @@ export class MoeFfn {
       counters.expertRequests += s.uniqueExperts;
       counters.expertResidentHits += s.residentHits;
       counters.expertPrefetchHits += s.prefetchHits;
-      counters.bytesRead.experts += s.deviceBytes;
+      // Device bytes are counted by the model from the store's totals: a lookahead read that
+      // completes before this layer's forward (issued a layer ahead) is in no layer's deviceBytes.
       counters.ioSeconds += s.ioNs / 1e9;
       counters.ioOverlappedSeconds += Math.max(0, (s.ioNs + s.cpuNs - s.wallNs) / 1e9);
       counters.expertDrops += s.dropped.length;
