@@ -7,8 +7,8 @@
  * changes the math is defaulted: a silently defaulted layer map turns every layer into KDA and
  * still produces fluent-looking garbage.
  */
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { readRegularFileSync } from "@k3/native";
 import { ConfigError, UsageError } from "./errors.js";
 
 export type LayerKind = "kda" | "mla";
@@ -99,6 +99,31 @@ export function isMoeLayer(cfg: ModelConfig, layer: number): boolean {
 
 type Json = Record<string, unknown>;
 
+/** A value as a refusal shows it: JSON.stringify turns Infinity (what 1e400 parses to) into "null". */
+function shown(v: unknown): string {
+  return typeof v === "number" && !Number.isFinite(v) ? String(v) : JSON.stringify(v);
+}
+
+/**
+ * Upper bounds on the config's sizes: far above any Kimi model (K3 in brackets), far below what
+ * would overflow an allocation or a 2^53 index product. A value past them is a broken or hostile
+ * config, refused before anything is allocated from it (num_hidden_layers 1e9 was a V8 fatal error).
+ */
+const MAX = {
+  hidden: 1 << 16, // hidden_size [7168]
+  layers: 1024, // num_hidden_layers [93]
+  vocab: 1 << 22, // vocab_size [163840]
+  heads: 1024, // KDA / MLA heads [96]
+  headDim: 4096, // head dims [128]
+  convKernel: 64, // short_conv_kernel_size [4]
+  rank: 1 << 16, // q_lora_rank / kv_lora_rank [1536 / 512]
+  experts: 1 << 16, // num_experts [896]
+  shared: 64, // num_shared_experts [2]
+  ffn: 1 << 20, // intermediate sizes [33792 / 3072]
+  positions: 1 << 24, // max_position_embeddings [1048576]
+  scale: 1000, // routed_scaling_factor, SiTU betas, |gate_lower_bound| [1 / 4 / 25 / 5]
+} as const;
+
 /** Collects problems while reading fields, so that all of them are reported together. */
 class FieldReader {
   readonly problems: string[] = [];
@@ -112,48 +137,50 @@ class FieldReader {
     return this.obj[key] !== undefined;
   }
 
-  int(key: string, min = 1): number {
+  /** An integer in [min, max]: every size is bounded here, before anything is allocated from it. */
+  int(key: string, min: number, max: number): number {
     const v = this.obj[key];
     if (v === undefined) {
-      this.problems.push(`${this.where(key)} is missing (an integer >= ${min} is required)`);
+      this.problems.push(`${this.where(key)} is missing (an integer in ${min}..${max} is required)`);
       return NaN;
     }
-    if (typeof v !== "number" || !Number.isInteger(v) || v < min) {
-      this.problems.push(`${this.where(key)} = ${JSON.stringify(v)}: expected an integer >= ${min}`);
+    if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
+      this.problems.push(`${this.where(key)} = ${shown(v)}: expected an integer in ${min}..${max}`);
       return NaN;
     }
     return v;
   }
 
-  optionalInt(key: string, min = 1): number | null {
+  optionalInt(key: string, min: number, max: number): number | null {
     const v = this.obj[key];
     if (v === undefined || v === null) return null;
-    return this.int(key, min);
+    return this.int(key, min, max);
   }
 
   /** A key that must be present but may be null (e.g. q_lora_rank: null selects q_proj). */
-  nullableInt(key: string, min = 1): number | null {
+  nullableInt(key: string, min: number, max: number): number | null {
     if (!(key in this.obj)) {
       this.problems.push(`${this.where(key)} is missing (an integer, or null)`);
       return null;
     }
-    return this.optionalInt(key, min);
+    return this.optionalInt(key, min, max);
   }
 
-  num(key: string, check: (x: number) => boolean = Number.isFinite, what = "a finite number"): number {
+  /** A finite number that also passes `check` (1e400 parses as Infinity: refused here, whatever the check). */
+  num(key: string, check: (x: number) => boolean, what: string): number {
     const v = this.obj[key];
     if (v === undefined) {
       this.problems.push(`${this.where(key)} is missing (${what} is required)`);
       return NaN;
     }
-    if (typeof v !== "number" || !check(v)) {
-      this.problems.push(`${this.where(key)} = ${JSON.stringify(v)}: expected ${what}`);
+    if (typeof v !== "number" || !Number.isFinite(v) || !check(v)) {
+      this.problems.push(`${this.where(key)} = ${shown(v)}: expected ${what}`);
       return NaN;
     }
     return v;
   }
 
-  optionalNum(key: string, check: (x: number) => boolean = Number.isFinite, what = "a finite number"): number | null {
+  optionalNum(key: string, check: (x: number) => boolean, what: string): number | null {
     if (this.obj[key] === undefined || this.obj[key] === null) return null;
     return this.num(key, check, what);
   }
@@ -239,9 +266,9 @@ export function parseConfig(raw: unknown, file = "config.json"): ModelConfig {
   const base = nested ? "text_config" : "";
   const r = new FieldReader(tc, base);
 
-  const hiddenSize = r.int("hidden_size");
-  const numLayers = r.int("num_hidden_layers");
-  const vocabSize = r.int("vocab_size");
+  const hiddenSize = r.int("hidden_size", 1, MAX.hidden);
+  const numLayers = r.int("num_hidden_layers", 1, MAX.layers);
+  const vocabSize = r.int("vocab_size", 1, MAX.vocab);
   const rmsNormEps = r.num("rms_norm_eps", (x) => x > 0 && x < 1, "a number in (0, 1)");
 
   // Token ids: the nested layout repeats them at the top; they must agree.
@@ -269,8 +296,8 @@ export function parseConfig(raw: unknown, file = "config.json"): ModelConfig {
   let situBeta = NaN;
   let situLinearBeta = NaN;
   if (hiddenAct === "situ") {
-    situBeta = r.num("activation_situ_beta", (x) => x > 0, "a positive number");
-    situLinearBeta = r.num("activation_situ_linear_beta", (x) => x > 0, "a positive number");
+    situBeta = r.num("activation_situ_beta", (x) => x > 0 && x <= MAX.scale, `a number in (0, ${MAX.scale}]`);
+    situLinearBeta = r.num("activation_situ_linear_beta", (x) => x > 0 && x <= MAX.scale, `a number in (0, ${MAX.scale}]`);
   }
 
   // KDA and the layer map.
@@ -280,10 +307,10 @@ export function parseConfig(raw: unknown, file = "config.json"): ModelConfig {
   let laProblems: string[] = [];
   if (la) {
     const lr = new FieldReader(la, base ? `${base}.linear_attn_config` : "linear_attn_config");
-    kda.numHeads = lr.int("num_heads");
-    kda.headDim = lr.int("head_dim");
-    kda.convKernel = lr.int("short_conv_kernel_size");
-    kda.gateLowerBound = lr.optionalNum("gate_lower_bound", (x) => x < 0, "a negative number");
+    kda.numHeads = lr.int("num_heads", 1, MAX.heads);
+    kda.headDim = lr.int("head_dim", 1, MAX.headDim);
+    kda.convKernel = lr.int("short_conv_kernel_size", 1, MAX.convKernel);
+    kda.gateLowerBound = lr.optionalNum("gate_lower_bound", (x) => x < 0 && x >= -MAX.scale, `a number in [-${MAX.scale}, 0)`);
     kda.fullRankGate = lr.optionalBool("use_full_rank_gate", false);
     const full = lr.intList("full_attn_layers", true);
     const kdaList = lr.intList("kda_layers", false);
@@ -322,12 +349,12 @@ export function parseConfig(raw: unknown, file = "config.json"): ModelConfig {
     );
   }
   const mla: MlaConfig = {
-    numHeads: r.int("num_attention_heads"),
-    qLoraRank: r.nullableInt("q_lora_rank"),
-    kvLoraRank: r.int("kv_lora_rank"),
-    qkNopeHeadDim: r.int("qk_nope_head_dim"),
-    qkRopeHeadDim: r.int("qk_rope_head_dim", 0),
-    vHeadDim: r.int("v_head_dim"),
+    numHeads: r.int("num_attention_heads", 1, MAX.heads),
+    qLoraRank: r.nullableInt("q_lora_rank", 1, MAX.rank),
+    kvLoraRank: r.int("kv_lora_rank", 1, MAX.rank),
+    qkNopeHeadDim: r.int("qk_nope_head_dim", 1, MAX.headDim),
+    qkRopeHeadDim: r.int("qk_rope_head_dim", 0, MAX.headDim),
+    vHeadDim: r.int("v_head_dim", 1, MAX.headDim),
     outputGate: r.optionalBool("mla_use_output_gate", false),
   };
 
@@ -338,13 +365,13 @@ export function parseConfig(raw: unknown, file = "config.json"): ModelConfig {
     problems.push(`quantization_config.format = ${JSON.stringify(quant.format)}: only "mxfp4-pack-quantized" (routed experts) is supported`);
   }
   const moe: MoeConfig = {
-    numExperts: r.int("num_experts"),
-    topK: r.int("num_experts_per_token"),
-    numShared: r.int("num_shared_experts", 0),
-    intermediate: r.int("moe_intermediate_size"),
-    latentDim: r.optionalInt("routed_expert_hidden_size"),
+    numExperts: r.int("num_experts", 1, MAX.experts),
+    topK: r.int("num_experts_per_token", 1, MAX.experts),
+    numShared: r.int("num_shared_experts", 0, MAX.shared),
+    intermediate: r.int("moe_intermediate_size", 1, MAX.ffn),
+    latentDim: r.optionalInt("routed_expert_hidden_size", 1, MAX.hidden),
     latentNorm: false,
-    routedScalingFactor: r.num("routed_scaling_factor", (x) => x > 0, "a positive number"),
+    routedScalingFactor: r.num("routed_scaling_factor", (x) => x > 0 && x <= MAX.scale, `a number in (0, ${MAX.scale}]`),
     renormalize: r.bool("moe_renormalize"),
     mxfp4,
   };
@@ -361,13 +388,14 @@ export function parseConfig(raw: unknown, file = "config.json"): ModelConfig {
   if (tc.topk_method !== undefined && tc.topk_method !== "noaux_tc") {
     problems.push(`${base ? base + "." : ""}topk_method = ${JSON.stringify(tc.topk_method)}: only "noaux_tc" is supported`);
   }
-  const denseIntermediate = r.int("intermediate_size");
-  const firstKDenseReplace = r.int("first_k_dense_replace", 0);
-  const moeLayerFreq = r.int("moe_layer_freq");
+  const denseIntermediate = r.int("intermediate_size", 1, MAX.ffn);
+  const firstKDenseReplace = r.int("first_k_dense_replace", 0, MAX.layers);
+  const moeLayerFreq = r.int("moe_layer_freq", 1, MAX.layers);
   if (Number.isInteger(firstKDenseReplace) && Number.isInteger(numLayers) && firstKDenseReplace > numLayers) {
     problems.push(`first_k_dense_replace = ${firstKDenseReplace} exceeds num_hidden_layers = ${numLayers}`);
   }
-  const attnResBlockSize = r.optionalInt("attn_res_block_size");
+  const attnResBlockSize = r.optionalInt("attn_res_block_size", 1, MAX.layers);
+  const maxPositionEmbeddings = r.optionalInt("max_position_embeddings", 1, MAX.positions);
   if (tc.num_nextn_predict_layers !== undefined && tc.num_nextn_predict_layers !== 0) {
     problems.push(`num_nextn_predict_layers = ${JSON.stringify(tc.num_nextn_predict_layers)}: MTP heads are not supported`);
   }
@@ -409,19 +437,23 @@ export function parseConfig(raw: unknown, file = "config.json"): ModelConfig {
     firstKDenseReplace,
     moeLayerFreq,
     attnResBlockSize,
-    maxPositionEmbeddings: typeof tc.max_position_embeddings === "number" ? tc.max_position_embeddings : null,
+    maxPositionEmbeddings,
     raw: top,
   };
 }
+
+const CONFIG_MAX_BYTES = 16 << 20;
 
 /** Reads `<dir>/config.json`; a missing file or bad JSON is a ConfigError naming the file. */
 export function readConfig(dir: string): ModelConfig {
   const file = join(dir, "config.json");
   let text: string;
   try {
-    text = readFileSync(file, "utf8");
+    // A regular file only (a FIFO hung the reader forever); K3's is 4 kB, so 16 MiB is generous.
+    text = readRegularFileSync(file, CONFIG_MAX_BYTES).toString("utf8");
   } catch (err) {
-    throw new ConfigError(file, [`cannot read it (${(err as NodeJS.ErrnoException).code ?? String(err)}); a model directory needs config.json`]);
+    const e = err as { code?: string; message?: string };
+    throw new ConfigError(file, [`cannot read it (${e.code ?? String(err)}${e.code === "ENOTREG" || e.code === "EFBIG" ? `: ${e.message}` : ""}); a model directory needs config.json`]);
   }
   let raw: unknown;
   try {
@@ -432,14 +464,25 @@ export function readConfig(dir: string): ModelConfig {
   return parseConfig(raw, file);
 }
 
+/** Special ids K3 and Kimi-Linear reserve after the ranks (num_reserved_special_tokens, tokenizer.md). */
+export const KIMI_SPECIAL_IDS = 256;
+
 /**
  * Checks the config against the tokenizer it ships with: the vocabularies must match exactly
- * (ranks + specials), otherwise ids would index the wrong embedding rows.
+ * (ranks + specials), otherwise ids would index the wrong embedding rows. The rank count is checked
+ * on its own: the tokenizer stretches its special range to the highest named special id, so a
+ * rank file cut at a line boundary still totals vocab_size, with every special shifted.
  */
-export function checkTokenizerMatch(cfg: ModelConfig, tokenizerVocabSize: number, file = "config.json"): void {
-  if (tokenizerVocabSize !== cfg.vocabSize) {
+export function checkTokenizerMatch(cfg: ModelConfig, tok: { nVocab: number; nRanks: number }, file = "config.json"): void {
+  const ranks = cfg.vocabSize - KIMI_SPECIAL_IDS;
+  if (tok.nRanks !== ranks) {
     throw new ConfigError(file, [
-      `vocab_size = ${cfg.vocabSize} but the tokenizer has ${tokenizerVocabSize} ids (ranks + specials); the checkpoint and tokenizer do not belong together`,
+      `tiktoken.model has ${tok.nRanks} ranks but vocab_size = ${cfg.vocabSize} needs ${ranks} (+ ${KIMI_SPECIAL_IDS} specials); the rank file is cut or belongs to another model`,
+    ]);
+  }
+  if (tok.nVocab !== cfg.vocabSize) {
+    throw new ConfigError(file, [
+      `vocab_size = ${cfg.vocabSize} but the tokenizer has ${tok.nVocab} ids (ranks + specials); the checkpoint and tokenizer do not belong together`,
     ]);
   }
 }

@@ -300,7 +300,7 @@ export class Engine {
     checkPlanFits(plan);
     const streaming = plan.trunkMode === "streamed";
     const tok = loadKimiTokenizer(dir, { specials: cfg.family === "k3" ? "k3" : "k2" });
-    checkTokenizerMatch(cfg, tok.nVocab, join(dir, "config.json"));
+    checkTokenizerMatch(cfg, tok, join(dir, "config.json"));
     // Low-memory presets run lm_head in row chunks (at most 4096 rows, at least 16 chunks).
     const headChunkRows = plan.embedHeadResident ? undefined : headChunkRowsFor(cfg.vocabSize);
     const pieceBytes = pieceBytesOf(options.pieceMb);

@@ -1,8 +1,13 @@
+import { execFileSync, spawn } from "node:child_process";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { censusOf } from "../src/census.js";
 import { configFingerprint, parseConfig, readConfig, checkTokenizerMatch, isMoeLayer } from "../src/config.js";
 import { ConfigError } from "../src/errors.js";
-import { rawConfig, TINY_48B, TINY_K3 } from "./helpers.js";
+import { publishedK3Config, rawConfig, TINY_48B, TINY_K3 } from "./helpers.js";
+import { publishedKimiLinearConfig } from "../src/published.js";
 
 function problemsOf(raw: unknown): string[] {
   try {
@@ -109,14 +114,74 @@ describe("config reader", () => {
     expect(p.join("\n")).toMatch(/full_attn_layers: expected a list of integers/);
   });
 
+  it("bounds every numeric field, finite and in range, naming it (1e400 parses as Infinity)", () => {
+    const cases: [string, (raw: any) => void, RegExp][] = [
+      ["routed_scaling_factor", (r) => (r.text_config.routed_scaling_factor = JSON.parse("1e400")), /text_config\.routed_scaling_factor = Infinity: expected a number in \(0, 1000\]/],
+      ["attn_res_block_size", (r) => (r.text_config.attn_res_block_size = 1e9), /text_config\.attn_res_block_size = 1000000000: expected an integer in 1\.\.1024/],
+      ["max_position_embeddings", (r) => (r.text_config.max_position_embeddings = 1e300), /text_config\.max_position_embeddings = 1e\+300: expected an integer in 1\.\.16777216/],
+      ["num_hidden_layers", (r) => (r.text_config.num_hidden_layers = 1e9), /text_config\.num_hidden_layers = 1000000000: expected an integer in 1\.\.1024/],
+      ["hidden_size 1e308", (r) => (r.text_config.hidden_size = 1e308), /text_config\.hidden_size = 1e\+308: expected an integer in 1\.\.65536/],
+      ["hidden_size 2^53", (r) => (r.text_config.hidden_size = 2 ** 53), /text_config\.hidden_size = 9007199254740992: expected an integer/],
+      ["activation_situ_beta", (r) => (r.text_config.activation_situ_beta = JSON.parse("1e400")), /activation_situ_beta = Infinity/],
+      ["gate_lower_bound", (r) => (r.text_config.linear_attn_config.gate_lower_bound = JSON.parse("-1e400")), /gate_lower_bound = -Infinity/],
+      ["vocab_size", (r) => (r.text_config.vocab_size = 2 ** 40), /vocab_size = 1099511627776: expected an integer in 1\.\.4194304/],
+      ["num_experts", (r) => (r.text_config.num_experts = 1e12), /num_experts = 1000000000000/],
+      ["intermediate_size", (r) => (r.text_config.intermediate_size = 1e15), /intermediate_size = 1000000000000000/],
+      ["kv_lora_rank", (r) => (r.text_config.kv_lora_rank = 1e7), /kv_lora_rank = 10000000/],
+      ["num_heads", (r) => (r.text_config.linear_attn_config.num_heads = 1e6), /linear_attn_config\.num_heads = 1000000/],
+      ["rms_norm_eps", (r) => (r.text_config.rms_norm_eps = JSON.parse("1e400")), /rms_norm_eps = Infinity/],
+    ];
+    for (const [name, edit, want] of cases) {
+      const raw = rawConfig(TINY_K3);
+      edit(raw);
+      expect(problemsOf(raw).join("\n"), name).toMatch(want);
+    }
+    // The published configs stay inside the bounds.
+    expect(() => parseConfig(publishedK3Config())).not.toThrow();
+    expect(() => parseConfig(publishedKimiLinearConfig())).not.toThrow();
+  });
+
+  it("refuses a FIFO as config.json instead of hanging", () => {
+    const dir = mkdtempSync(join(tmpdir(), "k3-fifo-"));
+    try {
+      execFileSync("mkfifo", [join(dir, "config.json")]);
+      // A writer that closes the FIFO after 1 s without writing: a reader that blocks (the old
+      // code) then ends with an empty file instead of hanging the test run.
+      const writer = spawn("sh", ["-c", 'exec 3>"$1"; sleep 1', "sh", join(dir, "config.json")], { stdio: "ignore" });
+      try {
+        expect(() => readConfig(dir)).toThrow(/config\.json: .*cannot read it \(ENOTREG: a FIFO, not a regular file\)/s);
+      } finally {
+        writer.kill();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("names the file when config.json is missing", () => {
     expect(() => readConfig("/nonexistent-dir")).toThrow(/\/nonexistent-dir\/config.json: .*cannot read it \(ENOENT\)/s);
   });
 
   it("checks the vocabulary against the tokenizer", () => {
     const c = readConfig(TINY_K3);
-    expect(() => checkTokenizerMatch(c, 1024)).not.toThrow();
-    expect(() => checkTokenizerMatch(c, 1000)).toThrow(/vocab_size = 1024 but the tokenizer has 1000 ids/);
+    expect(() => checkTokenizerMatch(c, { nVocab: 1024, nRanks: 768 })).not.toThrow();
+    expect(() => checkTokenizerMatch(c, { nVocab: 1000, nRanks: 768 })).toThrow(/vocab_size = 1024 but the tokenizer has 1000 ids/);
+  });
+
+  it("refuses a rank file cut at a line boundary (its specials stretch to the same vocab_size), naming both numbers", async () => {
+    const { Engine } = await import("../src/engine.js");
+    const dir = mkdtempSync(join(tmpdir(), "k3-cut-ranks-"));
+    try {
+      for (const f of ["config.json", "tokenizer_config.json", "model.safetensors.index.json", "model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"]) {
+        copyFileSync(join(TINY_K3, f), join(dir, f));
+      }
+      const lines = readFileSync(join(TINY_K3, "tiktoken.model"), "utf8").split("\n").filter(Boolean);
+      expect(lines.length).toBe(768);
+      writeFileSync(join(dir, "tiktoken.model"), lines.slice(0, 767).join("\n") + "\n");
+      await expect(Engine.load(dir, { threads: 1, preset: "laptop" })).rejects.toThrow(/tiktoken.model has 767 ranks but vocab_size = 1024 needs 768/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("fingerprints what changes the math", () => {

@@ -55,3 +55,5 @@ export function loadAddon<T>(packageName: string, moduleUrl: string): LoadedAddo
     throw new NativeLoadError(packageName, nativeDir, err);
   }
 }
+
+export { readRegularFileSync, FileRefusedError } from "./regular-file.js";

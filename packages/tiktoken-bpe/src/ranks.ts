@@ -4,7 +4,7 @@
  * per-line allocation, which keeps the 2.8 MB Kimi file well under the 100 ms load budget.
  */
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readRegularFileSync } from "@k3/native";
 import { VocabularyError } from "./errors.js";
 import type { Vocabulary } from "./rank-table.js";
 import { nativeBinding } from "./native.js";
@@ -14,11 +14,17 @@ const B64 = new Int16Array(256).fill(-1);
   B64[ch.charCodeAt(0)] = i;
 });
 
-/** Reads and parses a rank file; `expectedSha256` (hex) is verified first when given. */
+/** Largest rank file read (Kimi's is 2.8 MB, o200k's 3.6 MB). */
+export const MAX_RANK_FILE_BYTES = 64 << 20;
+
+/**
+ * Reads and parses a rank file; `expectedSha256` (hex) is verified first when given. Only a regular
+ * file of at most MAX_RANK_FILE_BYTES is read (a FIFO hung the loader forever).
+ */
 export function readRankFile(path: string, expectedSha256?: string): Vocabulary {
   let data: Buffer;
   try {
-    data = readFileSync(path);
+    data = readRegularFileSync(path, MAX_RANK_FILE_BYTES);
   } catch (err) {
     throw new VocabularyError(`rank file ${path}: cannot read (${(err as Error).message})`);
   }

@@ -1,5 +1,6 @@
 // Kimi: the verified ids of tokenizer.md section 1, the tiny checkpoints in fixtures/models, the
 // 256/258 special-id variants, tokenizer_config.json validation and the kimi-hf mode.
+import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync, copyFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -129,5 +130,21 @@ describe("tokenizer_config.json validation", () => {
     copyFileSync(join(tinyDir, "tiktoken.model"), join(dir, "tiktoken.model"));
     expect(() => loadKimiTokenizer(dir)).toThrow(/tokenizer_config.json: missing/);
     expect(() => loadKimiTokenizer(join(dir, "nope"))).toThrow(/tiktoken.model: cannot read/);
+  });
+
+  it("refuses a FIFO as tiktoken.model or tokenizer_config.json instead of hanging", async () => {
+    for (const name of ["tiktoken.model", "tokenizer_config.json"]) {
+      const dir = mkdtempSync(join(tmpdir(), "k3-tok-"));
+      for (const f of ["tiktoken.model", "tokenizer_config.json"]) if (f !== name) copyFileSync(join(tinyDir, f), join(dir, f));
+      execFileSync("mkfifo", [join(dir, name)]);
+      // A writer that opens the FIFO and closes it after 1 s without writing, so that a reader
+      // that blocks (the old code) ends with an empty file instead of hanging the test run.
+      const writer = spawn("sh", ["-c", 'exec 3>"$1"; sleep 1', "sh", join(dir, name)], { stdio: "ignore" });
+      try {
+        expect(() => loadKimiTokenizer(dir), name).toThrow(new RegExp(`${name.replace(".", "\\.")}: cannot read.*FIFO, not a regular file`));
+      } finally {
+        writer.kill();
+      }
+    }
   });
 });
