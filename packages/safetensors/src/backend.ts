@@ -3,9 +3,9 @@
  * names in one string table, hash lookups in C) and the pure-TS fallback. Both produce the same
  * HeaderTables and the same errors; tests compare them on every fixture and fuzz case.
  */
-import { readFileSync } from "node:fs";
+import { FileRefusedError, readRegularFileSync } from "@k3/native";
 import { SafetensorsError, ioError } from "./errors.js";
-import { parseIndexJson } from "./index-json.js";
+import { MAX_INDEX_BYTES, parseIndexJson } from "./index-json.js";
 import { readRawHeader, readRawHeaderSync } from "./io.js";
 import { parseFileTs, parseHeaderTs } from "./scan.js";
 import { tableName, type HeaderTable } from "./table.js";
@@ -111,8 +111,12 @@ export const tsBackend: Backend = {
   parseIndex(file) {
     let bytes: Uint8Array;
     try {
-      bytes = readFileSync(file);
+      // Kind and size before any byte is read, as the native reader does: a symlink to /dev/zero
+      // grew memory without bound, a FIFO hung, a 1.2 GB sparse index was read whole first.
+      bytes = readRegularFileSync(file, MAX_INDEX_BYTES);
     } catch (err) {
+      if (err instanceof FileRefusedError && err.code === "ENOTREG") throw new SafetensorsError("InvalidIndex", `the index is ${err.message}`, { file });
+      if (err instanceof FileRefusedError && err.code === "EFBIG") throw new SafetensorsError("InvalidIndex", `the index is larger than ${MAX_INDEX_BYTES} bytes`, { file });
       throw ioError(file, "reading the index", err);
     }
     const w = parseIndexJson(bytes, file);

@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { SafetensorsError, SafetensorsWriter, ShardedCheckpointWriter, openCheckpoint, openCheckpointSync, openSafetensorsSync } from "../src/index.js";
@@ -165,6 +166,48 @@ describe.each(BACKENDS)("checkpoints (%s)", (backend) => {
     const ck = warned as Exclude<typeof warned, SafetensorsError>;
     expect(ck.warnings.length).toBe(1);
     expect(ck.warnings[0]).toMatch(/total_size is 1/);
+  });
+
+  it("checks index.json's kind and size before reading it: a FIFO, /dev/zero and a 1.2 GB sparse file", async () => {
+    const dir = tempDir("idx-kind");
+    writeTinyK3(dir, 2);
+    const indexPath = join(dir, "model.safetensors.index.json");
+    const refusal = (sync: boolean) => {
+      try {
+        const r = sync ? openCheckpointSync(dir, { backend }) : null;
+        return r;
+      } catch (e) {
+        return e as SafetensorsError;
+      }
+    };
+    rmSync(indexPath);
+    execFileSync("mkfifo", [indexPath]);
+    // A writer that closes the FIFO after 1 s without writing: a reader that blocks (the old
+    // code) then ends with an empty index instead of hanging the test run.
+    const writer = spawn("sh", ["-c", 'exec 3>"$1"; sleep 1', "sh", indexPath], { stdio: "ignore" });
+    try {
+      const r = refusal(true) as SafetensorsError;
+      expect(r).toBeInstanceOf(SafetensorsError);
+      expect(r.code).toBe("InvalidIndex");
+      expect(r.message).toMatch(/the index is a FIFO, not a regular file/);
+      await expect(openCheckpoint(dir, { backend })).rejects.toThrow(/the index is a FIFO, not a regular file/);
+    } finally {
+      writer.kill();
+    }
+    rmSync(indexPath);
+    symlinkSync("/dev/zero", indexPath);
+    expect((refusal(true) as SafetensorsError).message).toMatch(/the index is a character device, not a regular file/);
+    rmSync(indexPath);
+    // Sparse: 1.2 GB of holes. Refused on its size, before a byte is read (the peak RSS of this
+    // process does not move by the file's size).
+    writeFileSync(indexPath, "");
+    truncateSync(indexPath, 1_200_000_000);
+    const before = process.resourceUsage().maxRSS;
+    const big = refusal(true) as SafetensorsError;
+    expect(big.code).toBe("InvalidIndex");
+    expect(big.message).toMatch(/the index is larger than 1000000000 bytes/);
+    expect((process.resourceUsage().maxRSS - before) * 1024).toBeLessThan(200e6);
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it("opens the reference tiny-k3 fixture when present", async (ctx) => {

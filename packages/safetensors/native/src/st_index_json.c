@@ -4,6 +4,7 @@
  * (object or null), other keys are skipped with full syntax checks and bounded nesting.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -433,34 +434,50 @@ int st_parse_index(const uint8_t *json, size_t n, st_index *x, st_error *e) {
     return rc;
 }
 
+/* What a non-regular file is, for the refusal. */
+static const char *file_kind(mode_t m) {
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISDIR(m)) return "a directory";
+    return "not a regular file";
+}
+
 int st_parse_index_file(const char *path, st_index *x, st_error *e) {
     memset(x, 0, sizeof *x);
     x->metadata_begin = x->metadata_end = -1;
-    FILE *f = fopen(path, "rb");
-    if (!f) return st_fail(e, ST_IO_ERROR, -1, "opening the index: %s", strerror(errno)), -1;
+    /* Non-blocking open: a FIFO with no writer must not hang it (it is refused below). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return st_fail(e, ST_IO_ERROR, -1, "opening the index: %s", strerror(errno)), -1;
     struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        fclose(f);
+    if (fstat(fd, &st) != 0) {
+        close(fd);
         return st_fail(e, ST_IO_ERROR, -1, "stat: %s", strerror(errno)), -1;
+    }
+    /* Size and kind before any byte is read: /dev/zero reads forever, a FIFO blocks. */
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return st_fail(e, ST_INVALID_INDEX, -1, "the index is %s, not a regular file", file_kind(st.st_mode)), -1;
     }
     size_t n = (size_t)st.st_size;
     if (n > ST_MAX_INDEX_BYTES) {
-        fclose(f);
+        close(fd);
         return st_fail(e, ST_INVALID_INDEX, -1, "the index is larger than %llu bytes", (unsigned long long)ST_MAX_INDEX_BYTES), -1;
     }
     uint8_t *buf = st_alloc_big(n ? n : 1, 0);
     if (!buf) {
-        fclose(f);
+        close(fd);
         return st_fail(e, ST_OUT_OF_MEMORY, -1, "out of memory for the index"), -1;
     }
     size_t got = 0;
     while (got < n) {
-        ssize_t r = pread(fileno(f), buf + got, n - got, (off_t)got);
+        ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) break;
         got += (size_t)r;
     }
-    fclose(f);
+    close(fd);
     if (got != n) {
         free(buf);
         return st_fail(e, ST_IO_ERROR, -1, "reading the index: short read"), -1;
