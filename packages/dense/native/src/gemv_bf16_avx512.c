@@ -37,8 +37,8 @@ static inline void widen_bf16x32(__m512i v, __m512 *lo, __m512 *hi) {
    instead of each row paying DRAM latency for its first lines (without the redirect the prefetch
    near the end lands in row i + 1, which this tile is reading anyway). C harness over this file,
    DRAM-streamed, one exclusive stretch, 2026-12-02: +5..15 % over the 1 KiB in-row prefetch on
-   1 and 2 threads; 256-512 B beat 768 B and 1 KiB once redirected; an extra L2 prefetch further
-   ahead (T1, 2 KiB) lost 3 %. */
+   1 and 2 threads; 384-768 B beat 1-1.5 KiB once redirected; an extra L2 prefetch further
+   ahead (T1, 4 KiB) lost 3 %. */
 #define PREFETCH_AHEAD 192
 
 /* Offset (from row i's start, in elements) of row i's prefetch at column k of a tile of `rows`. */
