@@ -13,6 +13,7 @@ import type { ExpertLocation } from "./checkpoint.js";
 import { denseMatrix, matmul, type DenseMatrix } from "./dense-weight.js";
 import { MoeStreamError } from "./errors.js";
 import { Scratch } from "@k3/dense";
+import { native } from "./native.js";
 
 export type GluActivation = "situ" | "silu";
 
@@ -34,6 +35,19 @@ export interface ExpertCompute {
    * result bit for bit. `readId` identifies the read that filled `bytes` (validate once per read).
    */
   run(bytes: Uint8Array, loc: ExpertLocation, X: Float32Array, batch: number, Y: Float32Array, readId?: number): void;
+  /**
+   * Optional: several experts in one native call (a layer's ready experts at once). Expert i serves
+   * items[i].rows batch rows, which follow those of the experts before it: batch row r reads row
+   * xRow[r] of X [*, inDim] and writes row yRow[r] of Y [*, outDim]. Y rows equal run()'s bit for bit.
+   */
+  runMany?(items: readonly ExpertBatchItem[], X: Float32Array, xRow: Int32Array, Y: Float32Array, yRow: Int32Array): void;
+}
+
+/** One expert of a runMany() call. */
+export interface ExpertBatchItem {
+  bytes: Uint8Array;
+  location: ExpertLocation;
+  rows: number;
 }
 
 /** out = act(g, u): the one GLU of the routed and shared experts, with the model's SiTU bounds. */
@@ -70,7 +84,66 @@ export function denseExpertCompute(opts: { inDim: number; interDim: number; acti
       applyGlu(activation, g, u, g, betas);
       matmul(mat("w2.weight", inDim, interDim), g, batch, Y);
     },
+    runMany(items, X, xRow, Y, yRow) {
+      if (items.length === 0) return;
+      let dtype = "";
+      let total = 0;
+      const mats: ArrayBufferView[] = new Array(3 * items.length);
+      const rows = scratchRows.get(items.length);
+      for (let i = 0; i < items.length; i++) {
+        const { bytes, location: loc } = items[i];
+        const w = (n: string, rows: number, cols: number, at: number) => {
+          const t = tensor(bytes, loc, n);
+          if (t.shape[0] !== rows || t.shape[1] !== cols)
+            throw new MoeStreamError(`layer ${loc.layer} expert ${loc.id}: ${n} has shape [${t.shape}], expected [${rows}, ${cols}]`);
+          if (dtype && t.dtype !== dtype) throw new MoeStreamError(`layer ${loc.layer} expert ${loc.id}: ${n} is ${t.dtype}, the batch is ${dtype}`);
+          dtype = t.dtype;
+          mats[at] = t.view;
+        };
+        w("w1.weight", interDim, inDim, 3 * i);
+        w("w3.weight", interDim, inDim, 3 * i + 1);
+        w("w2.weight", inDim, interDim, 3 * i + 2);
+        rows[i] = items[i].rows;
+        total += items[i].rows;
+      }
+      if (dtype !== "BF16" && dtype !== "F32") throw new MoeStreamError(`experts of dtype ${dtype}: runMany takes BF16 or F32`);
+      denseExperts(mats, rows, inDim, interDim, inDim, dtype === "BF16", activation, betas, X, xRow, Y, yRow, scratch.get("work", total * (2 * inDim + 2 * interDim)));
+    },
   };
+}
+
+/** Reused Int32Arrays of a given length (per-expert row counts of a runMany call). */
+class RowCounts {
+  private readonly byLength = new Map<number, Int32Array>();
+  get(n: number): Int32Array {
+    let a = this.byLength.get(n);
+    if (!a) this.byLength.set(n, (a = new Int32Array(n)));
+    return a;
+  }
+}
+const scratchRows = new RowCounts();
+
+/**
+ * Dense experts (bf16 bits or f32, w1/w3 [inter, inDim], w2 [outDim, inter]) in two pool
+ * dispatches of the native kernel (native/src/moe_compute.c): batch row r reads X[xRow[r]] and
+ * writes Y[yRow[r]]. Each row is bit-identical to matmul / applyGlu / matmul of the TS path.
+ */
+export function denseExperts(
+  mats: ArrayBufferView[],
+  rows: Int32Array,
+  inDim: number,
+  inter: number,
+  outDim: number,
+  bf16: boolean,
+  act: GluActivation,
+  betas: SituBetas,
+  X: Float32Array,
+  xRow: Int32Array,
+  Y: Float32Array,
+  yRow: Int32Array,
+  work: Float32Array,
+): void {
+  native.moeExperts(mats, rows, inDim, inter, outDim, bf16, act === "situ" ? 1 : 0, betas.beta, betas.linearBeta, X, xRow, Y, yRow, work);
 }
 
 /** The MXFP4 matrix an MXFP4 provider multiplies: compressed-tensors layout, low nibble = even element. */

@@ -15,10 +15,11 @@
 import { rmsNorm } from "@k3/dense";
 import { type DenseMatrix, matmul } from "./dense-weight.js";
 import { ChecksumError, ExpertReadError, MoeStreamError } from "./errors.js";
-import { applyGlu, type ExpertCompute, type GluActivation, type SituBetas } from "./expert-compute.js";
+import { applyGlu, DEFAULT_SITU_BETAS, denseExperts, type ExpertCompute, type GluActivation, type SituBetas } from "./expert-compute.js";
 import type { ExpertHandle, ExpertRequest } from "./expert-store.js";
 import type { Router, Routing } from "./router.js";
 import { procIo } from "./io-stats.js";
+import { native } from "./native.js";
 import { Mxfp4Error } from "@k3/mxfp4";
 import { Scratch } from "@k3/dense";
 
@@ -28,6 +29,17 @@ import { Scratch } from "@k3/dense";
  * running (the layer is async) takes fresh buffers instead.
  */
 const sharedScratch = new Scratch();
+
+/** Row-index buffers of runGroup, grown on demand (runGroup never awaits, so one pair serves every layer). */
+class IntBuffers {
+  private readonly bufs: Int32Array[] = [];
+  get(which: number, n: number): Int32Array {
+    let b = this.bufs[which];
+    if (!b || b.length < n) this.bufs[which] = b = new Int32Array(Math.max(n, 2 * (b?.length ?? 0)));
+    return b.subarray(0, n);
+  }
+}
+const groupRows = new IntBuffers();
 let sharedScratchBusy = false;
 
 /** Where experts come from: an ExpertStore, or anything with the same request(). */
@@ -202,45 +214,48 @@ export class MoeLayer {
     const done = new Set<ExpertHandle>();
     const dropped: DroppedExpert[] = [];
     const drop = this.opts.onExpertError === "drop";
-    let maxBatch = 0;
-    for (const l of users.values()) maxBatch = Math.max(maxBatch, l.length);
-    const X = sc.get("X", maxBatch * inDim);
-    const Y = sc.get("Y", maxBatch * compute.outDim);
+    const outDim = compute.outDim;
+    // Every expert as it settles (completion order). Whatever has arrived when the loop looks is
+    // computed as one group: one native call for all of a token's cached experts.
+    const settled: Settled[] = [];
+    let wake: (() => void) | null = null;
+    req.handles.forEach((p, i) =>
+      p.then(
+        (handle) => (settled.push({ id: ids[i], handle }), wake?.()),
+        (error) => (settled.push({ id: ids[i], error }), wake?.()),
+      ),
+    );
     try {
-      const it = drop ? settledInCompletionOrder(req, ids) : successesOf(req);
-      for (;;) {
-        const w0 = now();
-        const next = await it.next();
-        wait += now() - w0;
-        if (next.done) break;
-        const { id, handle: h, error } = next.value;
-        const list = users.get(id)!;
-        if (!h) {
-          if (!droppable(error)) throw error;
-          dropped.push({ layer: this.opts.layer, expert: id, tokens: list.length, reason: (error as Error).message });
+      for (let given = 0; given < ids.length; ) {
+        if (settled.length === given) {
+          const w0 = now();
+          await new Promise<void>((r) => (wake = r));
+          wake = null;
+          wait += now() - w0;
           continue;
         }
-        done.add(h);
-        if (h.source === "resident") residentHits++;
-        else if (h.source === "prefetched") prefetchHits++;
+        const group = settled.slice(given);
+        given = settled.length;
+        // A failure rejects before this group's handles are taken (the catch below releases them).
+        for (const s of group) if (!s.handle && !(drop && droppable(s.error))) throw s.error;
+        const ok: ExpertHandle[] = [];
+        for (const { id, handle: h, error } of group) {
+          if (!h) {
+            dropped.push({ layer: this.opts.layer, expert: id, tokens: users.get(id)!.length, reason: (error as Error).message });
+            continue;
+          }
+          done.add(h);
+          if (h.source === "resident") residentHits++;
+          else if (h.source === "prefetched") prefetchHits++;
+          ok.push(h);
+        }
         c0 = now();
-        for (let b = 0; b < list.length; b++) {
-          const t = Math.floor(list[b] / k);
-          X.set(u.subarray(t * inDim, (t + 1) * inDim), b * inDim);
-        }
         try {
-          compute.run(h.bytes, h.location, X, list.length, Y, h.readId);
-        } catch (err) {
-          if (!drop || !droppable(err)) throw err;
-          h.release();
-          dropped.push({ layer: this.opts.layer, expert: id, tokens: list.length, reason: (err as Error).message });
-          const spent = now() - c0;
-          cpu += spent;
-          expertCpu += spent;
-          continue;
+          if (compute.runMany) this.runGroup(ok, users, k, u, perSlot);
+          else for (const h of ok) this.runOne(h, users.get(h.id)!, k, u, perSlot, sc, drop, dropped);
+        } finally {
+          for (const h of ok) h.release();
         }
-        for (let b = 0; b < list.length; b++) perSlot.set(Y.subarray(b * compute.outDim, (b + 1) * compute.outDim), list[b] * compute.outDim);
-        h.release();
         const spent = now() - c0;
         cpu += spent;
         expertCpu += spent;
@@ -252,19 +267,11 @@ export class MoeLayer {
     }
 
     c0 = now();
-    const outDim = compute.outDim;
     // A dropped expert adds nothing: its slots hold zeros (the buffer is reused, not fresh).
     for (const d of dropped) for (const i of users.get(d.expert)!) perSlot.fill(0, i * outDim, (i + 1) * outDim);
     // Weighted sum per token, in router order (fixed, so the result is independent of read order).
-    const r = sc.get("r", T * outDim).fill(0);
-    for (let t = 0; t < T; t++) {
-      const acc = r.subarray(t * outDim, (t + 1) * outDim);
-      for (let j = 0; j < k; j++) {
-        const w = routing.weights[t * k + j];
-        const y = perSlot.subarray((t * k + j) * outDim, (t * k + j + 1) * outDim);
-        for (let d = 0; d < outDim; d++) acc[d] = Math.fround(acc[d] + Math.fround(w * y[d]));
-      }
-    }
+    const r = sc.get("r", T * outDim);
+    native.moeMix(perSlot, routing.weights, T, k, outDim, r);
     const out = opts.out ? opts.out.subarray(0, T * hidden) : new Float32Array(T * hidden);
     if (latent) {
       rmsNorm(r, latent.norm, latent.eps, r, outDim);
@@ -301,9 +308,58 @@ export class MoeLayer {
     return out;
   }
 
+  /** One native call for a group of ready experts: each reads its tokens' rows of u, writes its slots. */
+  private runGroup(hs: readonly ExpertHandle[], users: Map<number, number[]>, k: number, u: Float32Array, perSlot: Float32Array): void {
+    if (hs.length === 0) return;
+    let rows = 0;
+    for (const h of hs) rows += users.get(h.id)!.length;
+    const xRow = groupRows.get(0, rows);
+    const yRow = groupRows.get(1, rows);
+    const items = hs.map((h) => ({ bytes: h.bytes, location: h.location, rows: users.get(h.id)!.length }));
+    let r = 0;
+    for (const h of hs)
+      for (const slot of users.get(h.id)!) {
+        xRow[r] = Math.floor(slot / k);
+        yRow[r++] = slot;
+      }
+    this.opts.compute.runMany!(items, u, xRow, perSlot, yRow);
+  }
+
+  /** One expert through ExpertCompute.run (computes without runMany: MXFP4, test doubles). */
+  private runOne(h: ExpertHandle, list: number[], k: number, u: Float32Array, perSlot: Float32Array, sc: Scratch, drop: boolean, dropped: DroppedExpert[]): void {
+    const { compute } = this.opts;
+    const inDim = compute.inDim;
+    const X = sc.get("X", list.length * inDim);
+    const Y = sc.get("Y", list.length * compute.outDim);
+    for (let b = 0; b < list.length; b++) {
+      const t = Math.floor(list[b] / k);
+      X.set(u.subarray(t * inDim, (t + 1) * inDim), b * inDim);
+    }
+    try {
+      compute.run(h.bytes, h.location, X, list.length, Y, h.readId);
+    } catch (err) {
+      if (!drop || !droppable(err)) throw err;
+      dropped.push({ layer: this.opts.layer, expert: h.id, tokens: list.length, reason: (err as Error).message });
+      return;
+    }
+    for (let b = 0; b < list.length; b++) perSlot.set(Y.subarray(b * compute.outDim, (b + 1) * compute.outDim), list[b] * compute.outDim);
+  }
+
   private sharedForward(x: Float32Array, T: number, sc: Scratch): Float32Array {
     const s = this.opts.shared!;
     const inter = s.gate.rows;
+    const { hidden } = this.opts;
+    if (sharedIsNative(s, hidden)) {
+      // The shared expert as a one-expert batch of the native kernel (two dispatches, not four).
+      const rows = groupRows.get(0, T);
+      for (let t = 0; t < T; t++) rows[t] = t;
+      const out = sc.get("shared", T * hidden);
+      denseExperts(
+        [s.gate.data, s.up.data, s.down.data], oneExpert(T), hidden, inter, hidden, s.gate.dtype === "BF16", this.opts.activation,
+        this.opts.situBetas ?? DEFAULT_SITU_BETAS, x, rows, out, rows, sc.get("sharedWork", T * (2 * hidden + 2 * inter)),
+      );
+      return out;
+    }
     const g = matmul(s.gate, x, T, sc.get("sharedGate", T * inter));
     const u = matmul(s.up, x, T, sc.get("sharedUp", T * inter));
     applyGlu(this.opts.activation, g, u, g, this.opts.situBetas);
@@ -318,25 +374,20 @@ interface Settled {
   error?: unknown;
 }
 
-/** The request's handles in completion order; the first failure rejects (onExpertError "fail"). */
-async function* successesOf(req: ExpertRequest): AsyncGenerator<Settled> {
-  for await (const handle of req.completed()) yield { id: handle.id, handle };
+/** True when the shared expert's matrices can go to the native kernel as they are (one dtype, exact sizes). */
+function sharedIsNative(s: SharedExperts, hidden: number): boolean {
+  const dt = s.gate.dtype;
+  const w = dt === "BF16" ? 2 : 4;
+  const exact = (m: DenseMatrix, rows: number, cols: number) => m.dtype === dt && m.rows === rows && m.cols === cols && m.data.byteLength === rows * cols * w;
+  const I = s.gate.rows;
+  return exact(s.gate, I, hidden) && exact(s.up, I, hidden) && exact(s.down, hidden, I) && (dt === "F32" || s.gate.data.byteOffset % 2 === 0);
 }
 
-/** Every expert of the request in completion order, failures included (onExpertError "drop"). */
-async function* settledInCompletionOrder(req: ExpertRequest, ids: number[]): AsyncGenerator<Settled> {
-  const settled: Settled[] = [];
-  let wake: (() => void) | null = null;
-  req.handles.forEach((p, i) =>
-    p.then(
-      (handle) => (settled.push({ id: ids[i], handle }), wake?.()),
-      (error) => (settled.push({ id: ids[i], error }), wake?.()),
-    ),
-  );
-  for (let given = 0; given < ids.length; given++) {
-    while (settled.length <= given) await new Promise<void>((r) => (wake = r));
-    yield settled[given];
-  }
+const rowsOfOne = new Int32Array(1);
+/** Row counts of a one-expert batch of T rows. */
+function oneExpert(T: number): Int32Array {
+  rowsOfOne[0] = T;
+  return rowsOfOne;
 }
 
 /** Errors that mean "this expert's bytes cannot be had", as opposed to a bug or a bad setup. */

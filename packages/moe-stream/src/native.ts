@@ -1,3 +1,4 @@
+import { nativeApi } from "@k3/dense";
 import { loadAddon } from "@k3/native";
 
 /** One finished (or cancelled) read, as posted by the native reader threads. */
@@ -47,6 +48,32 @@ export interface NativeExpertStore {
 }
 
 export interface MoeStreamBinding {
+  /** Hands the addon @k3/dense's C table (its pool and kernels); done once at load, below. */
+  initCompute(api: unknown): void;
+  /**
+   * The dense experts of a layer in two pool dispatches (native/src/moe_compute.h): for expert e
+   * (mats[3e..3e+2] = w1, w3, w2 as bf16 bits or f32, rows[e] batch rows), batch row i reads
+   * x[xRow[i]] and writes y[yRow[i]]. act 0 = SiLU-GLU, 1 = SiTU-GLU (beta1, beta2). work holds
+   * at least rows x (inDim + 2 inter + outDim) floats.
+   */
+  moeExperts(
+    mats: ArrayBufferView[],
+    rows: Int32Array,
+    inDim: number,
+    inter: number,
+    outDim: number,
+    bf16: boolean,
+    act: number,
+    beta1: number,
+    beta2: number,
+    x: Float32Array,
+    xRow: Int32Array,
+    y: Float32Array,
+    yRow: Int32Array,
+    work: Float32Array,
+  ): void;
+  /** out[t] = sum_j fround(w[t k + j] * slots[t k + j]) in j order from +0 (rows of dim). */
+  moeMix(slots: Float32Array, weights: Float32Array, tokens: number, k: number, dim: number, out: Float32Array): void;
   NativeExpertStore: new (
     files: string[],
     slotBytes: number,
@@ -97,3 +124,5 @@ export interface MoeStreamBinding {
 
 export const addon = loadAddon<MoeStreamBinding>("@k3/moe-stream", import.meta.url);
 export const native = addon.binding;
+// One pool and one SIMD level per process: the MoE compute runs on @k3/dense's.
+native.initCompute(nativeApi());

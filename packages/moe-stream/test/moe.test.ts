@@ -191,7 +191,8 @@ describe("MoeLayer onExpertError: \"drop\" (the reference engine's drop-and-exit
       const broken = new MoeLayer({
         ...moe.opts,
         onExpertError: "drop",
-        compute: { ...moe.opts.compute, run: () => { throw new TypeError("a bug, not a bad expert"); } },
+        // Both paths: the per-expert run() and the batched runMany().
+        compute: { ...moe.opts.compute, run: () => { throw new TypeError("a bug, not a bad expert"); }, runMany: () => { throw new TypeError("a bug, not a bad expert"); } },
       });
       await expect(broken.forward(x, T)).rejects.toThrow(/a bug, not a bad expert/);
       // ... and the store is still usable after both.

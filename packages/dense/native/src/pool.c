@@ -229,7 +229,11 @@ void k3_pool_parallel_for(int n_tasks, k3_task_fn task, void *ctx) {
     pthread_mutex_lock(&run_lock);
     ensure_started();
     if (n_tasks == 1 || pool.n_workers == 0) {
+        /* Inline, but still "inside a task": a kernel the task calls that uses the pool itself
+           (gemv_bf16 on a block of rows) must run inline too, not wait for run_lock we hold. */
+        inside_task = 1;
         for (int i = 0; i < n_tasks; i++) task(ctx, i);
+        inside_task = 0;
         pthread_mutex_unlock(&run_lock);
         return;
     }

@@ -643,7 +643,10 @@ static Napi::Value SimulateUringUnavailable(const Napi::CallbackInfo &info) {
     return info.Env().Undefined();
 }
 
+void RegisterCompute(Napi::Env env, Napi::Object exports); // compute_addon.cc
+
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+    RegisterCompute(env, exports);
     exports["simulateUringUnavailable"] = Napi::Function::New(env, SimulateUringUnavailable);
     exports["readCeiling"] = Napi::Function::New(env, ReadCeiling);
     exports["dropFileCache"] = Napi::Function::New(env, DropFileCache);

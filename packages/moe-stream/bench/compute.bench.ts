@@ -1,0 +1,106 @@
+/**
+ * MoE layer compute at real widths, experts already in memory (what a run whose experts are all
+ * cached does: the 48B auto/desktop presets), against the memory-read floor measured in the same
+ * process: bytes touched per token (router + shared expert + the k routed experts) / ceiling.
+ *
+ *   48B: hidden 2304, 256 bf16 experts of inter 1024, top-8, one shared expert of 1024, SiLU-GLU.
+ *
+ * The provider serves POOL distinct expert buffers (id % POOL), more bytes than the L3, so every
+ * token reads its experts from memory. Decode (T = 1) tokens are independent random vectors.
+ *
+ * Run: /work/bin/k3-excl node --import tsx bench/compute.bench.ts [--tokens N] [--threads N]
+ */
+import { memoryReadCeiling, setThreadCount, simdLevel, threadCount } from "@k3/dense";
+import type { ExpertLocation } from "../src/checkpoint.js";
+import { denseMatrix } from "../src/dense-weight.js";
+import { denseExpertCompute } from "../src/expert-compute.js";
+import type { ExpertHandle, ExpertRequest } from "../src/expert-store.js";
+import { MoeLayer, type ExpertProvider } from "../src/moe-layer.js";
+import { Router } from "../src/router.js";
+
+const arg = (name: string, dflt: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : dflt;
+};
+const TOKENS = arg("tokens", 64);
+const POOL = arg("pool", 48);
+if (process.argv.includes("--threads")) setThreadCount(arg("threads", 2));
+
+const D = 2304;
+const I = 1024;
+const E = 256;
+const K = 8;
+
+let seed = 12345;
+const rnd = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32) - 0.5;
+/** bf16 bits of small random values (|w| < 0.03), so activations stay finite. */
+function bf16Random(n: number, scale = 0.06): Uint8Array {
+  const f = new Float32Array(n);
+  for (let i = 0; i < n; i++) f[i] = rnd() * scale;
+  const u = new Uint32Array(f.buffer);
+  const out = new Uint16Array(n);
+  for (let i = 0; i < n; i++) out[i] = u[i] >>> 16;
+  return new Uint8Array(out.buffer);
+}
+
+const matBytes = I * D * 2;
+const tensors: ExpertLocation["tensors"] = {
+  "w1.weight": { offset: 0, byteLength: matBytes, dtype: "BF16", shape: [I, D] },
+  "w2.weight": { offset: matBytes, byteLength: matBytes, dtype: "BF16", shape: [D, I] },
+  "w3.weight": { offset: 2 * matBytes, byteLength: matBytes, dtype: "BF16", shape: [I, D] },
+};
+const expertBytes = 3 * matBytes;
+const pool = Array.from({ length: POOL }, () => bf16Random(3 * I * D));
+
+const provider: ExpertProvider = {
+  request(layer, ids): ExpertRequest {
+    const hs = Array.from(ids, (id, i): ExpertHandle => ({
+      layer,
+      id,
+      location: { layer, id, file: "mem", offset: 0, byteLength: expertBytes, tensors },
+      bytes: pool[id % POOL],
+      source: "resident",
+      readId: id % POOL,
+      release() {},
+    }));
+    const handles = hs.map((h) => Promise.resolve(h));
+    return {
+      handles,
+      async *completed() {
+        for (const h of hs) yield h;
+      },
+    };
+  },
+};
+
+const mat = (rows: number, cols: number, name: string) => denseMatrix(bf16Random(rows * cols), "BF16", [rows, cols], name);
+const router = new Router({ numExperts: E, topK: K, routedScalingFactor: 2.446 }, mat(E, D, "gate"), new Float32Array(E));
+const shared = { gate: mat(I, D, "sg"), up: mat(I, D, "su"), down: mat(D, I, "sd") };
+const layer = new MoeLayer({ layer: 1, hidden: D, router, experts: provider, compute: denseExpertCompute({ inDim: D, interDim: I, activation: "silu" }), shared, activation: "silu" });
+
+const xs = Array.from({ length: TOKENS }, () => Float32Array.from({ length: D }, () => rnd() * 2));
+const out = new Float32Array(D);
+for (let t = 0; t < 8; t++) await layer.forward(xs[t], 1, { out }); // warm-up
+
+const ceiling = memoryReadCeiling({ bytes: 512 * 2 ** 20, threads: threadCount(), reps: 8 }).gbPerSec;
+let wall = 0;
+let trunk = 0;
+let experts = 0;
+for (let t = 0; t < TOKENS; t++) {
+  const t0 = performance.now();
+  await layer.forward(xs[t], 1, { out });
+  wall += performance.now() - t0;
+  const s = layer.lastStats!;
+  trunk += (s.cpuNs - s.expertCpuNs) / 1e6;
+  experts += s.expertCpuNs / 1e6;
+}
+const touchedTrunk = E * D * 2 + 3 * I * D * 2;
+const touchedExperts = K * expertBytes;
+const ms = (b: number) => (b / (ceiling * 1e9)) * 1e3;
+const row = (name: string, t: number, floor: number) => `| ${name} | ${(t / TOKENS).toFixed(3)} | ${floor.toFixed(3)} | ${(t / TOKENS / floor).toFixed(2)} |`;
+console.log(`48B MoE layer decode, ${TOKENS} tokens, ${threadCount()} threads, ${simdLevel()}, memory ceiling ${ceiling.toFixed(1)} GB/s (same run)`);
+console.log("| part | ms/token | floor ms | ratio |\n|---|---:|---:|---:|");
+console.log(row("moe_trunk (router + shared)", trunk, ms(touchedTrunk)));
+console.log(row("routed experts", experts, ms(touchedExperts)));
+console.log(row("layer wall", wall, ms(touchedTrunk + touchedExperts)));
+
