@@ -270,16 +270,19 @@ export class MoeLayer {
     // A dropped expert adds nothing: its slots hold zeros (the buffer is reused, not fresh).
     for (const d of dropped) for (const i of users.get(d.expert)!) perSlot.fill(0, i * outDim, (i + 1) * outDim);
     // Weighted sum per token, in router order (fixed, so the result is independent of read order).
-    const r = sc.get("r", T * outDim);
-    native.moeMix(perSlot, routing.weights, T, k, outDim, r);
+    // Native, as are the shared expert's addition and the copy: a run() called a few dozen times per
+    // token never gets its loops optimised, and a 2304-wide JS loop here cost ~1.4 ms per layer.
     const out = opts.out ? opts.out.subarray(0, T * hidden) : new Float32Array(T * hidden);
     if (latent) {
+      const r = sc.get("r", T * outDim);
+      native.moeMix(perSlot, routing.weights, T, k, outDim, r, null);
       rmsNorm(r, latent.norm, latent.eps, r, outDim);
       matmul(latent.up, r, T, out);
+      if (shared) native.moeAdd(out, shared, out.length);
     } else {
-      out.set(r);
+      // out = (sum) + shared, each element rounded after the sum as before.
+      native.moeMix(perSlot, routing.weights, T, k, outDim, out, shared);
     }
-    if (shared) for (let i = 0; i < out.length; i++) out[i] = Math.fround(out[i] + shared[i]);
     cpu += now() - c0;
 
     const after = this.opts.experts.stats?.();

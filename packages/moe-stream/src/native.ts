@@ -72,8 +72,10 @@ export interface MoeStreamBinding {
     yRow: Int32Array,
     work: Float32Array,
   ): void;
-  /** out[t] = sum_j fround(w[t k + j] * slots[t k + j]) in j order from +0 (rows of dim). */
-  moeMix(slots: Float32Array, weights: Float32Array, tokens: number, k: number, dim: number, out: Float32Array): void;
+  /** out[t] = sum_j fround(w[t k + j] * slots[t k + j]) in j order from +0 (rows of dim), then + add[t] when given. */
+  moeMix(slots: Float32Array, weights: Float32Array, tokens: number, k: number, dim: number, out: Float32Array, add: Float32Array | null): void;
+  /** out[i] = fround(out[i] + a[i]) for i < n. */
+  moeAdd(out: Float32Array, a: Float32Array, n: number): void;
   NativeExpertStore: new (
     files: string[],
     slotBytes: number,

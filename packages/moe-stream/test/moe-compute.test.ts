@@ -105,12 +105,20 @@ describe("moeMix (native weighted sum) = the fround loop in router order", () =>
     const w = f32(T * k, 3);
     w[1] = 1e-30;
     const out = new Float32Array(T * dim).fill(NaN);
-    native.moeMix(slots, w, T, k, dim, out);
+    native.moeMix(slots, w, T, k, dim, out, null);
     const ref = new Float32Array(T * dim);
     for (let t = 0; t < T; t++)
       for (let j = 0; j < k; j++)
         for (let d = 0; d < dim; d++) ref[t * dim + d] = Math.fround(ref[t * dim + d] + Math.fround(w[t * k + j] * slots[(t * k + j) * dim + d]));
     expect(Buffer.from(out.buffer).equals(Buffer.from(ref.buffer))).toBe(true);
+    // With the shared term: added after the sum, each element rounded (the TS fround add).
+    const add = f32(T * dim, 50);
+    native.moeMix(slots, w, T, k, dim, out, add);
+    for (let i = 0; i < ref.length; i++) ref[i] = Math.fround(ref[i] + add[i]);
+    expect(Buffer.from(out.buffer).equals(Buffer.from(ref.buffer))).toBe(true);
+    const a2 = out.slice();
+    native.moeAdd(a2, add, a2.length);
+    expect(Array.from(a2)).toEqual(Array.from(out, (v, i) => Math.fround(v + add[i])));
   });
 });
 

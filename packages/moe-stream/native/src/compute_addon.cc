@@ -109,7 +109,7 @@ static Napi::Value MoeExperts(const Napi::CallbackInfo &info) {
     return env.Undefined();
 }
 
-// moeMix(slots, weights, tokens, k, dim, out)
+// moeMix(slots, weights, tokens, k, dim, out, add | null)
 static Napi::Value MoeMix(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     const char *fn = "moeMix";
@@ -122,7 +122,22 @@ static Napi::Value MoeMix(const Napi::CallbackInfo &info) {
     if (!k3::get_f32(info, 0, fn, "slots", tkd, &slots, nullptr) || !k3::get_f32(info, 1, fn, "weights", tk, &w, nullptr) ||
         !k3::get_f32(info, 5, fn, "out", td, &out, nullptr))
         return env.Undefined();
-    k3_moe_mix(slots, w, tokens, k, dim, out);
+    float *add = nullptr;
+    if (info.Length() > 6 && !info[6].IsNull() && !info[6].IsUndefined() && !k3::get_f32(info, 6, fn, "add", td, &add, nullptr))
+        return env.Undefined();
+    k3_moe_mix(slots, w, tokens, k, dim, out, add);
+    return env.Undefined();
+}
+
+// moeAdd(out, a, n)
+static Napi::Value MoeAdd(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "moeAdd";
+    size_t n;
+    float *out, *a;
+    if (!k3::get_size(info, 2, fn, "n", &n) || !k3::get_f32(info, 0, fn, "out", n, &out, nullptr) || !k3::get_f32(info, 1, fn, "a", n, &a, nullptr))
+        return env.Undefined();
+    k3_moe_add(out, a, n);
     return env.Undefined();
 }
 
@@ -130,4 +145,5 @@ void RegisterCompute(Napi::Env env, Napi::Object exports) {
     exports["initCompute"] = Napi::Function::New(env, InitCompute);
     exports["moeExperts"] = Napi::Function::New(env, MoeExperts);
     exports["moeMix"] = Napi::Function::New(env, MoeMix);
+    exports["moeAdd"] = Napi::Function::New(env, MoeAdd);
 }

@@ -104,7 +104,11 @@ void k3_moe_experts(const k3_dense_api *api, const k3_moe_batch *b) {
     api->parallel_for((int)(b->n_experts * job.blocks_b), down_task, &job);
 }
 
-void k3_moe_mix(const float *slots, const float *w, size_t tokens, size_t k, size_t dim, float *out) {
+void k3_moe_add(float *out, const float *a, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = out[i] + a[i];
+}
+
+void k3_moe_mix(const float *slots, const float *w, size_t tokens, size_t k, size_t dim, float *out, const float *add) {
     for (size_t t = 0; t < tokens; t++) {
         float *acc = out + t * dim;
         for (size_t d = 0; d < dim; d++) acc[d] = 0.0f;
@@ -117,4 +121,5 @@ void k3_moe_mix(const float *slots, const float *w, size_t tokens, size_t k, siz
             }
         }
     }
+    if (add) k3_moe_add(out, add, tokens * dim);
 }

@@ -49,8 +49,10 @@ void k3_moe_experts(const k3_dense_api *api, const k3_moe_batch *b);
 /*
  * out[t] = sum over j < k, in j order, of w[t k + j] * slots[t k + j]  (rows of `dim`), each term
  * rounded to f32 before it is added to the f32 sum that starts at +0 (no FMA): the order of the
- * TS reference `acc = fround(acc + fround(w * y))`.
+ * TS reference `acc = fround(acc + fround(w * y))`. `add` (may be NULL): out[t] += add[t] afterwards.
  */
-void k3_moe_mix(const float *slots, const float *w, size_t tokens, size_t k, size_t dim, float *out);
+void k3_moe_mix(const float *slots, const float *w, size_t tokens, size_t k, size_t dim, float *out, const float *add);
+/* out[i] = out[i] + a[i] (the shared expert's term; `add` of k3_moe_mix: the same, after the sum). */
+void k3_moe_add(float *out, const float *a, size_t n);
 
 #endif
