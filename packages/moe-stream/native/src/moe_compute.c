@@ -18,11 +18,11 @@ size_t k3_moe_work_floats(size_t rows, size_t in_dim, size_t inter, size_t out_d
     return rows * (in_dim + 2 * inter + out_dim);
 }
 
-/* Rows per task for rows of `row_bytes` each (whole 4-row groups, at least 4). */
+/* Rows per task for rows of `row_bytes` each (whole 16-row tiles of the bf16 GEMV, at least one). */
 static size_t block_rows(size_t row_bytes, size_t n_rows) {
     size_t r = row_bytes ? TASK_BYTES / row_bytes : n_rows;
-    r = r / 4 * 4;
-    if (r < 4) r = 4;
+    r = r / 16 * 16;
+    if (r < 16) r = 16;
     return r < n_rows ? r : n_rows;
 }
 
