@@ -141,7 +141,9 @@ ${SAMPLING_OPTIONS}
   serve: `usage: k3 serve [--host 127.0.0.1] [--port 8080] [--queue 8] [--prompt-cache 1] [--prompt-cache-mb 1024] [options]
 
 OpenAI-compatible server: POST /v1/chat/completions, POST /v1/completions (JSON or "stream": true
-SSE), GET /v1/models, GET /health, and a chat page at / (self-contained, works offline; --no-web-ui
+SSE), GET /v1/models and /v1/models/{id}, GET /health, GET /metrics (Prometheus text: requests,
+queue depth, tokens, prefill/decode tok/s, bytes read by source, expert hit rate, drops, RSS), and
+a chat page at / (self-contained, works offline; --no-web-ui
 turns it off). Binds loopback unless --host says otherwise. One generation runs at a time in a
 worker thread; --queue more may wait, the rest get 429.
 
@@ -155,6 +157,13 @@ Content-Type: application/json gets 415.
   --cors ORIGIN        let pages from ORIGIN (e.g. http://localhost:3000; "*" = any) call the
                        server: their requests pass, get Access-Control-Allow-Origin, and OPTIONS
                        preflights are answered (repeatable)
+  --api-key KEY        require 'Authorization: Bearer KEY' on /v1/* and /metrics (401 otherwise;
+                       the chat page asks for the key). Default: $K3_API_KEY when set, else none
+
+Parameters that would change the reply but are not implemented get a 400 naming them, never
+silently ignored: tools / tool_choice and tool messages, response_format other than text,
+logprobs, presence/frequency_penalty, logit_bias, n > 1. role "developer" is taken as "system".
+A 429 carries Retry-After. A busy --port exits 2 naming the address.
 
   --prompt-cache N     keep N prompt-state snapshots (default 1; 0 = off): a request whose prompt
                        starts with an earlier one (a chat resending its conversation) prefills only
@@ -675,8 +684,11 @@ async function cmdServe(argv: string[]): Promise<number> {
     "no-web-ui": { type: "boolean" },
     "allow-host": { type: "string", multiple: true },
     cors: { type: "string", multiple: true },
+    "api-key": { type: "string" },
   });
   if (values.help) return print(HELP.serve);
+  const apiKey = (values["api-key"] as string | undefined) ?? (process.env.K3_API_KEY || undefined);
+  if (apiKey !== undefined && !/^[\x21-\x7e]{8,}$/.test(apiKey)) throw new UsageError("--api-key: expected at least 8 printable characters without spaces");
   const port = num(values, "port", 8080, (x) => Number.isInteger(x) && x >= 0 && x < 65536, "a port number");
   const maxQueue = num(values, "queue", 8, (x) => Number.isInteger(x) && x >= 0, "an integer >= 0");
   const cacheSlots = num(values, "prompt-cache", 1, (x) => Number.isInteger(x) && x >= 0 && x <= 1024, "an integer in 0..1024 (0 = off)");
@@ -688,15 +700,27 @@ async function cmdServe(argv: string[]): Promise<number> {
   const backend = await WorkerBackend.start({ dir, options: { ...options, promptCache: { slots: cacheSlots, maxBytes: cacheMb * 2 ** 20 } } }, workerUrl);
   backend.onLog = (l) => process.stderr.write(l + "\n");
   process.stderr.write(backend.plan);
-  const server = await startServer(backend, {
-    host: (values.host as string | undefined) ?? "127.0.0.1",
-    port,
-    maxQueue,
-    webUi: !values["no-web-ui"],
-    allowHosts: values["allow-host"] as string[] | undefined,
-    corsOrigins: values.cors as string[] | undefined,
-    log: (l) => process.stderr.write(l + "\n"),
-  });
+  const host = (values.host as string | undefined) ?? "127.0.0.1";
+  let server;
+  try {
+    server = await startServer(backend, {
+      host,
+      port,
+      maxQueue,
+      webUi: !values["no-web-ui"],
+      allowHosts: values["allow-host"] as string[] | undefined,
+      corsOrigins: values.cors as string[] | undefined,
+      apiKey,
+      log: (l) => process.stderr.write(l + "\n"),
+    });
+  } catch (err) {
+    await backend.close();
+    const code = (err as { code?: string }).code;
+    if (code === "EADDRINUSE" || code === "EACCES" || code === "EADDRNOTAVAIL") {
+      throw new UsageError(`k3 serve: cannot listen on ${host.includes(":") ? `[${host}]` : host}:${port}: ${code === "EADDRINUSE" ? "the address is already in use (another server? pick another --port)" : code === "EACCES" ? "permission denied (ports below 1024 need privileges)" : "no such local address (--host)"}`);
+    }
+    throw err;
+  }
   process.stderr.write(`serving ${backend.modelId} at ${server.url}/v1${values["no-web-ui"] ? "" : `; chat page at ${server.url}/`} (Ctrl-C to stop)\n`);
   await new Promise<void>((res) => {
     const stop = () => res();

@@ -1,14 +1,16 @@
 /**
  * OpenAI-compatible HTTP server: /v1/chat/completions and /v1/completions (JSON or SSE
- * streaming), /v1/models and /health. Loopback by default; one generation runs at a time behind a
+ * streaming), /v1/models (and /v1/models/{id}), /health and /metrics (Prometheus text). Loopback by
+ * default, optionally behind an API key (Bearer); one generation runs at a time behind a
  * bounded queue (429 when full); every bad request gets a 4xx JSON error naming the field. The
  * model runs in a worker thread (see backend.ts), so this event loop stays responsive.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import { CHAT_PAGE, CHAT_PAGE_CSP } from "./web-ui.js";
 import { HttpGuard } from "./http-guard.js";
+import { METRICS_CONTENT_TYPE, ServerMetrics } from "./metrics.js";
 
 export type ChatRole = "system" | "user" | "assistant";
 export interface ChatMessage {
@@ -42,6 +44,17 @@ export interface CompletionResult {
    * reported as `x_k3.expert_drops` next to `usage` when non-zero.
    */
   expertDrops?: number;
+  /** The run report's figures /metrics exports (absent from backends without a report). */
+  stats?: CompletionStats;
+}
+
+/** Per-generation figures from the engine's run report, for /metrics. */
+export interface CompletionStats {
+  prefillTokensPerSecond: number;
+  decodeTokensPerSecond: number;
+  bytesRead: { trunk: number; experts: number; embedHead: number };
+  expertRequests: number;
+  expertResidentHits: number;
 }
 
 /** Which part of a K3 chat reply a piece of text belongs to (the think channel is `reasoning`). */
@@ -69,6 +82,8 @@ export interface ServeOptions {
   allowHosts?: string[];
   /** Origins allowed to call the server cross-origin ("*" = any); preflights are answered for them. */
   corsOrigins?: string[];
+  /** When set, every /v1 route and /metrics need `Authorization: Bearer <apiKey>` (401 otherwise). */
+  apiKey?: string;
   log?: (line: string) => void;
 }
 
@@ -80,14 +95,16 @@ export class HttpError extends Error {
     readonly param: string | null = null,
     readonly type = status === 429 ? "rate_limit_error" : status >= 500 ? "server_error" : "invalid_request_error",
     readonly code: string | null = null,
+    /** Extra response headers (Retry-After on 429, WWW-Authenticate on 401). */
+    readonly headers: Record<string, string> = {},
   ) {
     super(message);
   }
 }
 
-function sendJson(res: ServerResponse, status: number, body: unknown, close = false): void {
+function sendJson(res: ServerResponse, status: number, body: unknown, close = false, extra: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
-  const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": Buffer.byteLength(text) };
+  const headers: Record<string, string | number> = { ...extra, "content-type": "application/json", "content-length": Buffer.byteLength(text) };
   // An unread request body would poison a kept-alive socket: close it instead.
   if (close) headers.connection = "close";
   res.writeHead(status, headers);
@@ -99,9 +116,9 @@ function sendError(res: ServerResponse, err: HttpError): void {
     res.end();
     return;
   }
-  // 403/413/415 are sent before the body is read (see sendJson on an unread body).
-  const unread = err.status === 413 || err.status === 403 || err.status === 415;
-  sendJson(res, err.status, { error: { message: err.message, type: err.type, param: err.param, code: err.code } }, unread);
+  // 401/403/413/415 are sent before the body is read (see sendJson on an unread body).
+  const unread = err.status === 413 || err.status === 403 || err.status === 415 || err.status === 401;
+  sendJson(res, err.status, { error: { message: err.message, type: err.type, param: err.param, code: err.code } }, unread, err.headers);
 }
 
 async function readBody(req: IncomingMessage, limit: number): Promise<unknown> {
@@ -148,6 +165,42 @@ function messageText(content: unknown, where: string): string {
   throw new HttpError(400, `${where}: expected a string or a list of text parts`, where);
 }
 
+/** A parameter that is absent or has its do-nothing value (null counts as absent, as in OpenAI's API). */
+function unset(v: unknown, neutral: unknown[] = []): boolean {
+  if (v === undefined || v === null) return true;
+  if (Array.isArray(v)) return v.length === 0 && neutral.includes("[]");
+  return neutral.includes(v);
+}
+
+/**
+ * Parameters that would change what the client gets but are not implemented: refused by name
+ * (400) rather than silently ignored. Their do-nothing values pass.
+ */
+function refuseUnsupported(b: Record<string, unknown>, kind: "chat" | "text"): void {
+  const refuse = (param: string, why: string) => {
+    throw new HttpError(400, `${param}: ${why}`, param);
+  };
+  for (const p of ["tools", "functions"]) if (!unset(b[p], ["[]"])) refuse(p, "tool calling is not supported (K3's tool-call template is not published)");
+  for (const p of ["tool_choice", "function_call"]) if (!unset(b[p], ["none"])) refuse(p, "tool calling is not supported (K3's tool-call template is not published)");
+  if (!unset(b.parallel_tool_calls, [false, true])) refuse("parallel_tool_calls", "expected true or false (tool calling is not supported)");
+  const rf = b.response_format as { type?: unknown } | null | undefined;
+  if (!unset(rf) && !(typeof rf === "object" && rf !== null && rf.type === "text")) {
+    refuse("response_format", `${JSON.stringify(rf && typeof rf === "object" ? rf.type : rf)} is not supported yet: only {"type": "text"} (JSON mode needs constrained decoding, not implemented)`);
+  }
+  if (kind === "chat") {
+    if (!unset(b.logprobs, [false])) refuse("logprobs", "log probabilities are not supported yet");
+    if (!unset(b.top_logprobs, [0])) refuse("top_logprobs", "log probabilities are not supported yet");
+  } else {
+    if (!unset(b.logprobs, [0])) refuse("logprobs", "log probabilities are not supported yet");
+    if (!unset(b.echo, [false])) refuse("echo", "echoing the prompt is not supported");
+    if (!unset(b.best_of, [1])) refuse("best_of", "only best_of = 1 is supported");
+    if (!unset(b.suffix, [""])) refuse("suffix", "insertion (suffix) is not supported");
+  }
+  for (const p of ["presence_penalty", "frequency_penalty"]) if (!unset(b[p], [0])) refuse(p, "repetition penalties are not supported yet: only 0");
+  const bias = b.logit_bias;
+  if (!unset(bias) && !(typeof bias === "object" && !Array.isArray(bias) && Object.keys(bias as object).length === 0)) refuse("logit_bias", "logit bias is not supported yet");
+}
+
 /** Validates a /v1/chat/completions or /v1/completions body. */
 export function validateRequest(body: unknown, kind: "chat" | "text", modelId: string, maxTokensLimit = 4096): CompletionJob & { stream: boolean } {
   if (!body || typeof body !== "object" || Array.isArray(body)) throw new HttpError(400, "request body must be a JSON object");
@@ -155,7 +208,8 @@ export function validateRequest(body: unknown, kind: "chat" | "text", modelId: s
   if (b.model !== undefined && b.model !== modelId && b.model !== "k3") {
     throw new HttpError(404, `model ${JSON.stringify(b.model)} is not served here (this server has ${JSON.stringify(modelId)})`, "model", "invalid_request_error", "model_not_found");
   }
-  if (b.n !== undefined && b.n !== 1) throw new HttpError(400, "n: only n = 1 is supported", "n");
+  if (b.n !== undefined && b.n !== null && b.n !== 1) throw new HttpError(400, "n: only n = 1 is supported", "n");
+  refuseUnsupported(b, kind);
   const job: CompletionJob & { stream: boolean } = {
     kind,
     maxTokens: num(b, b.max_completion_tokens !== undefined ? "max_completion_tokens" : "max_tokens", 256, (x) => Number.isInteger(x) && x >= 1 && x <= maxTokensLimit, `an integer in 1..${maxTokensLimit}`),
@@ -181,11 +235,18 @@ export function validateRequest(body: unknown, kind: "chat" | "text", modelId: s
     if (!Array.isArray(b.messages) || b.messages.length === 0) throw new HttpError(400, "messages: expected a non-empty list", "messages");
     job.messages = b.messages.map((m, i) => {
       if (!m || typeof m !== "object") throw new HttpError(400, `messages[${i}]: expected an object`, "messages");
-      const role = (m as { role?: unknown }).role;
-      if (role !== "system" && role !== "user" && role !== "assistant") {
-        throw new HttpError(400, `messages[${i}].role = ${JSON.stringify(role)}: expected "system", "user" or "assistant"`, "messages");
+      const msg = m as { role?: unknown; content?: unknown; tool_calls?: unknown; function_call?: unknown };
+      const role = msg.role;
+      if (role === "tool" || role === "function") {
+        throw new HttpError(400, `messages[${i}].role = ${JSON.stringify(role)}: tool results are not supported (K3's tool-call template is not published)`, `messages[${i}].role`);
       }
-      return { role, content: messageText((m as { content?: unknown }).content, `messages[${i}].content`) };
+      if (msg.tool_calls !== undefined && msg.tool_calls !== null) throw new HttpError(400, `messages[${i}].tool_calls: tool calls are not supported (K3's tool-call template is not published)`, `messages[${i}].tool_calls`);
+      if (msg.function_call !== undefined && msg.function_call !== null) throw new HttpError(400, `messages[${i}].function_call: function calls are not supported`, `messages[${i}].function_call`);
+      // "developer" is OpenAI's current name for the system role.
+      if (role !== "system" && role !== "developer" && role !== "user" && role !== "assistant") {
+        throw new HttpError(400, `messages[${i}].role = ${JSON.stringify(role)}: expected "system", "developer", "user" or "assistant"`, "messages");
+      }
+      return { role: role === "developer" ? "system" : role, content: messageText(msg.content, `messages[${i}].content`) };
     });
     if (b.reasoning_effort !== undefined) {
       if (b.reasoning_effort !== "low" && b.reasoning_effort !== "high" && b.reasoning_effort !== "max") {
@@ -204,10 +265,23 @@ export function validateRequest(body: unknown, kind: "chat" | "text", modelId: s
   return job;
 }
 
+function digest(key: string): Buffer {
+  return createHash("sha256").update(key, "utf8").digest();
+}
+
+/** The route a request counts under in /metrics (a fixed set, so labels stay bounded). */
+function routeLabel(path: string): string {
+  if (path === "/" || path === "/index.html") return "/";
+  if (path.startsWith("/v1/models/")) return "/v1/models/:id";
+  return ["/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions"].includes(path) ? path : "other";
+}
+
 /** Runs one job at a time; at most `maxQueue` wait. */
 class JobQueue {
   private running = false;
   private readonly waiting: (() => void)[] = [];
+  /** Mean seconds of the last jobs (for Retry-After). */
+  private meanSeconds = 5;
   constructor(private readonly maxQueue: number) {}
 
   get depth(): number {
@@ -216,7 +290,11 @@ class JobQueue {
 
   async run<T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T> {
     if (this.running) {
-      if (this.waiting.length >= this.maxQueue) throw new HttpError(429, `server busy: ${this.waiting.length} request(s) already waiting`);
+      if (this.waiting.length >= this.maxQueue) {
+        // A client should come back once the jobs ahead of it have likely run.
+        const retry = Math.max(1, Math.ceil(this.meanSeconds * (this.waiting.length + 1)));
+        throw new HttpError(429, `server busy: ${this.waiting.length} request(s) already waiting`, null, "rate_limit_error", null, { "retry-after": String(retry) });
+      }
       await new Promise<void>((resolve, reject) => {
         const go = () => {
           signal.removeEventListener("abort", onAbort);
@@ -232,9 +310,11 @@ class JobQueue {
       });
     }
     this.running = true;
+    const t0 = performance.now();
     try {
       return await fn();
     } finally {
+      this.meanSeconds = 0.7 * this.meanSeconds + 0.3 * ((performance.now() - t0) / 1000);
       this.running = false;
       this.waiting.shift()?.();
     }
@@ -257,8 +337,12 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
   const created = Math.floor(Date.now() / 1000);
   // Set once the port is known (port 0 picks one); no request arrives before that.
   let guard: HttpGuard | null = null;
+  const metrics = new ServerMetrics();
+  const keyDigest = options.apiKey !== undefined ? digest(options.apiKey) : null;
+  if (options.apiKey !== undefined && options.apiKey.length === 0) throw new Error("apiKey: expected a non-empty string");
 
   const server = createServer((req, res) => {
+    res.on("finish", () => metrics.countRequest(routeLabel((req.url ?? "/").split("?")[0]), res.statusCode));
     handle(req, res).catch((err) => {
       const e = err instanceof HttpError ? err : new HttpError(500, `internal error: ${(err as Error).message ?? String(err)}`);
       if (e.status >= 500) log(`error: ${e.message}`);
@@ -289,8 +373,22 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
       sendJson(res, 200, { status: "ok", queue: queue.depth });
       return;
     }
+    if (path.startsWith("/v1/") || path === "/metrics") checkApiKey(req.headers.authorization);
+    if (req.method === "GET" && path === "/metrics") {
+      const text = metrics.render(queue.depth, process.memoryUsage.rss());
+      res.writeHead(200, { "content-type": METRICS_CONTENT_TYPE, "content-length": Buffer.byteLength(text) });
+      res.end(text);
+      return;
+    }
+    const model = { id: backend.modelId, object: "model", created, owned_by: "k3", context_length: backend.contextLength };
     if (req.method === "GET" && path === "/v1/models") {
-      sendJson(res, 200, { object: "list", data: [{ id: backend.modelId, object: "model", created, owned_by: "k3", context_length: backend.contextLength }] });
+      sendJson(res, 200, { object: "list", data: [model] });
+      return;
+    }
+    if (req.method === "GET" && path.startsWith("/v1/models/")) {
+      const id = decodeURIComponent(path.slice("/v1/models/".length));
+      if (id !== backend.modelId && id !== "k3") throw new HttpError(404, `model ${JSON.stringify(id)} is not served here (this server has ${JSON.stringify(backend.modelId)})`, "model", "invalid_request_error", "model_not_found");
+      sendJson(res, 200, model);
       return;
     }
     const kind = path === "/v1/chat/completions" ? "chat" : path === "/v1/completions" ? "text" : null;
@@ -324,6 +422,7 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
         if (kind === "chat") event(chunk("", null, true));
         try {
           const result = await backend.complete(job, (text, channel) => event(chunk(text, null, false, channel)), abort.signal);
+          metrics.countCompletion(result);
           event({ ...chunk(null, result.finishReason), usage: usage(result), ...extras(result) });
           res.write("data: [DONE]\n\n");
         } catch (err) {
@@ -334,13 +433,30 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
       }
       let text = "";
       let reasoning: string | null = null;
-      const result = await backend.complete(job, (t, channel) => (channel === "reasoning" ? (reasoning = (reasoning ?? "") + t) : (text += t)), abort.signal);
+      // A text completion has no channels: everything the model wrote is its text (as when streamed).
+      const result = await backend.complete(job, (t, channel) => (kind === "chat" && channel === "reasoning" ? (reasoning = (reasoning ?? "") + t) : (text += t)), abort.signal);
+      metrics.countCompletion(result);
       const choice =
         kind === "chat"
           ? { index: 0, message: { role: "assistant", content: text, ...(reasoning !== null ? { reasoning_content: reasoning } : {}) }, finish_reason: result.finishReason }
           : { index: 0, text, finish_reason: result.finishReason };
       sendJson(res, 200, { id, object, created: stamp, model: backend.modelId, choices: [choice], usage: usage(result), ...extras(result) });
     }, abort.signal);
+  }
+
+  /** 401 unless the request carries the key (compared in constant time, over fixed-size digests). */
+  function checkApiKey(authorization: string | undefined): void {
+    if (!keyDigest) return;
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? "");
+    if (m && timingSafeEqual(digest(m[1]), keyDigest)) return;
+    throw new HttpError(
+      401,
+      m ? "Incorrect API key provided." : "You didn't provide an API key: send it as 'Authorization: Bearer KEY'.",
+      null,
+      "invalid_request_error",
+      m ? "invalid_api_key" : "missing_api_key",
+      { "www-authenticate": 'Bearer realm="k3"' },
+    );
   }
 
   /** Non-standard fields a client should see (OpenAI clients ignore unknown keys). */

@@ -64,7 +64,19 @@ function bubble(cls, text) {
   return d;
 }
 
-fetch("/v1/models").then((r) => r.json()).then((m) => {
+// With \`k3 serve --api-key\`, the page asks for the key once per tab (kept in sessionStorage).
+let apiKey = sessionStorage.getItem("k3-api-key") || "";
+async function api(path, init) {
+  for (let attempt = 0; ; attempt++) {
+    const headers = Object.assign({}, (init && init.headers) || {}, apiKey ? { authorization: "Bearer " + apiKey } : {});
+    const res = await fetch(path, Object.assign({}, init, { headers }));
+    if (res.status !== 401 || attempt > 0) return res;
+    apiKey = (window.prompt("This server needs an API key (k3 serve --api-key):") || "").trim();
+    sessionStorage.setItem("k3-api-key", apiKey);
+  }
+}
+
+api("/v1/models").then((r) => r.json()).then((m) => {
   const info = m.data && m.data[0];
   if (info) $("model").textContent = info.id + (info.context_length ? " · context " + info.context_length : "");
 }).catch(() => { $("model").textContent = "(server not reachable)"; });
@@ -98,9 +110,9 @@ $("form").onsubmit = async (e) => {
   busy = new AbortController();
   $("send").textContent = "Stop";
   const t0 = performance.now();
-  let content = "", reasoning = "", usage = null, drops = 0, finish = null, pieces = 0;
+  let content = "", reasoning = "", usage = null, drops = 0, finish = null, pieces = 0, thinkPieces = 0;
   try {
-    const res = await fetch("/v1/chat/completions", {
+    const res = await api("/v1/chat/completions", {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ messages, stream: true, max_tokens: Number($("max").value) || 512, temperature: Number($("temp").value) || 0, thinking: $("think").checked }),
@@ -126,7 +138,11 @@ $("form").onsubmit = async (e) => {
         if (ev.error) throw new Error(ev.error.message);
         const c = ev.choices && ev.choices[0];
         const d = (c && c.delta) || {};
-        if (d.reasoning_content) { reasoning += d.reasoning_content; thinkText.textContent = reasoning; thinkBox.hidden = false; }
+        if (d.reasoning_content) {
+          reasoning += d.reasoning_content; thinkText.textContent = reasoning; thinkBox.hidden = false;
+          thinkPieces++;
+          thinkTitle.textContent = "thinking… " + thinkPieces + " tokens, " + ((performance.now() - t0) / 1000).toFixed(1) + " s";
+        }
         if (d.content) { content += d.content; answer.textContent = content; pieces++; }
         if (c && c.finish_reason) finish = c.finish_reason;
         if (ev.usage) usage = ev.usage;
@@ -143,6 +159,7 @@ $("form").onsubmit = async (e) => {
     busy = null;
     $("send").textContent = "Send";
   }
+  if (thinkPieces) thinkTitle.textContent = "thought for " + thinkPieces + " tokens";
   if (usage) {
     const s = (performance.now() - t0) / 1000;
     const cached = usage.prompt_tokens_details && usage.prompt_tokens_details.cached_tokens;

@@ -9,6 +9,7 @@ import type { WorkerInit } from "./backend.js";
 import { parseK3Output } from "@k3/tiktoken-bpe";
 import { Engine } from "./engine.js";
 import { exitCodeOf } from "./errors.js";
+import { completionStats } from "./metrics.js";
 import type { CompletionJob } from "./server.js";
 
 const port = parentPort!;
@@ -96,7 +97,7 @@ async function run(engine: Engine, id: number, job: CompletionJob): Promise<void
     port.postMessage({
       type: "done",
       id,
-      result: { finishReason: res.stopReason === "stop" ? "stop" : "length", promptTokens: prompt.length, completionTokens: res.ids.length, cachedTokens: res.cachedTokens, expertDrops: res.report.expert_drops },
+      result: { finishReason: res.stopReason === "stop" ? "stop" : "length", promptTokens: prompt.length, completionTokens: res.ids.length, cachedTokens: res.cachedTokens, expertDrops: res.report.expert_drops, stats: completionStats(res.report) },
     });
   } catch (err) {
     port.postMessage({ type: "error", id, message: (err as Error).message });
