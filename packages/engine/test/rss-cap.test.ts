@@ -28,7 +28,8 @@ const census = censusOf(readConfig(TINY_K3));
 function planTotal(preset: PresetName, trunkGb?: number, packed = false): number {
   const mem = readMemInfo();
   const budgets = { ...budgetsFor(preset, census, mem), ...(trunkGb !== undefined ? { trunkBytes: trunkGb * GB } : {}) };
-  return planMemory(census, budgets, preset, mem, { prefetch: true, packedTrunk: packed }).totalBytes;
+  // Engine.load plans explicit budgets (--trunk-gb) as "custom", whose lookahead holds a whole layer.
+  return planMemory(census, budgets, trunkGb !== undefined ? "custom" : preset, mem, { prefetch: true, packedTrunk: packed }).totalBytes;
 }
 
 async function capped(name: string, preset: PresetName, extra: string[], total: number) {

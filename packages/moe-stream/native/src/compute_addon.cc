@@ -69,7 +69,9 @@ static Napi::Value MoeExperts(const Napi::CallbackInfo &info) {
     b.in_dim = in_dim;
     b.inter = inter;
     b.out_dim = out_dim;
-    static std::vector<k3_moe_expert> experts; // reused: no allocation per call once grown
+    // Reused (no allocation per call once grown) but one per thread: every worker_thread running a
+    // model calls in here, and a shared vector let two concurrent layers overwrite each other's experts.
+    thread_local std::vector<k3_moe_expert> experts;
     experts.resize(n);
     const size_t wsize = b.bf16 ? 2 : 4;
     const size_t want[3] = {inter * in_dim * wsize, inter * in_dim * wsize, out_dim * inter * wsize};
