@@ -5,21 +5,13 @@ import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { checklist } from "./checklist.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 // Built on Debian 12: pthread symbols carry GLIBC_2.34 since they moved into libc. So prebuilds
 // run on glibc >= 2.34 (Debian 12, Ubuntu 22.04, RHEL 9); older systems build from source.
 const GLIBC_CEILING = [2, 34];
-let passed = 0;
-let failed = 0;
-
-function check(pkgName, what, ok, detail = "") {
-  if (ok) passed++;
-  else {
-    failed++;
-    console.error(`FAIL ${pkgName}: ${what}${detail ? ` (${detail})` : ""}`);
-  }
-}
+const { check, finish } = checklist("package checks");
 
 function glibcVersions(file) {
   let out = "";
@@ -74,5 +66,4 @@ for (const dir of readdirSync(join(root, "packages")).sort()) {
     }
   }
 }
-console.log(`package checks: ${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+finish();

@@ -17,6 +17,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { checklist } from "./checklist.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const tsxLoader = import.meta.resolve("tsx/esm");
@@ -34,15 +35,7 @@ const EXAMPLES = {
   "@k3/engine": "chat",
 };
 
-let passed = 0;
-let failed = 0;
-function check(pkgName, what, ok, detail = "") {
-  if (ok) passed++;
-  else {
-    failed++;
-    console.error(`FAIL ${pkgName}: ${what}${detail ? `\n${detail}` : ""}`);
-  }
-}
+const { check, finish } = checklist("tarball checks");
 
 function run(cmd, args, cwd, extraEnv = {}) {
   const r = spawnSync(cmd, args, { cwd, encoding: "utf8", env: { ...process.env, ...extraEnv }, maxBuffer: 64 << 20 });
@@ -177,5 +170,4 @@ try {
   if (process.env.K3_TARBALL_KEEP === "1") console.log(`scratch kept: ${scratch}`);
   else rmSync(scratch, { recursive: true, force: true });
 }
-console.log(`tarball checks: ${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+finish();

@@ -8,7 +8,7 @@
  * still produces fluent-looking garbage.
  */
 import { join } from "node:path";
-import { readRegularFileSync } from "@k3/native";
+import { readRegularTextSync } from "@k3/native";
 import { ConfigError, UsageError } from "./errors.js";
 
 export type LayerKind = "kda" | "mla";
@@ -450,7 +450,7 @@ export function readConfig(dir: string): ModelConfig {
   let text: string;
   try {
     // A regular file only (a FIFO hung the reader forever); K3's is 4 kB, so 16 MiB is generous.
-    text = readRegularFileSync(file, CONFIG_MAX_BYTES).toString("utf8");
+    text = readRegularTextSync(file, CONFIG_MAX_BYTES);
   } catch (err) {
     const e = err as { code?: string; message?: string };
     throw new ConfigError(file, [`cannot read it (${e.code ?? String(err)}${e.code === "ENOTREG" || e.code === "EFBIG" ? `: ${e.message}` : ""}); a model directory needs config.json`]);

@@ -56,4 +56,4 @@ export function loadAddon<T>(packageName: string, moduleUrl: string): LoadedAddo
   }
 }
 
-export { readRegularFileSync, FileRefusedError } from "./regular-file.js";
+export { readRegularFileSync, readRegularTextSync, FileRefusedError } from "./regular-file.js";

@@ -29,7 +29,7 @@ function kindOf(st: Stats): string {
 }
 
 /** The whole file, refused (FileRefusedError) unless it is a regular file of at most maxBytes. */
-export function readRegularFileSync(file: string, maxBytes: number): Buffer {
+export function readRegularFileSync(file: string, maxBytes: number): Uint8Array {
   let fd: number;
   try {
     fd = openSync(file, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
@@ -57,4 +57,9 @@ export function readRegularFileSync(file: string, maxBytes: number): Buffer {
   } finally {
     closeSync(fd);
   }
+}
+
+/** readRegularFileSync decoded as UTF-8 (invalid bytes become U+FFFD, as Buffer#toString does). */
+export function readRegularTextSync(file: string, maxBytes: number): string {
+  return new TextDecoder("utf-8").decode(readRegularFileSync(file, maxBytes));
 }

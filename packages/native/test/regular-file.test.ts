@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { FileRefusedError, readRegularFileSync } from "../src/index.js";
+import { FileRefusedError, readRegularFileSync, readRegularTextSync } from "../src/index.js";
 
 const dir = mkdtempSync(join(tmpdir(), "k3-regular-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -21,7 +21,8 @@ function refusal(file: string, max = 1 << 20): FileRefusedError {
 describe("readRegularFileSync", () => {
   it("reads a regular file whole", () => {
     writeFileSync(join(dir, "a.json"), '{"a":1}');
-    expect(readRegularFileSync(join(dir, "a.json"), 100).toString()).toBe('{"a":1}');
+    expect(new TextDecoder().decode(readRegularFileSync(join(dir, "a.json"), 100))).toBe('{"a":1}');
+    expect(readRegularTextSync(join(dir, "a.json"), 100)).toBe('{"a":1}');
   });
 
   it("refuses a FIFO without hanging, a device, a directory, a too-large file and a missing one", () => {

@@ -4,7 +4,7 @@
  * Nothing is downloaded; every OpenAI rank file is checked against tiktoken's expected sha256.
  */
 import { existsSync } from "node:fs";
-import { readRegularFileSync } from "@k3/native";
+import { readRegularTextSync } from "@k3/native";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { TokenizerError, VocabularyError } from "./errors.js";
@@ -157,7 +157,7 @@ function readJson(path: string): Record<string, unknown> {
   let text: string;
   try {
     // A regular file only (a FIFO would hang); Kimi's tokenizer_config.json is 60 kB.
-    text = readRegularFileSync(path, 64 << 20).toString("utf8");
+    text = readRegularTextSync(path, 64 << 20);
   } catch (err) {
     throw new VocabularyError(`${path}: cannot read (${(err as Error).message})`);
   }

@@ -22,7 +22,7 @@ export const MAX_RANK_FILE_BYTES = 64 << 20;
  * file of at most MAX_RANK_FILE_BYTES is read (a FIFO hung the loader forever).
  */
 export function readRankFile(path: string, expectedSha256?: string): Vocabulary {
-  let data: Buffer;
+  let data: Uint8Array;
   try {
     data = readRegularFileSync(path, MAX_RANK_FILE_BYTES);
   } catch (err) {
