@@ -165,11 +165,9 @@ function messageText(content: unknown, where: string): string {
   throw new HttpError(400, `${where}: expected a string or a list of text parts`, where);
 }
 
-/** A parameter that is absent or has its do-nothing value (null counts as absent, as in OpenAI's API). */
+/** A parameter that is absent or has a do-nothing value (null and [] count as absent, as in OpenAI's API). */
 function unset(v: unknown, neutral: unknown[] = []): boolean {
-  if (v === undefined || v === null) return true;
-  if (Array.isArray(v)) return v.length === 0 && neutral.includes("[]");
-  return neutral.includes(v);
+  return v === undefined || v === null || (Array.isArray(v) ? v.length === 0 : neutral.includes(v));
 }
 
 /**
@@ -180,7 +178,7 @@ function refuseUnsupported(b: Record<string, unknown>, kind: "chat" | "text"): v
   const refuse = (param: string, why: string) => {
     throw new HttpError(400, `${param}: ${why}`, param);
   };
-  for (const p of ["tools", "functions"]) if (!unset(b[p], ["[]"])) refuse(p, "tool calling is not supported (K3's tool-call template is not published)");
+  for (const p of ["tools", "functions"]) if (!unset(b[p])) refuse(p, "tool calling is not supported (K3's tool-call template is not published)");
   for (const p of ["tool_choice", "function_call"]) if (!unset(b[p], ["none"])) refuse(p, "tool calling is not supported (K3's tool-call template is not published)");
   if (!unset(b.parallel_tool_calls, [false, true])) refuse("parallel_tool_calls", "expected true or false (tool calling is not supported)");
   const rf = b.response_format as { type?: unknown } | null | undefined;

@@ -104,6 +104,18 @@ export function planBlocks(ranges: readonly ResidentRange[], maxBlock: number, m
   return { blocks, of };
 }
 
+/** Blocks as the native loader takes them: the distinct files, then per block its file's index, start and end. */
+function blockTable(blocks: ReadonlyArray<{ file: string; start: number; end: number }>) {
+  const files = [...new Set(blocks.map((b) => b.file))];
+  const index = new Map(files.map((f, i) => [f, i]));
+  return {
+    files,
+    fileOf: Uint32Array.from(blocks, (b) => index.get(b.file)!),
+    starts: Float64Array.from(blocks, (b) => b.start),
+    ends: Float64Array.from(blocks, (b) => b.end),
+  };
+}
+
 /** Reads `ranges` into resident memory (see the module comment). Errors name the file and offsets. */
 export function loadResidentRanges(ranges: readonly ResidentRange[], opts: ResidentLoadOptions = {}): ResidentLoad {
   const pieceBytes = opts.pieceBytes ?? 8 * MIB;
@@ -117,8 +129,7 @@ export function loadResidentRanges(ranges: readonly ResidentRange[], opts: Resid
   if (!Number.isInteger(populateThreads) || populateThreads < 0 || populateThreads > 8) throw new MoeStreamError(`resident load: ${populateThreads} populate threads, expected 0 (one per core) .. 8`);
   const { engine } = resolveIoEngine(opts.ioEngine);
   const { blocks, of } = planBlocks(ranges, opts.maxBlockBytes ?? 1 << 30, opts.mergeGapBytes ?? 64 << 10);
-  const files = [...new Set(blocks.map((b) => b.file))];
-  const index = new Map(files.map((f, i) => [f, i]));
+  const table = blockTable(blocks);
   const total = ranges.reduce((a, r) => a + r.length, 0);
   const meter = new ProgressMeter("load", blocks.reduce((a, b) => a + b.end - b.start, 0));
   let seen = 0;
@@ -132,10 +143,10 @@ export function loadResidentRanges(ranges: readonly ResidentRange[], opts: Resid
   let r: ReturnType<typeof native.loadResident>;
   try {
     r = native.loadResident(
-      files,
-      Uint32Array.from(blocks, (b) => index.get(b.file)!),
-      Float64Array.from(blocks, (b) => b.start),
-      Float64Array.from(blocks, (b) => b.end),
+      table.files,
+      table.fileOf,
+      table.starts,
+      table.ends,
       { pieceBytes, threads: readers, engine, direct, prefault, populateThreads, ...(opts.injectFault ? { fault: opts.injectFault.kind, faultAfter: opts.injectFault.after } : {}) },
       progress,
     );
@@ -208,17 +219,16 @@ export function loadFreshCeiling(
   blocks: ReadonlyArray<{ file: string; start: number; end: number }>,
   opts: { pieceBytes?: number; readers?: number; engine: "io_uring" | "pread"; direct: boolean },
 ): { bytes: number; seconds: number; gbPerSec: number; direct: boolean } {
-  const files = [...new Set(blocks.map((b) => b.file))];
-  const index = new Map(files.map((f, i) => [f, i]));
-  for (const f of files) dropPageCache(f);
+  const table = blockTable(blocks);
+  for (const f of table.files) dropPageCache(f);
   const bytes = blocks.reduce((a, b) => a + b.end - b.start, 0);
   let r: ReturnType<typeof native.loadResident>;
   try {
     r = native.loadResident(
-      files,
-      Uint32Array.from(blocks, (b) => index.get(b.file)!),
-      Float64Array.from(blocks, (b) => b.start),
-      Float64Array.from(blocks, (b) => b.end),
+      table.files,
+      table.fileOf,
+      table.starts,
+      table.ends,
       { pieceBytes: opts.pieceBytes ?? 8 * MIB, threads: opts.readers ?? 8, engine: opts.engine, direct: opts.direct, prefault: "huge", discard: true },
     );
   } catch (e) {
