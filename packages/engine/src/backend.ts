@@ -1,11 +1,12 @@
 /**
  * The server's model backend: an Engine in a worker thread, so a generation (seconds per token on
  * real K3) never blocks the HTTP event loop. Messages: {type:"job"} in; {type:"text"|"done"|"error"} out.
- * Cancellation goes through a SharedArrayBuffer flag the worker turns into an AbortSignal.
+ * Cancellation goes through a SharedArrayBuffer flag the worker's model reads between layers.
  */
 import { Worker } from "node:worker_threads";
 import type { EngineOptions } from "./engine.js";
-import type { CompletionBackend, CompletionJob, CompletionResult, TextChannel } from "./server.js";
+import { EXIT_USAGE } from "./errors.js";
+import { HttpError, type CompletionBackend, type CompletionJob, type CompletionResult, type TextChannel } from "./server.js";
 
 export interface WorkerInit {
   dir: string;
@@ -17,9 +18,20 @@ type FromWorker =
   | { type: "ready"; modelId: string; contextLength: number; plan: string }
   | { type: "text"; id: number; text: string; channel?: TextChannel }
   | { type: "done"; id: number; result: CompletionResult }
-  | { type: "error"; id: number; message: string }
+  | { type: "error"; id: number; message: string; exitCode?: number; name?: string }
   | { type: "log"; line: string }
   | { type: "fatal"; message: string; exitCode: number };
+
+/**
+ * A job's error as the server should answer it: the engine's refusals of the request itself (a
+ * prompt over the limit or the KV plan, an empty prompt: exit code 2) are 400s naming the prompt,
+ * anything else stays an internal error.
+ */
+function requestError(m: { message: string; exitCode?: number; name?: string }, kind: CompletionJob["kind"]): Error {
+  if (m.exitCode !== EXIT_USAGE) return new Error(m.message);
+  const param = kind === "chat" ? "messages" : "prompt";
+  return new HttpError(400, m.message, param, "invalid_request_error", m.name === "ContextError" ? "context_length_exceeded" : null);
+}
 
 export class WorkerBackend implements CompletionBackend {
   modelId = "";
@@ -28,7 +40,7 @@ export class WorkerBackend implements CompletionBackend {
   /** Receives the engine's log lines after loading (per-request prompt cache reuse); default: dropped. */
   onLog: (line: string) => void = () => {};
   private nextId = 1;
-  private readonly pending = new Map<number, { onText: (t: string, channel?: TextChannel) => void; resolve: (r: CompletionResult) => void; reject: (e: Error) => void }>();
+  private readonly pending = new Map<number, { kind: CompletionJob["kind"]; onText: (t: string, channel?: TextChannel) => void; resolve: (r: CompletionResult) => void; reject: (e: Error) => void }>();
   private readonly cancel = new Int32Array(new SharedArrayBuffer(4));
 
   private constructor(private readonly worker: Worker) {
@@ -39,7 +51,8 @@ export class WorkerBackend implements CompletionBackend {
         this.pending.get(m.id)?.resolve(m.result);
         this.pending.delete(m.id);
       } else if (m.type === "error") {
-        this.pending.get(m.id)?.reject(new Error(m.message));
+        const p = this.pending.get(m.id);
+        p?.reject(requestError(m, p.kind));
         this.pending.delete(m.id);
       }
     });
@@ -85,6 +98,7 @@ export class WorkerBackend implements CompletionBackend {
     signal.addEventListener("abort", onAbort, { once: true });
     return new Promise<CompletionResult>((resolve, reject) => {
       this.pending.set(id, {
+        kind: job.kind,
         onText,
         resolve: (r) => {
           signal.removeEventListener("abort", onAbort);

@@ -11,7 +11,7 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { bestSimdLevel, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
 import { WorkerBackend } from "./backend.js";
 import { ChatSession } from "./chat.js";
-import { Engine, type EngineOptions } from "./engine.js";
+import { checkPromptLength, Engine, type EngineOptions } from "./engine.js";
 import { EXIT_DROPPED_EXPERT, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, exitCodeOf, UsageError } from "./errors.js";
 import { runDoctor } from "./doctor.js";
 import { embeddedModelDir } from "./embedded.js";
@@ -480,7 +480,8 @@ async function runLoaded(
     }
   }
   if (reference && given.length === 0 && reference.prompt) prompt = reference.prompt;
-  if (prompt.length > 32768) throw new UsageError(`the prompt has ${prompt.length} tokens; at most 32768`);
+  // The same limit Engine.generate applies (the server's requests go through it); checked here too for --reference.
+  checkPromptLength(prompt.length);
   if (reference) return tfCheck(engine, prompt, reference.continuation, { chunkSize: eo.chunkSize, json: values.json as string | undefined, min: tfMin, err });
   err(`prompt: ${prompt.length} tokens; generating up to ${sampling.maxTokens} (${sampling.temperature === 0 ? "greedy" : `temperature ${sampling.temperature}, top-k ${sampling.topK}, top-p ${sampling.topP}, seed ${sampling.seed}`})`);
   const ac = new AbortController();

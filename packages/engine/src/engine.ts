@@ -14,7 +14,7 @@ import { readTrunkManifest } from "@k3/moe-stream";
 import { encodeChat, loadKimiTokenizer, type ChatMessage, type Tokenizer } from "@k3/tiktoken-bpe";
 import { censusOf, type Census } from "./census.js";
 import { checkTokenizerMatch, configFingerprint, fnv1a64, isMoeLayer, readConfig, withLayers, type ModelConfig } from "./config.js";
-import { AbortError, UsageError } from "./errors.js";
+import { AbortError, ContextError, UsageError } from "./errors.js";
 import type { KdaCore } from "./layers/kda.js";
 import type { Progress } from "@k3/moe-stream";
 import { EXPERT_READERS, HEAD_PIECE_BYTES, HEAD_READERS, Model, TRUNK_READERS, type ModelState } from "./model.js";
@@ -35,6 +35,14 @@ function packedLayerBytes(trunkDir: string, census: Census): number[] {
   }
   const byLayer = new Map(manifest.groups.filter((g) => g.layer !== null).map((g) => [g.layer!, g.byteLength]));
   return census.layerTrunkBytes.map((b, l) => byLayer.get(l) ?? b);
+}
+
+/** The longest prompt one generation takes (anchor.md: a prompt <= 32768 ids), for `k3 run`, chat and the server alike. */
+export const MAX_PROMPT_TOKENS = 32768;
+
+/** Refuses a prompt longer than MAX_PROMPT_TOKENS (a ContextError: exit 2, a 400 from the server). */
+export function checkPromptLength(tokens: number): void {
+  if (tokens > MAX_PROMPT_TOKENS) throw new ContextError(`the prompt has ${tokens} tokens; at most ${MAX_PROMPT_TOKENS}`);
 }
 
 /** The draft length bound (the reference engine's --spec accepts up to 8). */
@@ -120,6 +128,11 @@ export interface GenerateOptions extends SamplingOptions {
   /** Extra stop ids, on top of the model's end ids. */
   stopIds?: number[];
   signal?: AbortSignal;
+  /**
+   * Checked between layers and tokens next to `signal`, on every check (the server's worker reads
+   * its shared cancel flag here: no timer can run while a prefill holds the thread).
+   */
+  cancelled?: () => boolean;
   /** Continue this state instead of a fresh one (chat); it is advanced in place. */
   state?: ModelState;
   /** Random stream id (chat turns use their turn number). */
@@ -382,6 +395,7 @@ export class Engine {
     const sampler = new Sampler(options, options.stream ?? 0);
     const promptIds = typeof input === "string" ? this.encodeText(input) : input;
     if (promptIds.length === 0) throw new UsageError("the prompt is empty");
+    checkPromptLength(promptIds.length);
     // The prompt cache serves fresh prompts only: a given state is already a conversation.
     const cache = options.state ? null : options.promptCache === undefined ? this.promptCache : options.promptCache;
     const useCache = cache !== null && cache.enabled;
@@ -406,7 +420,8 @@ export class Engine {
     let cutByString = false;
     let unfed: number[] = [];
     const signal = options.signal;
-    const fwd = { chunkSize: this.chunkSize, signal };
+    const cancelled = options.cancelled;
+    const fwd = { chunkSize: this.chunkSize, signal, cancelled };
     const specN = options.spec === undefined ? this.spec : checkSpec(options.spec);
     const spec = specN > 0 ? new SpeculativeDecoder(this.model, state, fwd, specN, options.drafter) : null;
     // What drafts are looked up in: the conversation so far, this prompt, then each generated token.
@@ -462,7 +477,7 @@ export class Engine {
         const elapsed = (performance.now() - t0) / 1000;
         yield { token: id, text: piece, stats: { index: i, promptTokens: promptIds.length, elapsedSeconds: elapsed, tokensPerSecond: (i + 1) / elapsed } };
         if (cut >= 0 || i === maxTokens - 1) break;
-        if (signal?.aborted) throw new AbortError();
+        if (signal?.aborted || cancelled?.()) throw new AbortError();
         if (spec) context.push(id);
         // Rows past the last token that may still be sampled are not worth verifying.
         if (spec) logits = await spec.next(id, context, maxTokens - i - 2);
@@ -477,7 +492,7 @@ export class Engine {
       // Unconfirmed drafts leave the state: it holds exactly the fed tokens (a chat continues from it).
       if (spec) await spec.settle();
     } catch (err) {
-      if (!(err instanceof AbortError) && !signal?.aborted) throw err;
+      if (!(err instanceof AbortError) && !signal?.aborted && !cancelled?.()) throw err;
       stopReason = "abort";
     } finally {
       this.model.phase = "prefill";
@@ -501,7 +516,7 @@ export class Engine {
    * between. Both calls start at multiples of the chunk size, so every chunk boundary is where one
    * forward(prompt) from position 0 puts it: the logits are the same bits as a cold prefill.
    */
-  private async prefillCached(promptIds: number[], state: ModelState, cache: PromptCache, fwd: { chunkSize: number; signal?: AbortSignal }): Promise<Float32Array> {
+  private async prefillCached(promptIds: number[], state: ModelState, cache: PromptCache, fwd: { chunkSize: number; signal?: AbortSignal; cancelled?: () => boolean }): Promise<Float32Array> {
     const start = state.pos;
     if (start % this.chunkSize !== 0) throw new Error(`prompt cache: a restored state at position ${start} is not a multiple of the chunk size ${this.chunkSize}`);
     const split = snapshotPoint(promptIds.length, this.chunkSize);

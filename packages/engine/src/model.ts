@@ -61,6 +61,11 @@ export interface ForwardOptions {
   chunkSize?: number;
   /** Checked between layers. */
   signal?: AbortSignal;
+  /**
+   * Also checked between layers, called each time (a read of a shared flag): a worker thread whose
+   * prefill holds its event loop cannot turn a cancel message or timer into `signal` until it ends.
+   */
+  cancelled?: () => boolean;
   /** Called with each layer's output rows [T, D] (debugging / per-layer conformance). */
   onLayer?: (layer: number, hidden: Float32Array, T: number) => void;
   /** Called with the input of the final norm [T, D]. */
@@ -640,7 +645,7 @@ export class Model {
     const D = cfg.hiddenSize;
     const B = cfg.attnResBlockSize;
     for (let l = 0; l < cfg.numLayers; l++) {
-      if (opts.signal?.aborted) throw new AbortError();
+      if (opts.signal?.aborted || opts.cancelled?.()) throw new AbortError();
       const { layer: L, release } = await this.acquire(l);
       try {
         const [mk] = this.mixerKind(L);

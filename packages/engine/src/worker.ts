@@ -1,7 +1,8 @@
 /**
  * Worker-thread side of the server backend: loads the Engine once, then runs jobs one at a time,
- * posting text as it streams. A cancel flag in shared memory becomes an AbortSignal, which the
- * model checks between layers. The engine keeps a prompt cache (default 1 slot): a chat client
+ * posting text as it streams. A cancel flag in shared memory is read (one atomic load) by the
+ * model between layers and by the engine between tokens: a prefill holds this thread, so no
+ * timer or message could turn the flag into an abort before it ends. The engine keeps a prompt cache (default 1 slot): a chat client
  * resending the conversation prefills only what is new since the last chunk-aligned snapshot.
  */
 import { parentPort, workerData } from "node:worker_threads";
@@ -42,13 +43,11 @@ async function main(): Promise<void> {
 }
 
 async function run(engine: Engine, id: number, job: CompletionJob): Promise<void> {
-  const ac = new AbortController();
-  // Poll the shared cancel flag between tokens and layers (cheap: one atomic load).
-  const timer = setInterval(() => {
-    if (cancel && Atomics.load(cancel, 0) === id) ac.abort();
-  }, 20);
+  // The backend stores this job's id in the flag when its client goes away.
+  const cancelled = () => cancel !== null && Atomics.load(cancel, 0) === id;
+  let prompt: number[] = [];
   try {
-    const prompt =
+    prompt =
       job.kind === "chat"
         ? engine.encodeChat(job.messages!, { thinking: job.thinking ?? true, effort: job.effort })
         : engine.encodeText(job.prompt!);
@@ -59,7 +58,7 @@ async function run(engine: Engine, id: number, job: CompletionJob): Promise<void
       topP: job.topP,
       seed: job.seed,
       stop: job.stop,
-      signal: ac.signal,
+      cancelled,
     });
     // K3 chat replies are split into the think channel (reasoning_content) and the response
     // (content) on token ids, so literal tag text in the output cannot fake a boundary.
@@ -83,12 +82,14 @@ async function run(engine: Engine, id: number, job: CompletionJob): Promise<void
         if (r.value.token >= 0) ids.push(r.value.token);
         emitSplit(false);
       } else if (r.value.text) port.postMessage({ type: "text", id, text: r.value.text });
-      // Let the cancel poller run between tokens.
-      await new Promise((res) => setImmediate(res));
-      if (cancel && Atomics.load(cancel, 0) === id) ac.abort();
       r = await gen.next();
     }
     const res = r.value;
+    if (res.stopReason === "abort") {
+      // The first token is yielded before any cancel check after the prefill: none means it was cut.
+      const during = res.ids.length === 0 ? "during the prefill" : `after ${res.ids.length} generated token(s)`;
+      port.postMessage({ type: "log", line: `request ${id}: cancelled by its client ${during} (${prompt.length} prompt tokens)` });
+    }
     if (split) emitSplit(true);
     if (res.report.expert_drops > 0) {
       const d = res.report.expert_drop_details[0];
@@ -100,9 +101,7 @@ async function run(engine: Engine, id: number, job: CompletionJob): Promise<void
       result: { finishReason: res.stopReason === "stop" ? "stop" : "length", promptTokens: prompt.length, completionTokens: res.ids.length, cachedTokens: res.cachedTokens, expertDrops: res.report.expert_drops, stats: completionStats(res.report) },
     });
   } catch (err) {
-    port.postMessage({ type: "error", id, message: (err as Error).message });
-  } finally {
-    clearInterval(timer);
+    port.postMessage({ type: "error", id, message: (err as Error).message, exitCode: exitCodeOf(err), name: (err as Error).name });
   }
 }
 

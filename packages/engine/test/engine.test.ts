@@ -99,6 +99,33 @@ describe("engine on tiny-k3", async () => {
     expect(r.value.ids).toEqual(meta.greedy_ids.slice(0, 3));
   });
 
+  it("reads a cancel flag between layers: a prefill stops within one layer of it (issue #15)", async () => {
+    const ids = engine.encodeText("The quick brown fox jumps over the lazy dog. ".repeat(30));
+    expect(ids.length).toBeGreaterThan(3 * 64);
+    expect(engine.config.numLayers).toBe(13);
+    // The flag is set once 20 layers have run (mid-chunk: chunk 2, layer 7 of 13); no other layer may start after it.
+    let ran = 0;
+    let reads = 0;
+    const state = engine.model.newState();
+    await expect(engine.model.forward(ids, state, { chunkSize: 64, onLayer: () => ran++, cancelled: () => (reads++, ran >= 20) })).rejects.toThrow(/generation aborted/);
+    expect(ran).toBe(20);
+    expect(reads).toBe(21);
+    // Through generate: the flag set during the prefill ends it with no token.
+    let calls = 0;
+    const r = await engine.complete(ids, { maxTokens: 5, stopIds: [], promptCache: null, cancelled: () => ++calls > 5 });
+    expect(r.stopReason).toBe("abort");
+    expect(r.ids).toEqual([]);
+    expect(calls).toBe(6);
+  });
+
+  it("refuses a prompt over 32,768 tokens (the limit k3 run and the server share) before any prefill", async () => {
+    const { ContextError } = await import("../src/errors.js");
+    let ran = 0;
+    const gen = engine.generate(new Array(32769).fill(65), { maxTokens: 1, cancelled: () => (ran++, false) });
+    await expect(gen.next()).rejects.toThrow(new ContextError("the prompt has 32769 tokens; at most 32768"));
+    expect(ran).toBe(0);
+  });
+
   it("seeded sampling is deterministic and differs across seeds", async () => {
     const run = async (seed: number) => (await engine.complete(meta.prompt_ids, { maxTokens: 12, temperature: 1.2, topK: 50, topP: 0.95, seed, stopIds: [] })).ids.join(",");
     const a = await run(1);

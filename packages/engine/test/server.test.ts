@@ -168,6 +168,73 @@ describe("server with the model in a worker thread", () => {
   });
 });
 
+describe("cancel during a long prefill and the prompt limit (issue #15)", () => {
+  it("a client that disconnects during a long prefill frees the worker: the prefill stops, the next request is answered", async () => {
+    const { WorkerBackend } = await import("../src/backend.js");
+    const { TINY_K3 } = await import("./helpers.js");
+    // No prompt cache: the second run of the prompt prefills all of it again.
+    const backend = await WorkerBackend.start({ dir: TINY_K3, options: { threads: 1, preset: "laptop", promptCache: { slots: 0 } } }, new URL("../src/worker.ts", import.meta.url));
+    const logs: string[] = [];
+    backend.onLog = (l) => logs.push(l);
+    const s = await startServer(backend, { port: 0 });
+    const post = (body: unknown, signal?: AbortSignal) => fetch(s.url + "/v1/chat/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal });
+    const expertRequests = async () => Number(/^k3_expert_requests_total (\d+)$/m.exec(await (await fetch(s.url + "/metrics")).text())![1]);
+    try {
+      // ~6k tokens: seconds of single-threaded prefill on the tiny model.
+      const messages = [{ role: "user", content: "The quick brown fox jumps over the lazy dog. ".repeat(550) }];
+      // A first, complete run brings every expert this prompt routes to into memory: the second run
+      // then never waits for a read, so nothing but the prefill itself can give the thread back (the
+      // old worker's 20 ms cancel timer could only fire at such a wait).
+      const first = await post({ messages, max_tokens: 1, temperature: 0 });
+      expect(first.status).toBe(200);
+      const full = await expertRequests();
+      expect(full).toBeGreaterThan(5000);
+      const ac = new AbortController();
+      const long = await post({ messages, max_tokens: 4, temperature: 0, stream: true }, ac.signal);
+      const reader = long.body!.getReader();
+      // The role chunk is written just before the job goes to the worker: the prefill is starting.
+      expect((await reader.read()).done).toBe(false);
+      ac.abort();
+      const next = await post({ messages: [{ role: "user", content: "Hi" }], max_tokens: 2, temperature: 0 });
+      expect(next.status).toBe(200);
+      // The cancelled run (and the short one) did a small part of a full prefill's expert requests.
+      expect((await expertRequests()) - full).toBeLessThan(full / 4);
+      expect(logs.filter((l) => /^request 2: cancelled by its client/.test(l))).toEqual([expect.stringMatching(/during the prefill \(\d{4} prompt tokens\)$/)]);
+    } finally {
+      await s.close();
+      await backend.close();
+    }
+  });
+
+  it("one prompt limit for k3 run and the server: 32,769 tokens are refused before any prefill (a 400 naming the prompt)", async () => {
+    const { WorkerBackend } = await import("../src/backend.js");
+    const { TINY_K3 } = await import("./helpers.js");
+    const backend = await WorkerBackend.start({ dir: TINY_K3, options: { threads: 1, preset: "laptop" } }, new URL("../src/worker.ts", import.meta.url));
+    const logs: string[] = [];
+    backend.onLog = (l) => logs.push(l);
+    const s = await startServer(backend, { port: 0 });
+    try {
+      // Over 32,768 tokens (counted with the same tokenizer), well inside the KV plan and the body limit.
+      const { Engine } = await import("../src/engine.js");
+      const e = await Engine.load(TINY_K3, { threads: 1, preset: "laptop" });
+      const prompt = "The quick brown fox jumps over the lazy dog. ".repeat(3300);
+      const n = e.encodeText(prompt).length;
+      e.close();
+      expect(n).toBeGreaterThan(32768);
+      expect(n).toBeLessThanOrEqual(backend.contextLength);
+      const res = await fetch(s.url + "/v1/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt, max_tokens: 1 }) });
+      const body: any = await res.json();
+      expect(res.status).toBe(400);
+      expect(body.error).toMatchObject({ type: "invalid_request_error", param: "prompt", code: "context_length_exceeded" });
+      expect(body.error.message).toBe(`the prompt has ${n} tokens; at most 32768`);
+      expect(logs.filter((l) => /^prompt cache: /.test(l))).toEqual([]);
+    } finally {
+      await s.close();
+      await backend.close();
+    }
+  });
+});
+
 describe("the chat page", () => {
   it("is served at / with a strict CSP, talks to the streaming endpoint, and its script parses; --no-web-ui turns it off", async () => {
     const res = await fetch(srv.url + "/");
