@@ -8,12 +8,17 @@
  * The provider serves POOL distinct expert buffers (id % POOL), more bytes than the L3, so every
  * token reads its experts from memory. Decode (T = 1) tokens are independent random vectors.
  *
+ * Then K3's routed experts alone (architecture.md §4.3/§4.4): 16 MXFP4 experts per token on the 3584
+ * latent, inter 3072, SiTU-GLU (17.5 MB each, K3_POOL distinct ones), one decode row per expert:
+ * runMany (one native call, two pool dispatches) against run() per expert (3 @k3/mxfp4 matmuls +
+ * a GLU call each: the path before runMany), each against the same memory-read floor.
+ *
  * Run: /work/bin/k3-excl node --import tsx bench/compute.bench.ts [--tokens N] [--threads N]
  */
 import { memoryReadCeiling, setThreadCount, simdLevel, threadCount } from "@k3/dense";
 import type { ExpertLocation } from "../src/checkpoint.js";
 import { denseMatrix } from "../src/dense-weight.js";
-import { denseExpertCompute } from "../src/expert-compute.js";
+import { denseExpertCompute, mxfp4ExpertCompute } from "../src/expert-compute.js";
 import type { ExpertHandle, ExpertRequest } from "../src/expert-store.js";
 import { MoeLayer, type ExpertProvider } from "../src/moe-layer.js";
 import { Router } from "../src/router.js";
@@ -104,3 +109,61 @@ console.log(row("moe_trunk (router + shared)", trunk, ms(touchedTrunk)));
 console.log(row("routed experts", experts, ms(touchedExperts)));
 console.log(row("layer wall", wall, ms(touchedTrunk + touchedExperts)));
 
+
+// ---------------------------------------------------------------- K3 MXFP4 routed experts
+
+const KL = 3584; // routed_expert_hidden_size (the latent)
+const KI = 3072; // moe_intermediate_size
+const KK = 16; // num_experts_per_token
+const K3_POOL = arg("k3-pool", 40);
+const K3_TOKENS = arg("k3-tokens", 24);
+const mxTensors: ExpertLocation["tensors"] = {};
+let mxBytes = 0;
+for (const [w, rows, cols] of [["w1", KI, KL], ["w2", KL, KI], ["w3", KI, KL]] as const)
+  for (const [part, n, shape] of [["weight_packed", (rows * cols) / 2, [rows, cols / 2]], ["weight_scale", (rows * cols) / 32, [rows, cols / 32]]] as const) {
+    mxTensors[`${w}.${part}`] = { offset: mxBytes, byteLength: n, dtype: "U8", shape: [...shape] };
+    mxBytes += n;
+  }
+/** Random codes; scales 2^-8 .. 2^-5 (118..121): never 0xFF, activations stay finite. */
+function mxRandom(): Uint8Array {
+  const b = new Uint8Array(mxBytes);
+  const words = new Uint32Array(b.buffer);
+  for (let i = 0; i < words.length; i++) words[i] = (rnd() * 2 ** 32) >>> 0;
+  for (const [name, t] of Object.entries(mxTensors)) if (name.endsWith("scale")) for (let i = 0; i < t.byteLength; i++) b[t.offset + i] = 118 + (b[t.offset + i] & 3);
+  return b;
+}
+const mxPool = Array.from({ length: K3_POOL }, mxRandom);
+const situ = { inDim: KL, interDim: KI, activation: "situ" as const };
+const batched = mxfp4ExpertCompute(situ);
+const perExpert = mxfp4ExpertCompute({ ...situ, batched: false });
+const u = Float32Array.from({ length: KL }, () => rnd() * 2);
+const ys = new Float32Array(KK * KL);
+const xRow = new Int32Array(KK);
+const yRow = Int32Array.from({ length: KK }, (_, i) => i);
+const itemsAt = (t: number) =>
+  Array.from({ length: KK }, (_, j) => {
+    const id = (t * KK + j) % K3_POOL;
+    return { bytes: mxPool[id], location: { layer: 1, id, file: "mem", offset: 0, byteLength: mxBytes, tensors: mxTensors }, rows: 1 };
+  });
+const runBatched = (t: number) => batched.runMany!(itemsAt(t), u, xRow, ys, yRow);
+const runPerExpert = (t: number) => itemsAt(t).forEach((it, j) => perExpert.run(it.bytes, it.location, u, 1, ys.subarray(j * KL, (j + 1) * KL)));
+for (let t = 0; t < 4; t++) (runBatched(t), runPerExpert(t)); // warm-up
+const k3Ceiling = memoryReadCeiling({ bytes: 512 * 2 ** 20, threads: threadCount(), reps: 8 }).gbPerSec;
+const timeTokens = (f: (t: number) => void) => {
+  const t0 = performance.now();
+  for (let t = 0; t < K3_TOKENS; t++) f(t);
+  return (performance.now() - t0) / K3_TOKENS;
+};
+// Interleaved halves, so drift (another process, frequency) hits both paths alike.
+let tb = 0;
+let tp = 0;
+for (let h = 0; h < 2; h++) {
+  tb += timeTokens(runBatched) / 2;
+  tp += timeTokens(runPerExpert) / 2;
+}
+const k3Floor = ((KK * mxBytes) / (k3Ceiling * 1e9)) * 1e3;
+const k3Row = (name: string, t: number) => `| ${name} | ${t.toFixed(2)} | ${k3Floor.toFixed(2)} | ${(t / k3Floor).toFixed(2)} |`;
+console.log(`\nK3 routed experts decode (16 MXFP4 experts, latent ${KL}, inter ${KI}, SiTU; ${(mxBytes / 1e6).toFixed(2)} MB each, pool of ${K3_POOL}), ${K3_TOKENS} tokens x 2, ${threadCount()} threads, ${simdLevel()}, memory ceiling ${k3Ceiling.toFixed(1)} GB/s (same run)`);
+console.log("| path | ms/token | floor ms | ratio |\n|---|---:|---:|---:|");
+console.log(k3Row("runMany (one native call)", tb));
+console.log(k3Row("run() per expert (3 matmuls + GLU each)", tp));

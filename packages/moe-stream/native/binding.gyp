@@ -9,6 +9,7 @@
         "src/compute_addon.cc",
         "src/direct_file.c",
         "src/moe_compute.c",
+        "src/moe_mxfp4.c",
         "src/pool_bench.c",
         "src/read_pool.c",
         "src/resident_load.c",
@@ -19,7 +20,8 @@
         "include",
         "<!(node -p \"require('node-addon-api').include_dir\")",
         "<!(node -p \"require('path').join(require('path').dirname(require.resolve('@k3/native/package.json')), 'include')\")",
-        "<!(node -p \"require('path').join(require('path').dirname(require.resolve('@k3/dense/package.json')), 'native', 'include')\")"
+        "<!(node -p \"require('path').join(require('path').dirname(require.resolve('@k3/dense/package.json')), 'native', 'include')\")",
+        "<!(node -p \"require('path').join(require('path').dirname(require.resolve('@k3/mxfp4/package.json')), 'native', 'include')\")"
       ],
       "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS"],
       "cflags_c": ["-std=gnu11", "-O2", "-ffp-contract=off", "-Wall", "-Wextra"],

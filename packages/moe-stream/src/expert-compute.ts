@@ -39,8 +39,16 @@ export interface ExpertCompute {
    * Optional: several experts in one native call (a layer's ready experts at once). Expert i serves
    * items[i].rows batch rows, which follow those of the experts before it: batch row r reads row
    * xRow[r] of X [*, inDim] and writes row yRow[r] of Y [*, outDim]. Y rows equal run()'s bit for bit.
+   * Experts whose bytes the kernel refuses (an MXFP4 0xFF scale) come back as failures, in item
+   * order, with the error run() would have thrown; their Y rows are then garbage, the others valid.
    */
-  runMany?(items: readonly ExpertBatchItem[], X: Float32Array, xRow: Int32Array, Y: Float32Array, yRow: Int32Array): void;
+  runMany?(items: readonly ExpertBatchItem[], X: Float32Array, xRow: Int32Array, Y: Float32Array, yRow: Int32Array): readonly ExpertBatchFailure[] | void;
+}
+
+/** An expert of a runMany() call whose bytes were refused: items[index], and why. */
+export interface ExpertBatchFailure {
+  index: number;
+  error: Error;
 }
 
 /** One expert of a runMany() call. */
@@ -178,8 +186,20 @@ export const k3Mxfp4Kernels: Mxfp4Kernels = {
  * cache keyed on the buffer range would miss a new expert landing in an old slot. Kernels that
  * refuse a bad scale themselves (`refusesBadScales`, @k3/mxfp4's) skip that scan; their refusal is
  * re-thrown naming the layer, expert and tensor.
+ *
+ * With @k3/mxfp4's kernels (the default) it also has runMany: a layer's ready experts in one native
+ * call (native/src/moe_mxfp4.c, two pool dispatches through @k3/mxfp4's C table), bit-identical to
+ * run() per expert; an expert whose products hold a NaN has its scales rescanned, and a 0xFF is
+ * returned as that expert's failure with run()'s message. `batched: false` leaves runMany out.
  */
-export function mxfp4ExpertCompute(opts: { inDim: number; interDim: number; activation?: GluActivation; situBetas?: SituBetas; kernels?: Mxfp4Kernels }): ExpertCompute {
+export function mxfp4ExpertCompute(opts: {
+  inDim: number;
+  interDim: number;
+  activation?: GluActivation;
+  situBetas?: SituBetas;
+  kernels?: Mxfp4Kernels;
+  batched?: boolean;
+}): ExpertCompute {
   const scratch = new Scratch();
   const { inDim, interDim } = opts;
   const kernels = opts.kernels ?? k3Mxfp4Kernels;
@@ -195,7 +215,7 @@ export function mxfp4ExpertCompute(opts: { inDim: number; interDim: number; acti
       );
     return { packed: p.view, scales: s.view, rows, cols };
   };
-  return {
+  const compute: ExpertCompute = {
     inDim,
     outDim: inDim,
     run(bytes, loc, X, batch, Y, readId) {
@@ -226,4 +246,52 @@ export function mxfp4ExpertCompute(opts: { inDim: number; interDim: number; acti
       mm("w2", w2, g, Y);
     },
   };
+  if (kernels !== k3Mxfp4Kernels || opts.batched === false) return compute;
+  compute.runMany = (items, X, xRow, Y, yRow) => {
+    if (items.length === 0) return;
+    const mats: Uint8Array[] = new Array(6 * items.length);
+    const rows = scratchRows.get(items.length);
+    const ms: Mxfp4MatrixView[][] = new Array(items.length);
+    let total = 0;
+    for (let i = 0; i < items.length; i++) {
+      const { bytes, location: loc } = items[i];
+      const m = [view(bytes, loc, "w1", interDim, inDim), view(bytes, loc, "w3", interDim, inDim), view(bytes, loc, "w2", inDim, interDim)];
+      for (let j = 0; j < 3; j++) {
+        mats[6 * i + 2 * j] = m[j].packed;
+        mats[6 * i + 2 * j + 1] = m[j].scales;
+      }
+      ms[i] = m;
+      rows[i] = items[i].rows;
+      total += items[i].rows;
+    }
+    const nan = scratchFlags.get(items.length);
+    const work = scratch.get("work", total * (2 * inDim + 2 * interDim));
+    const flagged = native.moeExpertsMxfp4(mats, rows, inDim, interDim, inDim, activation === "situ" ? 1 : 0, betas.beta, betas.linearBeta, X, xRow, Y, yRow, work, nan);
+    if (flagged === 0) return;
+    // A NaN: a 0xFF scale (refused, named as run() names it, w1 then w3 then w2) or NaN input (kept).
+    const failures: ExpertBatchFailure[] = [];
+    for (let i = 0; i < items.length; i++) {
+      if (!nan[i]) continue;
+      const loc = items[i].location;
+      try {
+        ["w1", "w3", "w2"].forEach((name, j) => validateScales(ms[i][j], `layer ${loc.layer} expert ${loc.id} ${name}.weight_scale`));
+      } catch (err) {
+        if (!(err instanceof Mxfp4Error)) throw err;
+        failures.push({ index: i, error: err });
+      }
+    }
+    return failures;
+  };
+  return compute;
 }
+
+/** Reused Uint8Arrays of a given length (runMany's per-expert NaN flags). */
+class Flags {
+  private readonly byLength = new Map<number, Uint8Array>();
+  get(n: number): Uint8Array {
+    let a = this.byLength.get(n);
+    if (!a) this.byLength.set(n, (a = new Uint8Array(n)));
+    return a;
+  }
+}
+const scratchFlags = new Flags();

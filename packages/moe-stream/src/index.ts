@@ -25,6 +25,8 @@ export {
   k3Mxfp4Kernels,
   DEFAULT_SITU_BETAS,
   type ExpertCompute,
+  type ExpertBatchItem,
+  type ExpertBatchFailure,
   type GluActivation,
   type SituBetas,
   type Mxfp4Kernels,

@@ -251,7 +251,7 @@ export class MoeLayer {
         }
         c0 = now();
         try {
-          if (compute.runMany) this.runGroup(ok, users, k, u, perSlot);
+          if (compute.runMany) this.runGroup(ok, users, k, u, perSlot, drop, dropped);
           else for (const h of ok) this.runOne(h, users.get(h.id)!, k, u, perSlot, sc, drop, dropped);
         } finally {
           for (const h of ok) h.release();
@@ -312,7 +312,7 @@ export class MoeLayer {
   }
 
   /** One native call for a group of ready experts: each reads its tokens' rows of u, writes its slots. */
-  private runGroup(hs: readonly ExpertHandle[], users: Map<number, number[]>, k: number, u: Float32Array, perSlot: Float32Array): void {
+  private runGroup(hs: readonly ExpertHandle[], users: Map<number, number[]>, k: number, u: Float32Array, perSlot: Float32Array, drop: boolean, dropped: DroppedExpert[]): void {
     if (hs.length === 0) return;
     let rows = 0;
     for (const h of hs) rows += users.get(h.id)!.length;
@@ -325,10 +325,15 @@ export class MoeLayer {
         xRow[r] = Math.floor(slot / k);
         yRow[r++] = slot;
       }
-    this.opts.compute.runMany!(items, u, xRow, perSlot, yRow);
+    const failed = this.opts.compute.runMany!(items, u, xRow, perSlot, yRow);
+    // Refused bytes (an MXFP4 0xFF scale): as runOne, fail on the first or drop each (slots zeroed below).
+    for (const f of failed ?? []) {
+      if (!drop || !droppable(f.error)) throw f.error;
+      dropped.push({ layer: this.opts.layer, expert: hs[f.index].id, tokens: items[f.index].rows, reason: f.error.message });
+    }
   }
 
-  /** One expert through ExpertCompute.run (computes without runMany: MXFP4, test doubles). */
+  /** One expert through ExpertCompute.run (computes without runMany: custom MXFP4 kernels, test doubles). */
   private runOne(h: ExpertHandle, list: number[], k: number, u: Float32Array, perSlot: Float32Array, sc: Scratch, drop: boolean, dropped: DroppedExpert[]): void {
     const { compute } = this.opts;
     const inDim = compute.inDim;

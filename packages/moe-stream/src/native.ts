@@ -1,4 +1,5 @@
 import { nativeApi } from "@k3/dense";
+import { nativeApi as mxfp4NativeApi } from "@k3/mxfp4";
 import { loadAddon } from "@k3/native";
 
 /** One finished (or cancelled) read, as posted by the native reader threads. */
@@ -72,6 +73,30 @@ export interface MoeStreamBinding {
     yRow: Int32Array,
     work: Float32Array,
   ): void;
+  /** Hands the addon @k3/mxfp4's C table (its MXFP4 kernels, for moeExpertsMxfp4); done once at load, below. */
+  initMxfp4(api: unknown): void;
+  /**
+   * A layer's MXFP4 experts in two pool dispatches through @k3/mxfp4's kernels (native/src/moe_mxfp4.h):
+   * mats[6e..6e+5] = w1, w3, w2 of expert e, each as packed bytes then scale bytes. Rows as moeExperts;
+   * inDim and inter are multiples of 32. nan[e] is set when expert e's gate, up or down products hold a
+   * NaN (a 0xFF scale, or NaN input): the caller rescans its scales. Returns how many experts are flagged.
+   */
+  moeExpertsMxfp4(
+    mats: Uint8Array[],
+    rows: Int32Array,
+    inDim: number,
+    inter: number,
+    outDim: number,
+    act: number,
+    beta1: number,
+    beta2: number,
+    x: Float32Array,
+    xRow: Int32Array,
+    y: Float32Array,
+    yRow: Int32Array,
+    work: Float32Array,
+    nan: Uint8Array,
+  ): number;
   /** out[t] = sum_j fround(w[t k + j] * slots[t k + j]) in j order from +0 (rows of dim), then + add[t] when given. */
   moeMix(slots: Float32Array, weights: Float32Array, tokens: number, k: number, dim: number, out: Float32Array, add: Float32Array | null): void;
   /** out[i] = fround(out[i] + a[i]) for i < n. */
@@ -128,3 +153,4 @@ export const addon = loadAddon<MoeStreamBinding>("@k3/moe-stream", import.meta.u
 export const native = addon.binding;
 // One pool and one SIMD level per process: the MoE compute runs on @k3/dense's.
 native.initCompute(nativeApi());
+native.initMxfp4(mxfp4NativeApi());

@@ -1,13 +1,14 @@
 /**
- * The native batched experts (denseExperts / ExpertCompute.runMany), the native shared expert and
- * the native weighted sum against the TS path they replace (matmul, applyGlu, matmul per expert;
- * the fround loop), bit for bit, at every SIMD level and 1-3 threads.
+ * The native batched experts (denseExperts / ExpertCompute.runMany, bf16/f32 and MXFP4), the native
+ * shared expert and the native weighted sum against the TS path they replace (matmul, applyGlu,
+ * matmul per expert; the fround loop), bit for bit, at every SIMD level and 1-3 threads.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { bestSimdLevel, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
+import { bestSimdLevel, rmsNorm, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
+import { quantize } from "@k3/mxfp4";
 import type { ExpertLocation } from "../src/checkpoint.js";
 import { denseMatrix, matmul } from "../src/dense-weight.js";
-import { applyGlu, denseExpertCompute, type GluActivation } from "../src/expert-compute.js";
+import { applyGlu, denseExpertCompute, mxfp4ExpertCompute, type GluActivation } from "../src/expert-compute.js";
 import type { ExpertHandle } from "../src/expert-store.js";
 import { MoeLayer, type ExpertProvider } from "../src/moe-layer.js";
 import { native } from "../src/native.js";
@@ -162,6 +163,184 @@ describe("MoeLayer (48B shape, bf16, resident experts): native path = TS referen
         setSimdLevel(level);
         setThreadCount(threads);
         const out = await layer.forward(x, T);
+        expect(Buffer.from(out.buffer, out.byteOffset, out.byteLength).equals(Buffer.from(ref.buffer)), `${level} x ${threads}`).toBe(true);
+      }
+  });
+});
+
+/** One MXFP4 expert (w1, w2, w3 packed then scale, checkpoint order) and its location. */
+function mxExpert(id: number, inDim: number, inter: number): { bytes: Uint8Array; location: ExpertLocation } {
+  const parts: Array<[string, Uint8Array, number[]]> = [];
+  for (const [w, rows, cols] of [["w1", inter, inDim], ["w2", inDim, inter], ["w3", inter, inDim]] as const) {
+    const m = quantize(f32(rows * cols, 0.4), rows, cols);
+    parts.push([`${w}.weight_packed`, m.packed, [rows, cols / 2]], [`${w}.weight_scale`, m.scales, [rows, cols / 32]]);
+  }
+  const bytes = new Uint8Array(parts.reduce((n, [, b]) => n + b.length, 0));
+  const tensors: ExpertLocation["tensors"] = {};
+  let at = 0;
+  for (const [name, b, shape] of parts) {
+    bytes.set(b, at);
+    tensors[name] = { offset: at, byteLength: b.length, dtype: "U8", shape };
+    at += b.length;
+  }
+  return { bytes, location: { layer: 1, id, file: "mem", offset: 0, byteLength: bytes.length, tensors } };
+}
+
+/** run() per expert on its gathered rows, scattered to yRow (NaN where nothing is written). */
+function perExpert(compute: ReturnType<typeof mxfp4ExpertCompute>, ex: ReturnType<typeof mxExpert>[], counts: number[], X: Float32Array, xRow: Int32Array, yRow: Int32Array, yRows: number): Float32Array {
+  const { inDim } = compute;
+  const ref = new Float32Array(yRows * inDim).fill(NaN);
+  let r0 = 0;
+  ex.forEach((e, i) => {
+    const n = counts[i];
+    const Xe = new Float32Array(n * inDim);
+    for (let b = 0; b < n; b++) Xe.set(X.subarray(xRow[r0 + b] * inDim, (xRow[r0 + b] + 1) * inDim), b * inDim);
+    const Ye = new Float32Array(n * inDim);
+    compute.run(e.bytes, e.location, Xe, n, Ye);
+    for (let b = 0; b < n; b++) ref.set(Ye.subarray(b * inDim, (b + 1) * inDim), yRow[r0 + b] * inDim);
+    r0 += n;
+  });
+  return ref;
+}
+
+describe("mxfp4ExpertCompute.runMany (native, two dispatches through @k3/mxfp4's table) = run() per expert", () => {
+  // in 1056 / inter 480: several gate/up tasks per expert with a ragged last one (224, 224, 32 rows),
+  // two down tasks (1024, 32); 5 rows take @k3/mxfp4's batched (prefill) kernels, 1-3 its matvec ones.
+  const inDim = 1056;
+  const inter = 480;
+  const ex = [mxExpert(0, inDim, inter), mxExpert(1, inDim, inter), mxExpert(2, inDim, inter), mxExpert(3, inDim, inter)];
+  const counts = [1, 3, 2, 5];
+  const X = f32(6 * inDim, 4);
+  const xRow = Int32Array.from([4, 0, 2, 4, 1, 3, 5, 0, 1, 2, 3]);
+  const yRow = Int32Array.from([6, 0, 3, 1, 5, 2, 7, 8, 9, 10, 11]);
+  for (const activation of ["silu", "situ"] as GluActivation[])
+    it(`${activation}: experts serving 1, 3, 2 and 5 rows, scattered rows, every level and thread count`, () => {
+      const betas = { beta: 1.5, linearBeta: 3 };
+      const batched = mxfp4ExpertCompute({ inDim, interDim: inter, activation, situBetas: betas });
+      const plain = mxfp4ExpertCompute({ inDim, interDim: inter, activation, situBetas: betas, batched: false });
+      expect(plain.runMany).toBeUndefined();
+      const ref = perExpert(plain, ex, counts, X, xRow, yRow, 12);
+      expect(ref.slice(4 * inDim, 5 * inDim).every(Number.isNaN)).toBe(true); // row 4 is never written
+      expect(ref.filter(Number.isNaN).length).toBe(inDim);
+      for (const level of levels())
+        for (const threads of [1, 2, 3]) {
+          setSimdLevel(level);
+          setThreadCount(threads);
+          const Y = new Float32Array(12 * inDim).fill(NaN);
+          const failed = batched.runMany!(ex.map((e, i) => ({ ...e, rows: counts[i] })), X, xRow, Y, yRow);
+          expect(failed ?? []).toEqual([]);
+          expect(Buffer.from(Y.buffer).equals(Buffer.from(ref.buffer)), `${level} x ${threads}`).toBe(true);
+        }
+    });
+
+  it("a 0xFF scale fails that expert only, with run()'s error (layer, expert, tensor); NaN input is no failure", () => {
+    const compute = mxfp4ExpertCompute({ inDim, interDim: inter });
+    const plain = mxfp4ExpertCompute({ inDim, interDim: inter, batched: false });
+    // Expert 1: 0xFF in w3 (gate/up dispatch); expert 3: 0xFF in w2's last row (down dispatch, one element).
+    const bad = ex.map((e) => ({ ...e, bytes: e.bytes.slice() }));
+    const scale = (e: (typeof bad)[number], name: string, i: number) => (e.bytes[e.location.tensors[name].offset + i] = 0xff);
+    scale(bad[1], "w3.weight_scale", 40);
+    scale(bad[3], "w2.weight_scale", bad[3].location.tensors["w2.weight_scale"].byteLength - 1);
+    const items = bad.map((e, i) => ({ ...e, rows: counts[i] }));
+    const ref = perExpert(plain, [ex[0], ex[1], ex[2], ex[3]], counts, X, xRow, yRow, 12);
+    const errorOf = (i: number) => {
+      try {
+        plain.run(bad[i].bytes, bad[i].location, X.subarray(0, inDim), 1, new Float32Array(inDim));
+      } catch (err) {
+        return err as Error;
+      }
+      throw new Error("run() accepted a 0xFF scale");
+    };
+    for (const level of levels())
+      for (const threads of [1, 3]) {
+        setSimdLevel(level);
+        setThreadCount(threads);
+        const Y = new Float32Array(12 * inDim).fill(NaN);
+        const failed = compute.runMany!(items, X, xRow, Y, yRow) ?? [];
+        expect(failed.map((f) => f.index)).toEqual([1, 3]);
+        expect(failed[0].error.message).toMatch(/layer 1 expert 1 w3\.weight_scale: scale 0xFF/);
+        expect(failed[1].error.message).toMatch(/layer 1 expert 3 w2\.weight_scale: scale 0xFF/);
+        expect(failed.map((f) => f.error.message)).toEqual([errorOf(1).message, errorOf(3).message]);
+        expect(failed.map((f) => f.error.constructor)).toEqual([errorOf(1).constructor, errorOf(3).constructor]);
+        // The good experts' rows (0 and 2: batch rows 0 and 4, 5) are exact.
+        for (const r of [0, 4, 5]) {
+          const d = yRow[r] * inDim;
+          expect(Buffer.from(Y.buffer, d * 4, inDim * 4).equals(Buffer.from(ref.buffer, d * 4, inDim * 4))).toBe(true);
+        }
+      }
+    // A NaN in x flags its experts but their scales are fine: no failure, NaN output as run() gives.
+    const Xn = X.slice();
+    Xn[3 * inDim + 7] = NaN; // row 3: expert 2's second row
+    const Y = new Float32Array(12 * inDim);
+    expect(compute.runMany!(ex.map((e, i) => ({ ...e, rows: counts[i] })), Xn, xRow, Y, yRow) ?? []).toEqual([]);
+    const refN = perExpert(plain, ex, counts, Xn, xRow, yRow, 12);
+    expect(Y.subarray(2 * inDim, 3 * inDim).every(Number.isNaN)).toBe(true);
+    expect(Buffer.from(Y.buffer, 0, 4 * inDim * 4).equals(Buffer.from(refN.buffer, 0, 4 * inDim * 4))).toBe(true);
+  });
+
+  it("refuses wrong matrix sizes, a block-unaligned width and row indices outside x or y", () => {
+    const mats = (inD: number, int: number) => [int * inD / 2, int * inD / 32, int * inD / 2, int * inD / 32, inD * int / 2, inD * int / 32].map((n) => new Uint8Array(n));
+    const call = (m: Uint8Array[], inD: number, int: number, xRow: number, yRow: number) =>
+      native.moeExpertsMxfp4(m, Int32Array.of(1), inD, int, inD, 1, 4, 25, new Float32Array(2 * inD), Int32Array.of(xRow), new Float32Array(2 * inD), Int32Array.of(yRow), new Float32Array(10000), new Uint8Array(1));
+    expect(call(mats(64, 32), 64, 32, 0, 1)).toBe(0);
+    expect(() => call(mats(64, 32), 64, 32, 2, 0)).toThrow(/xRow/);
+    expect(() => call(mats(64, 32), 64, 32, 0, 2)).toThrow(/yRow/);
+    const short = mats(64, 32);
+    short[3] = new Uint8Array(3);
+    expect(() => call(short, 64, 32, 0, 0)).toThrow(/mats\[3\] has 3 bytes, expected 64/);
+    expect(() => call(mats(48, 32), 48, 32, 0, 0)).toThrow(/multiples of 32/);
+    expect(() => call(mats(64, 32).slice(0, 5), 64, 32, 0, 0)).toThrow(/6 views per expert/);
+  });
+});
+
+describe("MoeLayer (K3 shape: latent, MXFP4 experts, SiTU, bf16 shared): batched path = TS reference composition", () => {
+  it("router, latent down, runMany, mix, latent norm + up and shared give the reference's bits at every level and thread count", async () => {
+    const D = 128;
+    const L = 96; // latent (expert width)
+    const I = 64;
+    const E = 12;
+    const K = 4;
+    const T = 3;
+    const ex = Array.from({ length: E }, (_, id) => mxExpert(id, L, I));
+    const provider: ExpertProvider = {
+      request(layer, ids) {
+        const hs = Array.from(ids, (id): ExpertHandle => ({ layer, id, ...ex[id], source: "resident", readId: id, release() {} }));
+        return { handles: hs.map((h) => Promise.resolve(h)), async *completed() { yield* hs; } };
+      },
+    };
+    const mat = (r: number, c: number, n: string) => denseMatrix(toBf16(f32(r * c, 0.3)), "BF16", [r, c], n);
+    const router = new Router({ numExperts: E, topK: K, routedScalingFactor: 1.0 }, mat(E, D, "gate"), f32(E, 0.1));
+    const shared = { gate: mat(2 * I, D, "sg"), up: mat(2 * I, D, "su"), down: mat(D, 2 * I, "sd") };
+    const latent = { down: mat(L, D, "down"), up: mat(D, L, "up"), norm: f32(L, 2), eps: 1e-5 };
+    const compute = mxfp4ExpertCompute({ inDim: L, interDim: I });
+    expect(compute.runMany).toBeDefined();
+    const layer = new MoeLayer({ layer: 1, hidden: D, router, experts: provider, compute, shared, latent, activation: "situ" });
+    const x = f32(T * D, 2);
+    // The TS reference: router, u = W↓ x, run() per (token, rank), fround mix, RMSNorm, W↑, + shared.
+    const plain = mxfp4ExpertCompute({ inDim: L, interDim: I, batched: false });
+    const routing = router.route(x, T);
+    const u = matmul(latent.down, x, T, new Float32Array(T * L));
+    const r = new Float32Array(T * L);
+    const y = new Float32Array(L);
+    for (let t = 0; t < T; t++)
+      for (let j = 0; j < K; j++) {
+        const e = ex[routing.ids[t * K + j]];
+        plain.run(e.bytes, e.location, u.subarray(t * L, (t + 1) * L), 1, y);
+        for (let d = 0; d < L; d++) r[t * L + d] = Math.fround(r[t * L + d] + Math.fround(routing.weights[t * K + j] * y[d]));
+      }
+    rmsNorm(r, latent.norm, latent.eps, r, L);
+    const ref = matmul(latent.up, r, T, new Float32Array(T * D));
+    const g = matmul(shared.gate, x, T, new Float32Array(T * 2 * I));
+    const up = matmul(shared.up, x, T, new Float32Array(T * 2 * I));
+    applyGlu("situ", g, up, g);
+    const s = matmul(shared.down, g, T, new Float32Array(T * D));
+    for (let i = 0; i < ref.length; i++) ref[i] = Math.fround(ref[i] + s[i]);
+    for (const level of levels())
+      for (const threads of [1, 2, 3]) {
+        setSimdLevel(level);
+        setThreadCount(threads);
+        const out = await layer.forward(x, T);
+        expect(layer.lastStats!.uniqueExperts).toBeGreaterThan(K);
         expect(Buffer.from(out.buffer, out.byteOffset, out.byteLength).equals(Buffer.from(ref.buffer)), `${level} x ${threads}`).toBe(true);
       }
   });

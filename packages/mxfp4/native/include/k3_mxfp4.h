@@ -36,7 +36,7 @@ typedef struct {
     size_t cols;           /* a multiple of 32 */
 } k3_mxfp4_matrix;
 
-#define K3_MXFP4_ABI_VERSION 1u
+#define K3_MXFP4_ABI_VERSION 2u
 
 typedef struct k3_mxfp4_api {
     uint32_t abi_version; /* K3_MXFP4_ABI_VERSION */
@@ -60,6 +60,14 @@ typedef struct k3_mxfp4_api {
     /* The opt-in int8-activation path (AVX-512 VNNI, else AVX2 vpmaddubsw; same bits; order in the package's
        matmul_int8.h). Approximate (activation rounding, ~1e-4 of sum|w x|); 0, or -1 on out of memory. */
     int (*matmul_int8)(const k3_mxfp4_matrix *m, const float *x, float *y, size_t batch);
+
+    /* (ABI 2) Rows [row_begin, row_end) of Y [batch, m->rows] from split activations, on the CALLING
+       thread at the process SIMD level: for an addon that splits its own work into k3 pool tasks (e.g.
+       @k3/moe-stream's batched experts: all experts' gate/up rows in one dispatch). Each output element
+       has the bits matmul_split gives it (the order above does not depend on the row range or the batch).
+       The caller validated the scales. Never uses the pool. */
+    void (*rows_split)(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t row_begin,
+                       size_t row_end);
 } k3_mxfp4_api;
 
 const k3_mxfp4_api *k3_mxfp4_get_api(void);

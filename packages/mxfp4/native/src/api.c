@@ -10,6 +10,7 @@ static const k3_mxfp4_api api = {
     .matmul_split = k3_mxfp4_matmul_split,
     .matmul = k3_mxfp4_matmul,
     .matmul_int8 = k3_mxfp4_matmul_int8,
+    .rows_split = k3_mxfp4_rows_split,
 };
 
 const k3_mxfp4_api *k3_mxfp4_get_api(void) { return &api; }

@@ -33,6 +33,17 @@ static void matmul_task(void *ctx, int task_index) {
     job->rows_fn(job->m, job->xs, job->y, job->batch, begin, end);
 }
 
+void k3_mxfp4_rows_split(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t row_begin,
+                         size_t row_end) {
+    if (row_begin >= row_end || batch == 0) return;
+    if (m->cols == 0) {
+        for (size_t b = 0; b < batch; b++)
+            for (size_t r = row_begin; r < row_end; r++) y[b * m->rows + r] = 0.0f;
+        return;
+    }
+    variant_for(dense->simd_level())(m, xs, y, batch, row_begin, row_end);
+}
+
 void k3_mxfp4_matmul_split(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch) {
     if (m->rows == 0 || batch == 0) return;
     if (m->cols == 0) {

@@ -38,6 +38,9 @@ void k3_mxfp4_rows_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, s
 void k3_mxfp4_set_dense_api(const k3_dense_api *api);
 const k3_dense_api *k3_mxfp4_dense_api(void);
 void k3_mxfp4_matmul_split(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch);
+/* Rows [row_begin, row_end) on the calling thread at the current SIMD level (the table's rows_split). */
+void k3_mxfp4_rows_split(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch, size_t row_begin,
+                         size_t row_end);
 int k3_mxfp4_matmul(const k3_mxfp4_matrix *m, const float *x, float *y, size_t batch);
 /* Quantises v [rows, cols] (cols % 32 == 0); -1, or the element index of the first non-finite value
    (the output is then incomplete). */
