@@ -13,6 +13,7 @@ import { parseK3Output, type ChatMessage } from "@k3/tiktoken-bpe";
 import type { Engine, GenerateOptions, GenerationResult, TokenEvent } from "./engine.js";
 import { StateFileError, UsageError } from "./errors.js";
 import type { ModelState } from "./model.js";
+import { KdaState } from "./layers/kda.js";
 
 export interface ChatOptions {
   system?: string;
@@ -136,17 +137,13 @@ export class ChatSession {
     if (buf.readUInt32LE(4) !== VERSION) throw new StateFileError(file, `version ${buf.readUInt32LE(4)}, expected ${VERSION}`);
     const hlen = buf.readUInt32LE(8);
     if (12 + hlen > buf.length) throw new StateFileError(file, "truncated header");
-    let h: { fingerprint: string; pos: number; ids: number[]; messages: ChatMessage[]; pending: number[]; turn: number; layerBytes: number[] };
+    let raw: unknown;
     try {
-      h = JSON.parse(buf.toString("utf8", 12, 12 + hlen));
+      raw = JSON.parse(buf.toString("utf8", 12, 12 + hlen));
     } catch {
       throw new StateFileError(file, "header is not valid JSON");
     }
-    if (h.fingerprint !== this.engine.fingerprint) {
-      throw new StateFileError(file, `saved for model fingerprint ${h.fingerprint}, this model is ${this.engine.fingerprint}: refusing to mix states`);
-    }
-    const n = this.engine.config.numLayers;
-    if (!Array.isArray(h.layerBytes) || h.layerBytes.length !== n) throw new StateFileError(file, `has ${h.layerBytes?.length} layer records, the model has ${n} layers`);
+    const h = this.checkHeader(file, raw);
     const total = 12 + hlen + h.layerBytes.reduce((a, b) => a + b, 0);
     if (buf.length !== total) throw new StateFileError(file, `${buf.length} bytes, expected ${total} (truncated or padded)`);
     let off = 12 + hlen;
@@ -159,10 +156,93 @@ export class ChatSession {
         throw new StateFileError(file, `layer ${l}: ${(err as Error).message}`);
       }
     });
+    // Every layer record has seen exactly the `pos` tokens the header says were fed. An open reply
+    // (cut or aborted) may have been stopped between the layers of a chunk; its state is never
+    // continued (the next turn re-prefills), so only "not fewer" is asked of it.
+    for (const [l, s] of layers.entries()) {
+      const seen = s instanceof KdaState ? s.tokens : s.length;
+      if (h.open ? seen < h.pos : seen !== h.pos) throw new StateFileError(file, `header pos = ${h.pos}, but layer ${l}'s record holds ${seen} tokens`);
+    }
     this.state = { layers, pos: h.pos, ids: h.ids };
     this.messages = h.messages;
-    this.pending = Array.isArray(h.pending) ? h.pending : [];
-    this.open = (h as { open?: boolean }).open === true;
+    this.pending = h.pending;
+    this.open = h.open;
     this.turn = h.turn;
   }
+
+  /**
+   * Checks every header field on its own and against the model: a refusal names the field. What
+   * holds for a file save() wrote: pos = ids.length; ids and pending are token ids of this vocabulary
+   * (pending: the one end id a finished reply left unfed, none after an open reply); messages are an
+   * optional system message, then turn (user, assistant) pairs; pos > 0 once a turn finished its
+   * prefill; one byte count per layer.
+   */
+  private checkHeader(file: string, raw: unknown): StateHeader {
+    const bad = (field: string, v: unknown, want: string): never => {
+      throw new StateFileError(file, `header ${field} = ${short(v)}: expected ${want}`);
+    };
+    if (raw === null || typeof raw !== "object" || Array.isArray(raw)) bad("(header)", raw, "a JSON object");
+    const h = raw as Record<string, unknown>;
+    if (typeof h.fingerprint !== "string") bad("fingerprint", h.fingerprint, "a string");
+    if (h.fingerprint !== this.engine.fingerprint) {
+      throw new StateFileError(file, `saved for model fingerprint ${h.fingerprint}, this model is ${this.engine.fingerprint}: refusing to mix states`);
+    }
+    const n = this.engine.config.numLayers;
+    const V = this.engine.config.vocabSize;
+    const isId = (x: unknown) => Number.isInteger(x) && (x as number) >= 0 && (x as number) < V;
+    if (!Array.isArray(h.layerBytes) || h.layerBytes.length !== n) {
+      throw new StateFileError(file, `has ${Array.isArray(h.layerBytes) ? h.layerBytes.length : short(h.layerBytes)} layer records, the model has ${n} layers`);
+    }
+    h.layerBytes.forEach((x, l) => Number.isSafeInteger(x) && x > 0 ? 0 : bad(`layerBytes[${l}]`, x, "a positive integer byte count"));
+    if (!Array.isArray(h.ids)) bad("ids", h.ids, `a list of token ids in 0..${V - 1}`);
+    const ids = h.ids as unknown[];
+    ids.forEach((x, i) => (isId(x) ? 0 : bad(`ids[${i}]`, x, `a token id in 0..${V - 1}`)));
+    if (!Number.isSafeInteger(h.pos) || (h.pos as number) < 0) bad("pos", h.pos, "an integer >= 0");
+    if (h.pos !== ids.length) bad("pos", h.pos, `the number of ids (${ids.length})`);
+    if (h.open !== undefined && typeof h.open !== "boolean") bad("open", h.open, "true or false");
+    const open = h.open === true;
+    const pending = h.pending ?? [];
+    if (!Array.isArray(pending) || pending.length > 1 || (open && pending.length > 0)) bad("pending", h.pending, open ? "[] (the reply is open)" : "[] or [the end id the last reply stopped on]");
+    (pending as unknown[]).forEach((x, i) => (isId(x) ? 0 : bad(`pending[${i}]`, x, `a token id in 0..${V - 1}`)));
+    if (!Number.isSafeInteger(h.turn) || (h.turn as number) < 0) bad("turn", h.turn, "an integer >= 0");
+    const turn = h.turn as number;
+    if (h.options !== undefined) {
+      const o = h.options as Record<string, unknown>;
+      if (o === null || typeof o !== "object" || Array.isArray(o)) bad("options", o, "an object");
+      if (o.system !== undefined && typeof o.system !== "string") bad("options.system", o.system, "a string");
+      if (o.thinking !== undefined && typeof o.thinking !== "boolean") bad("options.thinking", o.thinking, "true or false");
+      if (o.effort !== undefined && o.effort !== "low" && o.effort !== "high" && o.effort !== "max") bad("options.effort", o.effort, `"low", "high" or "max"`);
+    }
+    if (!Array.isArray(h.messages)) bad("messages", h.messages, "a list of messages");
+    const messages = h.messages as unknown[];
+    const sys = messages.length > 0 && (messages[0] as { role?: unknown } | null)?.role === "system" ? 1 : 0;
+    if (messages.length !== sys + 2 * turn) bad("messages", `${messages.length} messages`, `${sys ? "a system message and " : ""}${turn} user/assistant pair(s) (turn = ${turn})`);
+    messages.forEach((m, i) => {
+      const role = i < sys ? "system" : (i - sys) % 2 === 0 ? "user" : "assistant";
+      if (m === null || typeof m !== "object" || Array.isArray(m)) bad(`messages[${i}]`, m, `a ${role} message object`);
+      const msg = m as Record<string, unknown>;
+      if (msg.role !== role) bad(`messages[${i}].role`, msg.role, JSON.stringify(role));
+      if (typeof msg.content !== "string") bad(`messages[${i}].content`, msg.content, "a string");
+      if (msg.reasoning !== undefined && (role !== "assistant" || typeof msg.reasoning !== "string")) bad(`messages[${i}].reasoning`, msg.reasoning, role === "assistant" ? "a string" : "absent (only assistant messages reason)");
+    });
+    // A finished turn fed its prompt; only a reply aborted during its prefill leaves pos at 0.
+    if ((turn > 0) !== (ids.length > 0) && !(open && ids.length === 0)) bad("pos", h.pos, turn > 0 ? "> 0 after a finished turn" : "0 before any turn (turn = 0)");
+    return { pos: h.pos as number, ids: ids as number[], messages: messages as ChatMessage[], pending: pending as number[], open, turn, layerBytes: h.layerBytes as number[] };
+  }
+}
+
+interface StateHeader {
+  pos: number;
+  ids: number[];
+  messages: ChatMessage[];
+  pending: number[];
+  open: boolean;
+  turn: number;
+  layerBytes: number[];
+}
+
+/** A header value as a refusal shows it (long lists and strings cut). */
+function short(v: unknown): string {
+  const s = typeof v === "string" && / messages$/.test(v) ? v : JSON.stringify(v) ?? String(v);
+  return s.length > 60 ? s.slice(0, 57) + "..." : s;
 }
