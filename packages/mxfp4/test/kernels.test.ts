@@ -139,6 +139,25 @@ describe("matmul", () => {
         }
   });
 
+  it("the batched kernels over several 32-row decoded panels match matvec bit for bit: panel, 4-row group and column chunk tails", () => {
+    // 1 thread: one task of 148 rows = 4 whole 32-row panels + a 20-row panel (5 groups) + nothing left;
+    // 2 and 3 threads: shorter tasks (panels of 4..32 rows). 2080 columns = 65 blocks (two 32-block
+    // chunks + a 1-block tail); batches below, at and past the 64-activation chunk, every tile width.
+    const [r, c] = [150, 2080];
+    const m = randomMatrix(r, c, 31);
+    const X = uniform(70 * c, -1, 1, 32);
+    at("scalar", 1);
+    const rows = new Float32Array(70 * r);
+    for (let b = 0; b < 70; b++) rows.set(matvec(m, X.subarray(b * c, (b + 1) * c), new Float32Array(r)), b * r);
+    for (const level of available)
+      for (const threads of [1, 2, 3])
+        for (const batch of [4, 6, 11, 16, 17, 63, 64, 65, 70]) {
+          at(level, threads);
+          const Y = matmul(m, X.subarray(0, batch * c), new Float32Array(batch * r), batch);
+          expect(bytesEqual(Y, rows.subarray(0, batch * r)), `${level} x${threads} batch ${batch}`).toBe(true);
+        }
+  });
+
   it("matmulSplit on splitActivations output equals matmul", () => {
     const m = randomMatrix(10, 96, 13);
     const X = uniform(3 * 96, -1, 1, 14);
