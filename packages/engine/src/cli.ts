@@ -860,7 +860,7 @@ async function cmdSynth(argv: string[]): Promise<number> {
   });
   process.stderr.write(
     `wrote ${r.dir}: ${r.tensors} tensors in ${r.shards.length} shards, ${(r.fileBytes / GB).toFixed(3)} GB in ${r.seconds.toFixed(1)} s ` +
-      `(${(r.fileBytes / 1e9 / r.seconds).toFixed(2)} GB/s); layers ${r.layerMap}\n`,
+      `(${(r.fileBytes / 1e9 / r.seconds).toFixed(2)} GB/s, ${r.io.mode}${r.io.note ? `: ${r.io.note}` : ""}); layers ${r.layerMap}\n`,
   );
   return EXIT_OK;
 }

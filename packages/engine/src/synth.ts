@@ -32,7 +32,8 @@
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { ShardedCheckpointWriter, type Dtype, type TensorSpec } from "@k3/safetensors";
+import { DirectFileWriter, StagingBuffers } from "@k3/moe-stream";
+import { ShardedCheckpointWriter, type ByteQueue, type Dtype, type TensorSpec } from "@k3/safetensors";
 import { KIMI_K2_SPECIALS, KIMI_K3_SPECIALS } from "@k3/tiktoken-bpe";
 import { K3Error, EXIT_RUNTIME, UsageError } from "./errors.js";
 import { complementLayers, publishedK3Config, publishedKimiLinearConfig, releasedFullAttnLayers } from "./published.js";
@@ -97,6 +98,16 @@ export interface SynthOptions {
   fsync?: boolean;
   onProgress?: (p: SynthProgress) => void;
   /**
+   * "direct" (default): shards written with O_DIRECT from aligned staging buffers (@k3/moe-stream
+   * DirectFileWriter), buffered where the filesystem refuses O_DIRECT (tmpfs; see SynthResult.io);
+   * "buffered": through the page cache (the earlier path; the same bytes).
+   */
+  io?: "direct" | "buffered";
+  /** Tests and benches: staging buffer bytes (multiple of 4096; default 32 MiB) and count (default 4), and a simulated O_DIRECT refusal. */
+  writeBufferBytes?: number;
+  writeBuffers?: number;
+  refuseDirect?: "open" | "write";
+  /**
    * Tests only: start from this config instead of the published one (any widths; the same
    * generator and layout). The published dimensions are the point of `k3 synth`.
    */
@@ -125,6 +136,10 @@ export interface SynthResult {
   seconds: number;
   /** Layer kinds, zero-based ("kda" | "mla"), and which layers are dense. */
   layerMap: string;
+  /** How the shards were written: "O_DIRECT", or "buffered" with the reason (a refused O_DIRECT, or io: "buffered"). */
+  io: { mode: "O_DIRECT" | "buffered"; note: string | null };
+  /** Seconds of setup (config, tokenizer files, checks), of the shard data, and of the last flush + fsync + index. */
+  phases: { setup: number; data: number; finish: number };
 }
 
 /** The files `k3 synth` writes (besides shards); --force removes exactly these and stale shards. */
@@ -601,9 +616,11 @@ function countRanks(data: Buffer): number {
 
 /**
  * Writes the checkpoint. Rejects with UsageError for bad options (nothing written). The pieces go
- * through one write queue per shard (@k3/safetensors WriteQueue: 32 MiB writev batches at 32 MiB
- * file offsets, 4 in flight, no wait between tensors), so the next pieces are produced while
- * earlier ones are written.
+ * through one queue per shard, no wait between tensors, so the next pieces are produced while
+ * earlier ones are written: by default @k3/moe-stream's DirectFileWriter (copied into 4 aligned
+ * 32 MiB staging buffers, each written O_DIRECT while the next fills; buffered where O_DIRECT is
+ * refused, reported in `io`), or with io: "buffered" @k3/safetensors' WriteQueue (32 MiB writev
+ * batches through the page cache, 4 in flight). The same bytes either way.
  */
 export async function synthesize(options: SynthOptions): Promise<SynthResult> {
   const t0 = performance.now();
@@ -651,41 +668,79 @@ export async function synthesize(options: SynthOptions): Promise<SynthResult> {
 
   // Shards are synced together at the end (before the index): a per-shard fsync would stop the
   // writes while each shard drains (measured 1.4x slower on this disk).
-  const writer = new ShardedCheckpointWriter(dir, { shardMetadata: { format: "pt" }, fsync: (options.fsync ?? true) ? "finish" : false });
+  const direct = (options.io ?? "direct") === "direct";
+  const staging = direct ? new StagingBuffers(options.writeBufferBytes ?? WRITE_BATCH, options.writeBuffers ?? 4) : null;
+  // Each shard's queue, and the header bytes it carries (progress counts tensor data written).
+  const queues: { q: DirectFileWriter; header: number }[] = [];
+  const queue = staging
+    ? (fd: number, file: string): ByteQueue => {
+        const q = new DirectFileWriter(fd, file, { staging, refuseDirect: options.refuseDirect });
+        const entry = { q, header: -1 };
+        queues.push(entry);
+        return {
+          push: (v, p) => {
+            if (entry.header < 0) entry.header = v.length; // the planned header comes first
+            return q.push(v, p);
+          },
+          drain: () => q.drain(),
+          get idle() {
+            return q.idle;
+          },
+          close: () => q.close(),
+        };
+      }
+    : undefined;
+  const writer = new ShardedCheckpointWriter(dir, { shardMetadata: { format: "pt" }, fsync: (options.fsync ?? true) ? "finish" : false, queue });
   const blocks = new BlockCache(seed);
-  let done = 0;
+  // Progress: tensor bytes on their way to disk. O_DIRECT: bytes whose write completed (at most the
+  // 4 staging buffers behind what was generated); buffered: bytes generated, as before (the page
+  // cache takes them at once and the fsync at the end holds the rest). Rate and ETA are from the
+  // first shard's start, so setup (tokenizer, first blocks) does not dilute the rate.
+  let produced = 0;
+  const written = () => (staging ? queues.reduce((a, e) => a + Math.max(0, e.q.written - Math.max(0, e.header)), 0) : produced);
   let lastReport = 0;
+  let tWrite = 0;
   const report = (item: string, finished: boolean) => {
     if (!options.onProgress) return;
     const now = performance.now();
     if (!finished && now - lastReport < 200) return;
     lastReport = now;
-    const secs = (now - t0) / 1000;
+    const done = finished ? dataBytes : Math.min(dataBytes, written());
+    const secs = (now - tWrite) / 1000;
     const rate = secs > 0 ? done / secs : 0;
-    options.onProgress({ item, bytesDone: done, bytesTotal: dataBytes, rate, etaSeconds: rate > 0 ? (dataBytes - done) / rate : null, done: finished });
+    options.onProgress({ item, bytesDone: done, bytesTotal: dataBytes, rate, etaSeconds: finished ? 0 : rate > 0 ? (dataBytes - done) / rate : null, done: finished });
   };
   let shards: string[];
+  const phase = { setup: (performance.now() - t0) / 1000, data: 0, finish: 0 };
   try {
+    tWrite = performance.now();
     for (const shard of plan) {
       await writer.startShardAsync(shard.tensors.map((t): TensorSpec => ({ name: t.name, dtype: t.dtype, shape: t.shape })));
       for (const t of shard.tensors) {
         const counted = function* (): Generator<Uint8Array> {
           for (const c of tensorChunks(t, seed, blocks)) {
             yield c;
-            done += c.length;
+            produced += c.length;
             report(shard.label, false);
           }
         };
         // One write queue per shard across its tensors: no wait at a tensor's end (K3's MoE
-        // layer is 5,376 expert tensors of 0.34-5.5 MB), batches of 32 MiB, 4 in flight.
+        // layer is 5,376 expert tensors of 0.34-5.5 MB). O_DIRECT: pieces copied into 4 staging
+        // buffers of 32 MiB, each written while the next fills; buffered: batches of 32 MiB, 4 in flight.
         await writer.addChunksAsync(t.name, t.dtype, t.shape, counted(), { queued: true, inFlight: 4, batchBytes: WRITE_BATCH });
       }
     }
+    report("fsync", false);
+    const tFinish = performance.now();
+    phase.data = (tFinish - tWrite) / 1000;
     shards = await writer.finishAsync();
+    phase.finish = (performance.now() - tFinish) / 1000;
   } catch (err) {
     writer.abort();
     throw err;
   }
+  const fellBack = queues.find((e) => e.q.fallback !== null)?.q.fallback ?? null;
+  const io: SynthResult["io"] = !direct ? { mode: "buffered", note: "io: buffered was asked" } : fellBack ? { mode: "buffered", note: fellBack } : { mode: "O_DIRECT", note: null };
   report("done", true);
   let fileBytes = 0;
   for (const f of readdirSync(dir)) if (OWN_FILES.includes(f) || SHARD_RE.test(f)) fileBytes += statSizeOf(join(dir, f));
@@ -698,6 +753,8 @@ export async function synthesize(options: SynthOptions): Promise<SynthResult> {
     shards,
     seconds: (performance.now() - t0) / 1000,
     layerMap,
+    io,
+    phases: phase,
   };
 }
 

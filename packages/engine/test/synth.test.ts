@@ -5,7 +5,7 @@
  * valid MXFP4 scales, and refused arguments.
  */
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setThreadCount } from "@k3/dense";
@@ -16,7 +16,7 @@ import { parseConfig } from "../src/config.js";
 import { Engine } from "../src/engine.js";
 import { GB } from "../src/presets.js";
 import { publishedK3Config, publishedKimiLinearConfig } from "../src/published.js";
-import { ciCheckpointOptions, e8m0For, synthConfig, synthesize, synthPlan, syntheticRankFile, tensorByteSize, type SynthTensor } from "../src/synth.js";
+import { ciCheckpointOptions, e8m0For, synthConfig, synthesize, synthPlan, syntheticRankFile, tensorByteSize, type SynthOptions, type SynthProgress, type SynthTensor } from "../src/synth.js";
 import { captureCli, rawConfig, REPO, TINY_48B, TINY_K3 } from "./helpers.js";
 
 const realRanks = join(process.env.K3_TEST_DATA ?? join(REPO, "..", "shared", "data"), "kimi-tokenizer", "tiktoken.model");
@@ -229,6 +229,40 @@ describe("writing at the tiny widths (same generator and layout)", async () => {
     const h = createHash("sha256");
     for (const f of files) h.update(f).update(readFileSync(join(a, f)));
     expect(h.digest("hex")).toBe("61c3760dc30532fa9a3b21204002de4c8aab838cd2cf4c36809d30d7d0749ec1");
+  });
+
+  it("O_DIRECT (default), buffered, a refused O_DIRECT and tmpfs write the same files; the fallback is reported", async () => {
+    expect(ra.io).toEqual({ mode: "O_DIRECT", note: null });
+    const files = readdirSync(a).sort();
+    // Shard tails that are not 4 KiB aligned (the padded last write is cut back).
+    expect(files.filter((f) => f.endsWith(".safetensors")).some((f) => statSync(join(a, f)).size % 4096 !== 0)).toBe(true);
+    const shm = existsSync("/dev/shm") && statfsSync("/dev/shm").type === 0x01021994 ? mkdtempSync("/dev/shm/k3-synth-") : null;
+    if (shm) dirs.push(shm);
+    const runs: [string, Partial<SynthOptions>, RegExp | null | undefined][] = [
+      [temp(), { io: "buffered" }, /io: buffered was asked/],
+      [temp(), { writeBufferBytes: 16384 }, null], // many staging buffers per shard
+      [temp(), { writeBufferBytes: 16384, refuseDirect: "write" }, /EINVAL writing at 0, simulated/],
+      [temp(), { refuseDirect: "open" }, /EINVAL at open, simulated/],
+      ...(shm ? [[shm, { writeBufferBytes: 16384 }, undefined] as [string, Partial<SynthOptions>, undefined]] : []),
+    ];
+    for (const [out, extra, note] of runs) {
+      const r = await synthesize({ out, layers: 5, experts: 8, seed: 7, baseConfig: base, fsync: true, ...extra });
+      if (note === undefined) expect(r.io.note === null || /EINVAL/.test(r.io.note), JSON.stringify(r.io)).toBe(true); // tmpfs: O_DIRECT on Linux >= 6.6, else the fallback
+      else if (note === null) expect(r.io).toEqual({ mode: "O_DIRECT", note: null });
+      else expect(r.io.mode === "buffered" && note.test(r.io.note ?? ""), `${JSON.stringify(extra)}: ${JSON.stringify(r.io)}`).toBe(true);
+      expect(readdirSync(out).sort()).toEqual(files);
+      for (const f of files) expect(readFileSync(join(out, f)).equals(readFileSync(join(a, f))), `${JSON.stringify(extra)} ${f}`).toBe(true);
+    }
+  });
+
+  it("progress: bytes written rise to the total, with a rate and an ETA", async () => {
+    const seen: SynthProgress[] = [];
+    const r = await synthesize({ out: temp(), layers: 5, experts: 8, seed: 7, baseConfig: base, fsync: false, writeBufferBytes: 16384, onProgress: (p) => seen.push(p) });
+    const last = seen.at(-1)!;
+    expect(last).toMatchObject({ done: true, bytesDone: r.dataBytes, bytesTotal: r.dataBytes, etaSeconds: 0 });
+    expect(last.rate).toBeGreaterThan(0);
+    for (let i = 1; i < seen.length; i++) expect(seen[i].bytesDone).toBeGreaterThanOrEqual(seen[i - 1].bytesDone);
+    for (const p of seen.slice(0, -1)) expect(p.bytesDone).toBeLessThanOrEqual(r.dataBytes);
   });
 
   it("validates through @k3/safetensors: every planned tensor present with its dtype and shape, index total", () => {

@@ -116,6 +116,10 @@ export interface MoeStreamBinding {
   /** Test hook: every later io_uring setup fails with this errno (0 = off), as under seccomp. */
   simulateUringUnavailable(errno: number): void;
   supersetBytes(length: number, align: number): number;
+  /** `bytes` of native memory aligned to `align` (a power of two >= 512), for O_DIRECT writes; freed with the buffer. */
+  alignedBuffer(bytes: number, align: number): ArrayBuffer;
+  /** The O_DIRECT alignment of `path` (statx STATX_DIOALIGN, at least 4096). */
+  dioAlignment(path: string): { memAlign: number; offsetAlign: number };
   readCeiling(paths: string[], file: Uint32Array, offset: Float64Array, length: Float64Array, qd: number, direct: boolean): { bytes: number; seconds: number };
   dropFileCache(path: string): number;
   /** Seconds to map, fault in (MADV_POPULATE_WRITE from `threads` threads, 0 = one per core) and unmap `bytes` of fresh memory. */

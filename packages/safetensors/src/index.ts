@@ -34,7 +34,7 @@ export {
   type WriterOptions,
   type AsyncAddOptions,
 } from "./writer.js";
-export { WriteQueue, DEFAULT_BATCH_BYTES, timeQueuedWrite, type WriteQueueOptions } from "./write-queue.js";
+export { WriteQueue, DEFAULT_BATCH_BYTES, timeQueuedWrite, type WriteQueueOptions, type ByteQueue, type QueueFactory } from "./write-queue.js";
 export { KIND_EXPERT, KIND_FUSED, KIND_GLOBAL, KIND_SHARED, KIND_TRUNK, tableName, tableShape, type HeaderTable } from "./table.js";
 export { MAX_HEADER_LENGTH } from "./scan.js";
 export { unsafeShardReason } from "./paths.js";

@@ -22,6 +22,22 @@ interface Batch {
   bytes: number;
 }
 
+/**
+ * What a SafetensorsWriter writes its data through: a WriteQueue, or a sequential writer given as
+ * WriterOptions.queue (e.g. @k3/moe-stream's O_DIRECT DirectFileWriter). `push` may keep `view`
+ * until drain() settles; `close` (optional) runs once, after the last drain, before the writer
+ * syncs and closes its own fd.
+ */
+export interface ByteQueue {
+  push(view: Uint8Array, position: number): Promise<void>;
+  drain(): Promise<void>;
+  readonly idle: boolean;
+  close?(): void;
+}
+
+/** Makes the queue of one file: `fd` is the writer's (buffered) descriptor of `file`. */
+export type QueueFactory = (fd: number, file: string) => ByteQueue;
+
 export interface WriteQueueOptions {
   /** Writes outstanding at once (>= 1; default 4). */
   inFlight?: number;
@@ -29,7 +45,7 @@ export interface WriteQueueOptions {
   batchBytes?: number;
 }
 
-export class WriteQueue {
+export class WriteQueue implements ByteQueue {
   private readonly inFlight: number;
   private readonly batchBytes: number;
   private batch: Batch | null = null;

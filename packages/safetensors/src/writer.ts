@@ -16,7 +16,7 @@ import { DTYPES, MAX_SAFE, dtypeCode, shapeElements, tensorBytes, type Dtype } f
 import { SafetensorsError, ioError } from "./errors.js";
 import { bytesOf } from "./io.js";
 import { MAX_HEADER_LENGTH } from "./scan.js";
-import { WriteQueue, type WriteQueueOptions } from "./write-queue.js";
+import { WriteQueue, type ByteQueue, type QueueFactory, type WriteQueueOptions } from "./write-queue.js";
 
 /** addChunksAsync options (see SafetensorsWriter.addChunksAsync). */
 export interface AsyncAddOptions extends WriteQueueOptions {
@@ -39,6 +39,12 @@ export interface WriterOptions {
   plan?: readonly TensorSpec[];
   /** fsync before the rename (default true). */
   fsync?: boolean;
+  /**
+   * The queue addChunksAsync writes through instead of a WriteQueue (needs `plan`: the header then
+   * goes through it too, at position 0, so a sequential writer such as an O_DIRECT one sees the
+   * whole file in order). add() and addChunks() refuse such a writer.
+   */
+  queue?: QueueFactory;
 }
 
 interface Entry {
@@ -104,7 +110,9 @@ export class SafetensorsWriter {
   private readonly metadata: Record<string, string> | undefined;
   private readonly doFsync: boolean;
   private busy = false;
-  private queue: WriteQueue | null = null;
+  private queue: ByteQueue | null = null;
+  /** The planned header, still to be pushed through a custom queue. */
+  private headerPending: Buffer | null = null;
 
   constructor(path: string, options: WriterOptions = {}) {
     this.path = resolve(path);
@@ -131,9 +139,13 @@ export class SafetensorsWriter {
         at += bytes;
       }
       const header = encodeHeader(planned, this.metadata);
-      this.writeAt(header, 0);
+      if (options.queue) {
+        this.queue = options.queue(this.fd, this.temp);
+        this.headerPending = header;
+      } else this.writeAt(header, 0);
       this.dataStart = header.length;
     } else {
+      if (options.queue) fail("a custom write queue needs a plan (the header is written first, through it)", this.path);
       const reserve = Math.ceil(Math.max(0, options.headerReserve ?? 0) / 8) * 8;
       this.dataStart = 8 + reserve;
     }
@@ -150,6 +162,7 @@ export class SafetensorsWriter {
   }
 
   private writeAt(bytes: Uint8Array, position: number): void {
+    if (this.headerPending) fail("this writer has a custom write queue: add tensors with addChunksAsync", this.path);
     let done = 0;
     while (done < bytes.length) {
       const n = Math.min(bytes.length - done, 1 << 30);
@@ -235,6 +248,7 @@ export class SafetensorsWriter {
     const start = this.dataStart + this.cursor;
     this.busy = true;
     try {
+      await this.pushHeader();
       for await (const chunk of chunks) {
         const view = bytesOf(chunk);
         if (done + view.byteLength > bytes) fail(`${dtype} [${shape.join(", ")}] needs ${bytes} bytes but the pieces hold more (${done + view.byteLength} so far)`, this.path, name);
@@ -253,7 +267,15 @@ export class SafetensorsWriter {
     return this.commit(name, dtype, shape, bytes);
   }
 
-  private queueFor(options: AsyncAddOptions): WriteQueue {
+  /** A custom queue's first bytes: the planned header. */
+  private async pushHeader(): Promise<void> {
+    const h = this.headerPending;
+    if (!h || !this.queue) return;
+    this.headerPending = null;
+    await this.queue.push(h, 0);
+  }
+
+  private queueFor(options: AsyncAddOptions): ByteQueue {
     if (!this.queue) this.queue = new WriteQueue(this.fd, this.temp, { inFlight: options.inFlight, batchBytes: options.batchBytes });
     return this.queue;
   }
@@ -262,6 +284,7 @@ export class SafetensorsWriter {
   async flush(): Promise<void> {
     if (!this.queue) return;
     try {
+      await this.pushHeader();
       await this.queue.drain();
     } catch (err) {
       this.abort();
@@ -280,7 +303,7 @@ export class SafetensorsWriter {
   finish(): string {
     if (this.state !== "open") fail(`the writer is ${this.state}`, this.path);
     if (this.busy) fail("an addChunksAsync is still writing", this.path);
-    if (this.queue && !this.queue.idle) fail("queued writes are pending: await flush() or use finishAsync()", this.path);
+    if ((this.queue && !this.queue.idle) || this.headerPending) fail("queued writes are pending: await flush() or use finishAsync()", this.path);
     try {
       if (this.plan) {
         if (this.entries.length !== this.plan.length) fail(`the plan has ${this.plan.length} tensors but ${this.entries.length} were added`, this.path);
@@ -295,6 +318,7 @@ export class SafetensorsWriter {
           this.relocate(header);
         }
       }
+      this.queue?.close?.();
       if (this.doFsync) fsyncSync(this.fd);
       closeSync(this.fd);
       renameSync(this.temp, this.path);
@@ -343,6 +367,11 @@ export class SafetensorsWriter {
     this.state = "aborted";
     const drop = () => {
       try {
+        this.queue?.close?.();
+      } catch {
+        /* already closed */
+      }
+      try {
         closeSync(this.fd);
       } catch {
         /* already closed */
@@ -366,6 +395,8 @@ export interface ShardedWriterOptions {
   /** `__metadata__` of every shard (e.g. {format: "pt"}). */
   shardMetadata?: Record<string, string>;
   headerReserve?: number;
+  /** Every shard's write queue (see WriterOptions.queue; shards started with startShard only). */
+  queue?: QueueFactory;
   /**
    * true (default): fsync each shard when it is finished; "finish": fsync every shard at finish(),
    * before the index is written (the drive keeps writing one shard back while the next is being
@@ -412,6 +443,7 @@ export class ShardedCheckpointWriter {
         headerReserve: this.options.headerReserve,
         fsync: this.options.fsync !== "finish" && this.options.fsync !== false,
         plan,
+        queue: plan ? this.options.queue : undefined,
       });
       this.planned = !!plan;
     }

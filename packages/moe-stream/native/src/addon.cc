@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <atomic>
 #include <fcntl.h>
+#include <unistd.h>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -635,6 +636,54 @@ static Napi::Value DropFileCache(const Napi::CallbackInfo &info) {
     return Napi::Number::New(info.Env(), k3_drop_file_cache(p.c_str()));
 }
 
+// ---------------------------------------------------------------- O_DIRECT write buffers
+
+// alignedBuffer(bytes, align) -> ArrayBuffer on k3_arena_alloc memory (aligned to `align`, at least
+// 4096; 2 MiB from 8 MiB up): the staging buffers of the O_DIRECT writer (src/direct-write.ts),
+// which JS fills and hands to fs.write. Freed by the buffer's finalizer.
+struct AlignedOwner {
+    uint8_t *data;
+    int64_t accounted;
+};
+
+static Napi::Value AlignedBuffer(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "alignedBuffer";
+    size_t bytes, align;
+    if (!k3::get_size(info, 0, fn, "bytes", &bytes) || !k3::get_size(info, 1, fn, "align", &align)) return env.Undefined();
+    if (bytes == 0 || bytes > k3::kMaxExternalBytes)
+        return k3::fail(env, fn, "bytes must be in [1, " + std::to_string(k3::kMaxExternalBytes) + "], got " + std::to_string(bytes), true), env.Undefined();
+    if (align < 512 || align > (1u << 24) || (align & (align - 1)) != 0)
+        return k3::fail(env, fn, "align must be a power of two in [512, 2^24], got " + std::to_string(align), true), env.Undefined();
+    uint8_t *p = k3_arena_alloc(bytes, (uint32_t)align, 0);
+    if (!p) return k3::fail(env, fn, "cannot allocate " + std::to_string(bytes) + " aligned bytes: " + strerror(errno)), env.Undefined();
+    auto *o = new AlignedOwner{p, (int64_t)bytes};
+    Napi::MemoryManagement::AdjustExternalMemory(env, o->accounted);
+    return Napi::ArrayBuffer::New(env, p, bytes,
+                                  [](Napi::Env e, void *, AlignedOwner *x) {
+                                      Napi::MemoryManagement::AdjustExternalMemory(e, -x->accounted);
+                                      k3_arena_free(x->data);
+                                      delete x;
+                                  },
+                                  o);
+}
+
+// dioAlignment(path) -> {memAlign, offsetAlign}: what O_DIRECT needs for that file (k3_dio_alignment).
+static Napi::Value DioAlignment(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsString()) return k3::fail(env, "dioAlignment", "argument 'path' must be a string"), env.Undefined();
+    std::string path = info[0].As<Napi::String>();
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return k3::fail(env, "dioAlignment", "cannot open " + path + ": " + strerror(errno)), env.Undefined();
+    uint32_t mem, off;
+    k3_dio_alignment(fd, &mem, &off);
+    close(fd);
+    Napi::Object o = Napi::Object::New(env);
+    o["memAlign"] = Napi::Number::New(env, mem);
+    o["offsetAlign"] = Napi::Number::New(env, off);
+    return o;
+}
+
 // Test hook: every later io_uring setup fails with this errno (0 = off), as under a seccomp filter.
 static Napi::Value SimulateUringUnavailable(const Napi::CallbackInfo &info) {
     size_t err;
@@ -655,6 +704,8 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["NativeExpertStore"] = Store::Define(env);
     exports["supersetBytes"] = Napi::Function::New(env, SupersetBytes);
     exports["loadResident"] = Napi::Function::New(env, LoadResident);
+    exports["alignedBuffer"] = Napi::Function::New(env, AlignedBuffer);
+    exports["dioAlignment"] = Napi::Function::New(env, DioAlignment);
     return exports;
 }
 

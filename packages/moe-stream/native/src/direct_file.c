@@ -12,20 +12,25 @@
 
 /* ---------------------------------------------------------------- alignment query */
 
-/* statx(STATX_DIOALIGN) on Linux >= 6.1; 4096 (safe for every common device) otherwise. */
-static void query_dio_alignment(k3_file *f) {
-    f->mem_align = 4096;
-    f->offset_align = 4096;
+/* statx(STATX_DIOALIGN) on Linux >= 6.1; 4096 (safe for every common device) otherwise. Shared by
+   the reads here and the O_DIRECT writer (src/direct-write.ts, through the addon's dioAlignment). */
+void k3_dio_alignment(int fd, uint32_t *mem_align, uint32_t *offset_align) {
+    *mem_align = 4096;
+    *offset_align = 4096;
 #ifdef STATX_DIOALIGN
     struct statx sx;
-    if (statx(f->fd_buffered, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN) &&
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN) &&
         sx.stx_dio_offset_align > 0 && sx.stx_dio_mem_align > 0) {
-        /* Never go below 4096: a page-aligned arena is free and keeps reads page-granular. */
-        f->offset_align = sx.stx_dio_offset_align > 4096 ? sx.stx_dio_offset_align : 4096;
-        f->mem_align = sx.stx_dio_mem_align > 4096 ? sx.stx_dio_mem_align : 4096;
+        /* Never go below 4096: a page-aligned arena is free and keeps I/O page-granular. */
+        *offset_align = sx.stx_dio_offset_align > 4096 ? sx.stx_dio_offset_align : 4096;
+        *mem_align = sx.stx_dio_mem_align > 4096 ? sx.stx_dio_mem_align : 4096;
     }
+#else
+    (void)fd;
 #endif
 }
+
+static void query_dio_alignment(k3_file *f) { k3_dio_alignment(f->fd_buffered, &f->mem_align, &f->offset_align); }
 
 uint64_t k3_file_superset_bytes(uint64_t length, uint32_t align) {
     /* start rounds down by < align, end rounds up: at most round_up(length, align) + align. */

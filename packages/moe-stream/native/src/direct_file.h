@@ -79,6 +79,9 @@ int k3_file_finish(k3_file *f, const k3_read_plan *plan, int64_t got, k3_read_re
 /* pread until `want` bytes or EOF; bytes read or -errno. */
 int64_t k3_pread_full(int fd, uint8_t *dst, uint64_t want, uint64_t offset);
 
+/* The O_DIRECT alignment of the file open as `fd` (statx STATX_DIOALIGN, at least 4096; 4096 when unknown). */
+void k3_dio_alignment(int fd, uint32_t *mem_align, uint32_t *offset_align);
+
 /* The largest span an aligned-superset read of `length` bytes may need. */
 uint64_t k3_file_superset_bytes(uint64_t length, uint32_t align);
 
