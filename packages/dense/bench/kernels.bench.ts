@@ -1,5 +1,6 @@
-// node --import tsx bench/kernels.bench.ts [--quick] [--gemv], under `flock -x /tmp/k3-bench.lock`
-// (--gemv: only the GEMV rows, every K3 decode shape at 1 and 2 threads beside ggml; --shapes=MxK,...).
+// node --import tsx bench/kernels.bench.ts [--quick] [--gemv | --gemm-exact], under `flock -x /tmp/k3-bench.lock`
+// (--gemv: only the GEMV rows, every K3 decode shape at 1 and 2 threads beside ggml; --shapes=MxK,...;
+// --gemm-exact: only the exact batched GEMM rows at n = 16 / 32 / 64, one short exclusive stretch).
 // Issue 18 rows for @k3/dense, each beside the ceiling measured right next to it in the same run:
 //   - exact batched bf16 GEMM (prefill) at n = 4..64, the opt-in rounded one (vdpbf16ps), f32 GEMM:
 //     GFLOP/s against the FMA peak (fmaPeak at the same thread count and SIMD level);
@@ -30,6 +31,7 @@ import { ggmlBin, ggmlNote, runGgmlMulMat } from "../../../scripts/ggml-runner.m
 
 const quick = process.argv.includes("--quick");
 const gemvOnly = process.argv.includes("--gemv");
+const gemmExactOnly = process.argv.includes("--gemm-exact");
 const MiB = 2 ** 20;
 const bin: string | null = ggmlBin();
 type Row = Record<string, string | number>;
@@ -105,8 +107,9 @@ if (!gemvOnly) {
 // 163840x7168 lm_head is left out of the default run (2.3 GB of weights for us and again for ggml).
 const gemmShapes: Array<[number, number]> = quick ? [[3072, 3584]]
   : [[12288, 7168], [7168, 12288], [33792, 7168], [7168, 33792], [3072, 3584], [3584, 3072]];
-for (const [m, k] of gemmShapes)
-  for (const n of quick ? [8, 32] : [4, 8, 16, 32, 64]) await gemmRow("exact", m, k, n, 2, n === 8 || n === 32);
+const gemmNs = gemmExactOnly ? [16, 32, 64] : quick ? [8, 32] : [4, 8, 16, 32, 64];
+for (const [m, k] of gemmShapes) for (const n of gemmNs) await gemmRow("exact", m, k, n, 2, n === 8 || n === 32);
+if (!gemmExactOnly) {
 for (const [m, k] of gemmShapes) for (const n of [8, 32]) await gemmRow("rounded", m, k, n, 2, true);
 await gemmRow("f32", 3072, 3584, 32, 2, true);
 setSimdLevel("avx2");
@@ -114,6 +117,7 @@ await gemmRow("exact", 3072, 3584, 32, 2, false);
 await gemmRow("exact", 3072, 3584, 32, 1, false);
 setSimdLevel(bestSimdLevel());
 notes.push(`Rounded rows: vdpbf16ps ${roundedGemmUsesDpbf16() ? "in use" : "NOT available here (exact kernels on the rounded X)"}; the ggml column of the exact rows is ggml's bf16 matmul, which itself rounds X to bf16 (compare the rounded row of the same shape).`);
+}
 }
 
 // ---------------------------------------------------------------- GEMV (decode) from DRAM
@@ -128,7 +132,7 @@ const gemvShapes: Array<[number, number]> = shapeArg ? shapeArg.split(",").map((
     [12288, 7168], [7168, 12288], [33792, 7168], [7168, 33792], [163840, 7168],
     [1536, 7168], [512, 7168], [3072, 3584], [3584, 3072],
   ];
-for (const [m, k] of gemvShapes) {
+for (const [m, k] of gemmExactOnly ? [] : gemvShapes) {
   const bytes1 = m * k * 2;
   const copies = Math.max(1, Math.ceil((quick ? 128 : 512) * MiB / bytes1));
   const ws = Array.from({ length: copies }, (_, c) => bf16Weights(m * k, c + 1));
@@ -219,7 +223,7 @@ async function scaling(label: string, fn: () => unknown, work: number, unit: str
   }
 }
 
-if (!gemvOnly) {
+if (!gemvOnly && !gemmExactOnly) {
   const m = 3072, k = 3584, n = 32;
   const w = bf16Weights(m * k, 7), X = activations(n * k), Y = new Float32Array(n * m);
   const wg = bf16Weights(1024 * 1024, 8), xg = activations(1024), yg = new Float32Array(1024);
@@ -237,7 +241,7 @@ notes.push(
 );
 writeReport("dense-kernels", {
   title: "@k3/dense issue-18 kernels: batched GEMM vs FMA peak, GEMV vs read ceiling, ggml beside",
-  command: `${bin ? "K3_GGML_BIN=<test-backend-ops> " : ""}flock -x /tmp/k3-bench.lock node --import tsx bench/kernels.bench.ts${quick ? " --quick" : ""}${gemvOnly ? " --gemv" : ""}${shapeArg ? ` --shapes=${shapeArg}` : ""}`,
+  command: `${bin ? "K3_GGML_BIN=<test-backend-ops> " : ""}flock -x /tmp/k3-bench.lock node --import tsx bench/kernels.bench.ts${quick ? " --quick" : ""}${gemvOnly ? " --gemv" : ""}${gemmExactOnly ? " --gemm-exact" : ""}${shapeArg ? ` --shapes=${shapeArg}` : ""}`,
   rows,
   notes,
 });
