@@ -62,6 +62,13 @@ export class StateFileError extends K3Error {
   }
 }
 
+/** A NaN or an infinity appeared in the hidden state or the logits (exit 1): the message names the first layer, and the tensor when known. */
+export class NonFiniteError extends K3Error {
+  constructor(message: string) {
+    super(message, EXIT_RUNTIME);
+  }
+}
+
 /** Generation was cancelled through its AbortSignal. */
 export class AbortError extends K3Error {
   constructor(message = "generation aborted") {

@@ -9,6 +9,7 @@
 import { gemmBf16, gemvBf16, rmsNorm } from "@k3/dense";
 import { isMoeLayer, readConfig, withLayers, type ModelConfig } from "./config.js";
 import { AbortError } from "./errors.js";
+import { findNonFiniteTensor, firstNonFinite, firstNonFiniteRaw, nonFiniteError, showValue } from "./finite.js";
 import { attnResMix, fuseResWeights } from "./layers/attnres.js";
 import { KdaMixer, KdaState, kdaConfigOf, type KdaCore } from "./layers/kda.js";
 import { loadMlaCache, MlaCache, MlaMixer, newMlaCache } from "./layers/mla.js";
@@ -212,6 +213,8 @@ export class Model {
   private expertDeviceSeen = 0;
   /** Bytes of one routed expert (its three matrices as stored), 0 without MoE layers. */
   private readonly expertBytes: number;
+  /** Where the checkpoint's shards are (reopened only to name a non-finite weight). */
+  private readonly shardDirs: readonly string[] | undefined;
 
   private constructor(dir: string, cfg: ModelConfig, src: WeightSource, options: LoadOptions, store: ExpertStore | null, streamer: TrunkStreamer | null, expertBytes = 0) {
     this.experts = store;
@@ -222,6 +225,7 @@ export class Model {
     this.streamer = streamer;
     this.kdaCore = options.kdaCore ?? "auto";
     this.dir = dir;
+    this.shardDirs = options.shardDirs;
     this.cfg = cfg;
     const P = cfg.tensorPrefix;
     const D = cfg.hiddenSize;
@@ -334,6 +338,15 @@ export class Model {
       layer.mlpRes = fuseResWeights(loadVector(src, p + "mlp_res_norm.weight", D), loadVector(src, p + "mlp_res_proj.weight", D));
     }
     return layer;
+  }
+
+  /** What made the final norm's output non-finite: its weight, the output attention-residual weights, or an overflow. */
+  private finalCause(): string | null {
+    const P = this.cfg.tensorPrefix;
+    const i = firstNonFinite(this.finalNorm);
+    if (i >= 0) return `${P}model.norm.weight[${i}] = ${showValue(this.finalNorm[i])}`;
+    if (this.outRes && firstNonFinite(this.outRes) >= 0) return `${P}model.output_attn_res_norm.weight or ${P}model.output_attn_res_proj.weight holds it`;
+    return null;
   }
 
   /** Layer l ready to run, and how to give its ring slot back. */
@@ -610,6 +623,8 @@ export class Model {
     const te = performance.now();
     const readBefore = this.counters.bytesRead.embedHead;
     await this.embedRows(ids, h);
+    const badRow = firstNonFinite(h);
+    if (badRow >= 0) throw nonFiniteError("the embedding rows", h, badRow, D, state.pos, `model.embed_tokens.weight row ${ids[Math.floor(badRow / D)]} (token id) holds it`);
     this.tally("embed", (performance.now() - te) / 1000, T * D * (this.embed instanceof Float32Array ? 4 : 2), this.counters.bytesRead.embedHead - readBefore);
     const blocks: Float32Array[] = [];
     const normed = new Float32Array(T * D);
@@ -698,12 +713,46 @@ export class Model {
           h = next;
           lap("attn_res", 0);
         }
+        // One pass over the layer's output: a NaN or an infinity stops the run here, named.
+        const bad = firstNonFinite(h, T * D);
+        if (bad >= 0) throw nonFiniteError(`the hidden state after layer ${l}`, h, bad, D, state.pos, this.nonFiniteCause(l, L, a, f, T * D));
       } finally {
         release();
       }
       opts.onLayer?.(l, h, T);
     }
     return h;
+  }
+
+  /**
+   * Which part of layer l made its output non-finite (the mixer's output `a` or the FFN's `f`,
+   * still in their buffers) and the first weight of that part holding a NaN or an infinity: the
+   * norm in memory, else the part's tensors read again from the checkpoint (never its routed
+   * experts: gigabytes, and MXFP4 nibbles are always finite). Runs only once a value was found.
+   */
+  private nonFiniteCause(l: number, L: Layer, a: Float32Array, f: Float32Array, n: number): string {
+    const mixer = firstNonFinite(a, n) >= 0;
+    if (!mixer && firstNonFinite(f, n) < 0) return "both the mixer's and the FFN's outputs are finite (the residual sum overflowed)";
+    const p = `${this.cfg.tensorPrefix}model.layers.${l}.`;
+    const part = mixer ? `the ${L.mixer instanceof KdaMixer ? "KDA" : "MLA"} mixer's output` : `the ${L.ffn instanceof MoeFfn ? "MoE" : "MLP"} output`;
+    const norm = mixer ? "input_layernorm.weight" : "post_attention_layernorm.weight";
+    const v = mixer ? L.inNorm : L.postNorm;
+    const i = firstNonFinite(v);
+    if (i >= 0) return `${part} is non-finite; ${p}${norm}[${i}] = ${showValue(v[i])}`;
+    let found: string | null = null;
+    try {
+      const src = openWeights(this.dir, { allowMissingShards: true, shardDirs: this.shardDirs });
+      try {
+        const prefixes = mixer ? [p + "self_attn."] : [p + "mlp.", p + "block_sparse_moe."];
+        const names = src.names().filter((x) => prefixes.some((q) => x.startsWith(q)) && !/\.experts\.\d+\./.test(x)).sort();
+        found = findNonFiniteTensor(src, names);
+      } finally {
+        src.close();
+      }
+    } catch {
+      // Naming the tensor is a courtesy: the layer is known either way.
+    }
+    return `${part} is non-finite; ${found ?? "no non-finite weight in its dense tensors (a routed expert's, or an overflow)"}`;
   }
 
   /** Bytes a mixer call reads from memory: its weights and its recurrent state (KDA S, or the MLA latent cache so far). */
@@ -830,8 +879,18 @@ export class Model {
       const read0 = this.counters.bytesRead.embedHead;
       const normed = new Float32Array(n * D);
       for (let t = 0; t < n; t++) rmsNorm(h.subarray((t0 + t) * D, (t0 + t + 1) * D), this.finalNorm, this.cfg.rmsNormEps, normed.subarray(t * D, (t + 1) * D), D);
+      const badNorm = firstNonFinite(normed);
+      if (badNorm >= 0) throw nonFiniteError("the final norm's output", normed, badNorm, D, state.pos - part.length + t0, this.finalCause());
       const at = c0 + t0 - from;
-      await this.headLogits(normed, n, logits.subarray(at * V, (at + n) * V));
+      const rows = logits.subarray(at * V, (at + n) * V);
+      await this.headLogits(normed, n, rows);
+      const badLogit = firstNonFinite(rows);
+      if (badLogit >= 0) {
+        const row = badLogit % V;
+        const w = this.head?.bf16 ? firstNonFiniteRaw(new Uint8Array(this.head.bf16.buffer, this.head.bf16.byteOffset + row * D * 2, D * 2), "BF16") : this.head?.f32 ? firstNonFinite(this.head.f32.subarray(row * D, (row + 1) * D)) : -1;
+        const cause = w >= 0 ? `${this.cfg.tensorPrefix}lm_head.weight row ${row} holds it (element ${w})` : `the logit of token ${row} (lm_head.weight row ${row}${this.head ? " is finite: an overflow" : ", streamed: not checked"})`;
+        throw nonFiniteError("the logits", rows, badLogit, V, state.pos - part.length + t0, cause);
+      }
       this.tally("lm_head", (performance.now() - tl) / 1000, V * D * (this.head?.f32 ? 4 : 2), this.counters.bytesRead.embedHead - read0);
     }
     // Expert reads that completed after the last MoE layer (a lookahead read in flight when it was
