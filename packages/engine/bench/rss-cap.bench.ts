@@ -1,6 +1,7 @@
 /**
  * Peak RSS within the plan on a real-width checkpoint: `k3 run` at each preset in a child process
- * under a cgroup memory cap (no swap) equal to the plan's total, with --floor (ceilings measured in
+ * under a cgroup memory cap (no swap) of plan / 0.95 + the runtime's own charge (the plan reads the
+ * cgroup: the smallest cap it is accepted under), with --floor (ceilings measured in
  * the same run). Prints one row per run, then the published-K3 projection from the first run's
  * per-kind rates (k3 plan --project --from-report).
  *
@@ -15,7 +16,7 @@ import { readConfig } from "../src/config.js";
 import { budgetsFor, fmtBytes, planMemory, readMemInfo, type PresetName } from "../src/presets.js";
 import { formatProjection, projectK3, ratesFromReport } from "../src/projection.js";
 import type { RunReport } from "../src/report.js";
-import { memoryCap, runCapped } from "../test/cgroup.js";
+import { capForPlan, memoryCap, runCapped, runtimeChargeAtPlan } from "../test/cgroup.js";
 
 const model = process.env.K3_BENCH_MODEL;
 if (!model) throw new Error("set K3_BENCH_MODEL to a real-width checkpoint (k3 synth)");
@@ -37,7 +38,7 @@ try {
     const json = join(out, `${preset}.json`);
     const argv = [process.execPath, cli, "run", "--model", model, "--preset", preset, "--ids", ids, "--max-tokens", "4", "--floor", "--json", json, ...(trunk ? ["--trunk", trunk] : [])];
     const t0 = performance.now();
-    const r = await runCapped(cap, plan.totalBytes, argv, { timeoutMs: 1_800_000 });
+    const r = await runCapped(cap, capForPlan(plan.totalBytes, await runtimeChargeAtPlan(cap, cli, model, join(import.meta.dirname, ".."))), argv, { timeoutMs: 1_800_000 });
     const wall = (performance.now() - t0) / 1000;
     if (r.code !== 0) {
       rows.push(`| ${preset} | ${plan.trunkMode} | ${fmtBytes(plan.totalBytes)} | exit ${r.code} ${r.signal ?? ""} | | | | |`);

@@ -23,11 +23,11 @@
  * source that kind reads: KIND_SOURCE); over a phase it is max(sum touched / memory ceiling,
  * sum over sources of bytes read from it / its ceiling).
  */
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { memoryReadCeiling } from "@k3/dense";
 import { measureReadEngine, openCheckpointIndex, readTrunkManifest, TRUNK_FILE, type ExpertLocation } from "@k3/moe-stream";
 import { isMoeLayer, type ModelConfig } from "./config.js";
+import { cgroupMemory } from "./presets.js";
 import { WeightError } from "./weights.js";
 import type { ReportKind } from "./report.js";
 
@@ -308,29 +308,8 @@ function alignedLength(r: Read, direct: boolean): number {
 
 /** Free bytes under this process's cgroup memory limit (v2 memory.max, else v1), or null when unlimited/unknown. */
 export function cgroupHeadroomBytes(): number | null {
-  try {
-    for (const line of readFileSync("/proc/self/cgroup", "utf8").split("\n")) {
-      const [, ctl, path] = line.split(":");
-      if (path === undefined) continue;
-      const read = (f: string) => readFileSync(f, "utf8").trim();
-      if (line.startsWith("0::")) {
-        const dir = join("/sys/fs/cgroup", path);
-        try {
-          const max = read(join(dir, "memory.max"));
-          if (max !== "max") return Number(max) - Number(read(join(dir, "memory.current")));
-        } catch {
-          /* no memory controller here */
-        }
-      } else if (ctl.split(",").includes("memory")) {
-        const dir = join("/sys/fs/cgroup/memory", path);
-        const max = Number(read(join(dir, "memory.limit_in_bytes")));
-        if (max < 2 ** 60) return max - Number(read(join(dir, "memory.usage_in_bytes")));
-      }
-    }
-  } catch {
-    /* no cgroup information */
-  }
-  return null;
+  const cg = cgroupMemory();
+  return cg ? cg.limitBytes - cg.usageBytes : null;
 }
 
 /**

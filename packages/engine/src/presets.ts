@@ -9,6 +9,7 @@
  */
 import { readFileSync } from "node:fs";
 import { freemem, totalmem } from "node:os";
+import { join } from "node:path";
 import type { Census } from "./census.js";
 import { ContextError, PlanError, UsageError } from "./errors.js";
 
@@ -51,25 +52,83 @@ export const PRESETS: Record<Exclude<PresetName, "auto">, PresetRow> = {
 export interface MemInfo {
   totalBytes: number;
   availableBytes: number;
+  /** The memory cgroup limit that lowered the figures (a container's), when there is one. */
+  cgroupLimitBytes?: number;
 }
 
-/** MemTotal / MemAvailable from /proc/meminfo (Linux); a fallback from os when absent. */
-export function readMemInfo(): MemInfo {
+/**
+ * The tightest memory cgroup limit on this process and the usage charged against it: v2
+ * memory.max / memory.current, else v1 memory.limit_in_bytes / memory.usage_in_bytes, on the
+ * process's own cgroup and every ancestor up to the (namespace) root. null when unlimited or unknown.
+ * `root` lets tests point it at a fake /proc + /sys tree.
+ */
+export function cgroupMemory(root = "/"): { limitBytes: number; usageBytes: number } | null {
+  let best: { limitBytes: number; usageBytes: number } | null = null;
+  const read = (f: string) => readFileSync(join(root, f), "utf8").trim();
+  const consider = (limit: number, usage: number) => {
+    if (!Number.isFinite(limit) || !Number.isFinite(usage) || limit <= 0) return;
+    if (!best || limit - usage < best.limitBytes - best.usageBytes) best = { limitBytes: limit, usageBytes: usage };
+  };
+  let lines: string[];
   try {
-    const text = readFileSync("/proc/meminfo", "utf8");
+    lines = read("proc/self/cgroup").split("\n");
+  } catch {
+    return null;
+  }
+  for (const line of lines) {
+    const [, ctl, path] = line.split(":");
+    if (path === undefined) continue;
+    const v2 = line.startsWith("0::");
+    if (!v2 && !ctl.split(",").includes("memory")) continue;
+    const base = v2 ? "sys/fs/cgroup" : "sys/fs/cgroup/memory";
+    for (let dir = path; ; dir = dir.slice(0, Math.max(0, dir.lastIndexOf("/")))) {
+      try {
+        if (v2) {
+          const max = read(join(base, dir, "memory.max"));
+          if (max !== "max") consider(Number(max), Number(read(join(base, dir, "memory.current"))));
+        } else {
+          const max = Number(read(join(base, dir, "memory.limit_in_bytes")));
+          // v1 says "unlimited" with a page-rounded 2^63.
+          if (max < 2 ** 60) consider(max, Number(read(join(base, dir, "memory.usage_in_bytes"))));
+        }
+      } catch {
+        /* no memory controller at this level */
+      }
+      if (dir === "" || dir === "/") break;
+    }
+  }
+  return best;
+}
+
+/**
+ * MemTotal / MemAvailable from /proc/meminfo (Linux), lowered to a memory cgroup's limit and
+ * headroom (inside a container /proc/meminfo shows the host, and a plan sized to it was
+ * OOM-killed); a fallback from os when absent.
+ */
+export function readMemInfo(root = "/"): MemInfo {
+  let info: MemInfo = { totalBytes: totalmem(), availableBytes: freemem() };
+  try {
+    const text = readFileSync(join(root, "proc/meminfo"), "utf8");
     const field = (name: string) => {
       const m = new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(text);
       return m ? Number(m[1]) * 1024 : NaN;
     };
     const total = field("MemTotal");
     const avail = field("MemAvailable");
-    if (Number.isFinite(total) && Number.isFinite(avail)) return { totalBytes: total, availableBytes: avail };
+    if (Number.isFinite(total) && Number.isFinite(avail)) info = { totalBytes: total, availableBytes: avail };
   } catch {
-    /* not Linux: fall through */
+    /* not Linux: keep the os figures */
   }
-  return { totalBytes: totalmem(), availableBytes: freemem() };
+  const cg = cgroupMemory(root);
+  if (cg && (cg.limitBytes < info.totalBytes || cg.limitBytes - cg.usageBytes < info.availableBytes)) {
+    info = {
+      totalBytes: Math.min(info.totalBytes, cg.limitBytes),
+      availableBytes: Math.max(0, Math.min(info.availableBytes, cg.limitBytes - cg.usageBytes)),
+      cgroupLimitBytes: cg.limitBytes,
+    };
+  }
+  return info;
 }
-
 
 /** The preset doctor would suggest for this much available memory (anchor.md §4). */
 export function presetForMemory(availableBytes: number): Exclude<PresetName, "auto"> {
@@ -107,6 +166,8 @@ export function budgetsFor(preset: PresetName, census: Census, mem: MemInfo = re
 
 export interface MemoryPlan {
   preset: PresetName | "custom";
+  /** The memory cgroup limit that lowered availableBytes, when there is one. */
+  cgroupLimitBytes?: number;
   budgets: Budgets;
   /** Zero-based layers whose trunk stays resident. */
   pinnedLayers: number[];
@@ -313,6 +374,7 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
     parts,
     totalBytes,
     availableBytes: mem.availableBytes,
+    ...(mem.cgroupLimitBytes !== undefined ? { cgroupLimitBytes: mem.cgroupLimitBytes } : {}),
   };
 }
 
@@ -321,7 +383,7 @@ export function checkPlanFits(plan: MemoryPlan): void {
   const limit = 0.95 * plan.availableBytes;
   if (plan.totalBytes > limit) {
     throw new PlanError(
-      `memory plan needs ${fmtBytes(plan.totalBytes)} but only ${fmtBytes(limit)} is usable (95% of MemAvailable ${fmtBytes(plan.availableBytes)}); choose a smaller --preset`,
+      `memory plan needs ${fmtBytes(plan.totalBytes)} but only ${fmtBytes(limit)} is usable (95% of ${plan.cgroupLimitBytes !== undefined ? `the headroom under the memory cgroup limit ${fmtBytes(plan.cgroupLimitBytes)},` : "MemAvailable"} ${fmtBytes(plan.availableBytes)}); choose a smaller --preset`,
       plan.totalBytes,
       limit,
     );

@@ -5,7 +5,8 @@
  * `memoryCap()` says why not when neither is writable (not root, no controller, read-only mount).
  */
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 export interface MemoryCap {
@@ -173,4 +174,36 @@ export async function runCapped(cap: MemoryCap, capBytes: number, argv: string[]
       }
     }
   }
+}
+
+/**
+ * What node, tsx and the CLI's modules have charged to a fresh cgroup when `k3` makes its memory
+ * plan (which reads the cgroup: available = limit - charge): a `k3 plan --model MODEL` under a
+ * 512 MB cap reports the headroom it saw. Plus 16 MB for what `k3 run` does before planning that
+ * `k3 plan` does not (argument parsing, a bigger index.json) and GC timing. Measured once per
+ * process. Throws when the plan did not see the cap (a reader of /proc/meminfo only).
+ */
+let chargeCache: number | null = null;
+export async function runtimeChargeAtPlan(cap: MemoryCap, cli: string, model: string, cwd: string): Promise<number> {
+  if (chargeCache !== null) return chargeCache;
+  const probeCap = 512 * 2 ** 20;
+  const dir = mkdtempSync(join(tmpdir(), "k3-charge-"));
+  try {
+    const json = join(dir, "plan.json");
+    const node = cli.endsWith(".ts") ? [process.execPath, "--import", "tsx"] : [process.execPath];
+    const r = await runCapped(cap, probeCap, [...node, cli, "plan", "--model", model, "--preset", "ultra", "--json", json], { env: { ...process.env, K3_THREADS: "1" }, cwd, timeoutMs: 120_000 });
+    if (r.code !== 0) throw new Error(`k3 plan under a ${probeCap}-byte cap exited ${r.code}: ${r.stderr}`);
+    const plan = JSON.parse(readFileSync(json, "utf8")).plans[0] as { availableBytes: number; cgroupLimitBytes?: number };
+    if (plan.cgroupLimitBytes !== probeCap) throw new Error(`k3 plan under a ${probeCap}-byte cap saw cgroupLimitBytes ${plan.cgroupLimitBytes}: its memory figures ignore the cgroup`);
+    const charge = probeCap - plan.availableBytes;
+    console.log(`cgroup: the runtime's own charge when it plans: ${(charge / 1e6).toFixed(1)} MB`);
+    return (chargeCache = charge + 16 * 2 ** 20);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The smallest cap (page-rounded) under which a plan of `total` bytes is accepted: 95% of (cap - charge) >= total. */
+export function capForPlan(total: number, charge: number): number {
+  return Math.ceil((total / 0.95 + charge) / 4096) * 4096;
 }

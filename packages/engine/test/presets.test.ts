@@ -1,7 +1,10 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { censusOf } from "../src/census.js";
 import { parseConfig, readConfig, withLayers } from "../src/config.js";
-import { ALIGN_SLACK, budgetsFor, checkContextFits, checkPlanFits, formatPlan, GB, headReadSlotBytes, planMemory, ringSlotBytesFor, presetForMemory, PRESET_NAMES } from "../src/presets.js";
+import { ALIGN_SLACK, readMemInfo, budgetsFor, checkContextFits, checkPlanFits, formatPlan, GB, headReadSlotBytes, planMemory, ringSlotBytesFor, presetForMemory, PRESET_NAMES } from "../src/presets.js";
 import { publishedK3Config as rawK3, TINY_K3 } from "./helpers.js";
 
 const census = censusOf(readConfig(TINY_K3));
@@ -46,6 +49,42 @@ describe("presets and plan", () => {
     const small = { totalBytes: 1 * GB, availableBytes: 0.2 * GB };
     const plan = planMemory(census, budgetsFor("laptop", census, small), "laptop", small);
     expect(() => checkPlanFits(plan)).toThrow(/needs .* but only 190.00 MB is usable/);
+  });
+
+  it("takes the memory cgroup limit (v2 memory.max, v1 memory.limit_in_bytes) into the available figure and refuses above it", () => {
+    // A fake /proc + /sys tree: the host shows 64 GiB available; the container's cgroup allows
+    // 1 GiB + 200 MiB (1 GiB already charged), set on the parent of the process's cgroup.
+    const root = mkdtempSync(join(tmpdir(), "k3-cgroup-"));
+    const put = (f: string, text: string) => {
+      mkdirSync(dirname(join(root, f)), { recursive: true });
+      writeFileSync(join(root, f), text);
+    };
+    try {
+      put("proc/meminfo", `MemTotal:       ${128 * 2 ** 20} kB\nMemFree:        1 kB\nMemAvailable:   ${64 * 2 ** 20} kB\n`);
+      put("proc/self/cgroup", "0::/box/app\n");
+      const limit = 2 ** 30 + 200 * 2 ** 20;
+      put("sys/fs/cgroup/box/memory.max", String(limit));
+      put("sys/fs/cgroup/box/memory.current", String(1 * 2 ** 30));
+      put("sys/fs/cgroup/box/app/memory.max", "max");
+      put("sys/fs/cgroup/box/app/memory.current", String(1 * 2 ** 30));
+      const v2 = readMemInfo(root);
+      expect(v2).toEqual({ totalBytes: limit, availableBytes: 200 * 2 ** 20, cgroupLimitBytes: limit });
+      // A plan that fits the host's 64 GiB is refused under the limit.
+      const host = { totalBytes: 128 * 2 ** 30, availableBytes: 64 * 2 ** 30 };
+      expect(() => checkPlanFits(planMemory(census, budgetsFor("desktop", census, host), "desktop", host))).not.toThrow();
+      const plan = planMemory(census, budgetsFor("desktop", census, v2), "desktop", v2);
+      expect(() => checkPlanFits(plan)).toThrow(/but only 199\.23 MB is usable \(95% of the headroom under the memory cgroup limit 1\.28 GB, 209\.72 MB\)/);
+      // cgroup v1.
+      put("proc/self/cgroup", "12:cpu,cpuacct:/\n5:memory:/docker/abc\n");
+      put("sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", String(2 * 2 ** 30));
+      put("sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", String(2 ** 29));
+      expect(readMemInfo(root)).toEqual({ totalBytes: 2 * 2 ** 30, availableBytes: 1.5 * 2 ** 30, cgroupLimitBytes: 2 * 2 ** 30 });
+      // v1 "unlimited" (2^63 rounded to a page) and no limit at all leave /proc/meminfo's figures.
+      put("sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "9223372036854771712");
+      expect(readMemInfo(root)).toEqual({ totalBytes: 128 * 2 ** 30, availableBytes: 64 * 2 ** 30 });
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 
   it("refuses a context larger than the KV budget with both numbers", () => {

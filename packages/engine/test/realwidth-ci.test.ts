@@ -6,7 +6,7 @@
  *    2.18 GB written with the pack; K3_REALWIDTH_CI=full: KDA + dense, MLA + MoE, 6.9 GB): packed
  *    and run in child processes resident (laptop) and with the trunk streamed (ultra: one ring slot,
  *    embed/head streamed). Same tokens, exit 0, peak RSS within the plan (under a cgroup memory cap
- *    equal to the plan's total where one is writable), a plan check that holds. Then the MLA layer's
+ *    of plan / 0.95 + the runtime's own charge where one is writable), a plan check that holds. Then the MLA layer's
  *    output (3-token prefill + 1 decode step) against @k3/mla's float64 reference.
  * 2. K3 KDA (96 x 128, short conv, lower-bounded gate, full-rank output gate) and the dense MLP
  *    (33,792, SiTU) at real width ("kda-dense": layer 0 only, 2.34 GB, no pack: packed, these two
@@ -36,7 +36,7 @@ import { budgetsFor, GB, planMemory, readMemInfo, type PresetName } from "../src
 import type { RunReport } from "../src/report.js";
 import { synthCiCheckpoint, type CiFixture } from "../src/synth.js";
 import { openWeights } from "../src/weights.js";
-import { memoryCap, runCapped } from "./cgroup.js";
+import { capForPlan, memoryCap, runCapped, runtimeChargeAtPlan } from "./cgroup.js";
 import { gluMlpF64, kdaLayerF64, RefTensors, worstRelErr } from "./realwidth-reference.js";
 
 const CLI = join(__dirname, "..", "src", "cli.ts");
@@ -119,8 +119,10 @@ async function packAndRun(model: string, label: string, streamGb: number | null)
     const plan = planMemory(census, budgets, r.trunkBytes !== undefined ? "custom" : r.preset, mem, { prefetch: true, packedTrunk: r.packed });
     const json = join(dir!, `${r.preset}.json`);
     const t = performance.now();
-    const out = await k3(["run", "--model", model, "--preset", r.preset, "--ids", ids, "--max-tokens", "3", "--json", json, ...r.extra], plan.totalBytes);
-    const line = `realwidth-ci ${label} ${r.name} (${r.preset}): exit ${out.code}${out.signal ? ` ${out.signal}` : ""}, ${((performance.now() - t) / 1000).toFixed(1)} s, plan ${(plan.totalBytes / GB).toFixed(2)} GB${out.capped ? " (= the cgroup cap)" : " (no cap)"}`;
+    // The plan reads the cgroup: the cap it is accepted under is plan / 0.95 + the runtime's own charge.
+    const capBytes = "skip" in cap ? null : capForPlan(plan.totalBytes, await runtimeChargeAtPlan(cap, CLI, model, join(__dirname, "..")));
+    const out = await k3(["run", "--model", model, "--preset", r.preset, "--ids", ids, "--max-tokens", "3", "--json", json, ...r.extra], capBytes);
+    const line = `realwidth-ci ${label} ${r.name} (${r.preset}): exit ${out.code}${out.signal ? ` ${out.signal}` : ""}, ${((performance.now() - t) / 1000).toFixed(1)} s, plan ${(plan.totalBytes / GB).toFixed(2)} GB${out.capped ? `, cgroup cap ${(capBytes! / GB).toFixed(2)} GB` : " (no cap)"}`;
     expect(out.signal, `${line}\n${out.stderr.slice(-3000)}`).toBeNull();
     expect(out.code, `${line}\n${out.stderr.slice(-3000)}`).toBe(0);
     const report = JSON.parse(readFileSync(json, "utf8")) as RunReport;
