@@ -8,6 +8,7 @@
         "src/cpu.c",
         "src/pool.c",
         "src/gemv_bf16.c",
+        "src/gemv_trace.c",
         "src/gemv_bf16_scalar.c",
         "src/gemv_bf16_avx2.c",
         "src/gemv_bf16_avx512.c",

@@ -74,6 +74,37 @@ export function gemvBf16(w: ArrayBufferView, x: Float32Array, y: Float32Array, s
   return y;
 }
 
+/** The bf16 GEMV calls a trace recorded: shape and wall seconds per call, in call order. */
+export interface GemvTrace {
+  /** Top-level calls seen while the trace was on (more than `rows.length` when the capacity was exceeded). */
+  seen: number;
+  /** Calls from inside pool tasks (a kernel's own tiles, run inline on both threads at once): counted, not recorded. */
+  inTasks: number;
+  rows: Float64Array;
+  cols: Float64Array;
+  seconds: Float64Array;
+}
+
+/**
+ * A probe of gemvBf16 (and every native caller of the kernel, through the k3_dense_api table):
+ * `start(capacity)` records each call's weights pointer, shape and wall time; `stop()` returns
+ * them; `replay()` runs the recorded calls again back to back on the same weight memory (scratch
+ * x and y) and returns each one's seconds. Engine time over replay time is what the caller adds
+ * around the kernel. replay() reads the recorded weights: call it only while they are still allocated.
+ */
+export const gemvTrace = {
+  start(capacity: number): void {
+    native.gemvTraceStart(capacity);
+  },
+  stop(): GemvTrace {
+    const t = native.gemvTraceStop();
+    return { seen: t.seen, inTasks: t.inTasks, rows: t.rows, cols: t.cols, seconds: t.ns.map((x) => x / 1e9) };
+  },
+  replay(): Float64Array {
+    return native.gemvTraceReplay().map((x) => x / 1e9);
+  },
+};
+
 /** bf16 bits -> f32 (exact). */
 export function bf16ToF32(bits: Uint16Array): Float32Array {
   const out = new Float32Array(bits.length);

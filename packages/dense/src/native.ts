@@ -16,6 +16,9 @@ export interface DenseBinding {
   threadCount(): number;
   setThreadCount(threads: number): void;
   gemvBf16(w: ArrayBufferView, x: Float32Array, y: Float32Array, rows: number, cols: number, ld: number): void;
+  gemvTraceStart(capacity: number): void;
+  gemvTraceStop(): { seen: number; inTasks: number; rows: Float64Array; cols: Float64Array; ns: Float64Array };
+  gemvTraceReplay(): Float64Array;
   gemvF32(w: Float32Array, x: Float32Array, y: Float32Array, rows: number, cols: number, ld: number): void;
   gemmBf16(w: ArrayBufferView, X: Float32Array, Y: Float32Array, rows: number, cols: number, batch: number, ld: number): void;
   gemmF32(w: Float32Array, X: Float32Array, Y: Float32Array, rows: number, cols: number, batch: number, ld: number): void;

@@ -24,7 +24,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, wri
 import { basename, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gemmBf16, simdLevel, threadCount } from "@k3/dense";
-import { Engine, REPORT_KINDS, kindFloorSeconds, phaseFloorSeconds, reportCeilings, fmtBytes, type RunReport } from "../src/index.js";
+import { formatThreadCpu } from "../src/thread-cpu.js";
+import { formatGemvProbe } from "../src/gemv-probe.js";
+import { Engine, REPORT_KINDS, kindFloorSeconds, memCeilingGbps, phaseFloorSeconds, reportCeilings, fmtBytes, type RunReport } from "../src/index.js";
 
 const here = fileURLToPath(import.meta.url);
 const GEMM_SHAPE = { rows: 12288, cols: 7168 };
@@ -252,6 +254,10 @@ function render(model: string, rows: Row[], when = new Date()): string {
     out.push(`**${row.name}** (decode: ${c.run64.per_kind.embed.decode.tokens} tokens after a 64-token prefill; batched GEMM bf16 [${GEMM_SHAPE.rows}, ${GEMM_SHAPE.cols}] x 64: ${c.gemm64.gflops.toFixed(0)} GFLOP/s = ${(c.gemm64.bytes_per_second / 1e9).toFixed(1)} GB/s of weights; child ${row.seconds.toFixed(0)} s)`);
     out.push("");
     out.push(...perKindTable(c.run64, c.run64));
+    const th = c.run64.decode_threads;
+    if (th) out.push("", `Decode CPU by thread: ${formatThreadCpu(th, Math.max(1, c.run64.decode_forwards))}`);
+    const gp = c.run64.gemv_probe;
+    if (gp) out.push("", "```", ...formatGemvProbe(gp, Math.max(1, c.run64.decode_forwards), memCeilingGbps(c.run64.floor!)), "```");
   }
   return out.join("\n");
 }

@@ -8,6 +8,7 @@
  * (Kimi-Linear on [EOS] and <|im_end|>); an AbortSignal is honoured between layers.
  */
 import { existsSync, readFileSync, statSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { basename, join } from "node:path";
 import { setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
 import { readTrunkManifest } from "@k3/moe-stream";
@@ -23,6 +24,8 @@ import { budgetsFor, checkContextFits, checkPlanFits, fmtBytes, formatPlan, plan
 import { afterPlans, measureCeilings, measureCeilingsAfter, type FloorSetup, type SourcePlan } from "./floor.js";
 import { buildReport, emptyCounters, refloorReport, type Ceilings, type RunCounters, type RunReport } from "./report.js";
 import { Sampler, type SamplingOptions } from "./sampler.js";
+import { finishGemvProbe, gemvProbeEnabled, startGemvProbe, type GemvProbeReport } from "./gemv-probe.js";
+import { cpuSnapshot, threadCpuBetween, type CpuSnapshot, type ThreadCpuReport } from "./thread-cpu.js";
 import { SpeculativeDecoder, type Drafter } from "./speculative.js";
 
 /** Each layer's bytes in a packed trunk's manifest (the census estimate for a layer it lacks: the streamer then names it). */
@@ -430,6 +433,10 @@ export class Engine {
     let logits: Float32Array;
     // The counters when decoding starts: the plan check compares the decode phase only.
     let atDecode: DecodeStart | null = null;
+    let cpuAtDecode: CpuSnapshot | null = null;
+    let decodeThreads: ThreadCpuReport | null = null;
+    const probeGemv = gemvProbeEnabled();
+    let gemvProbe: GemvProbeReport | null = null;
     try {
       this.model.phase = "prefill";
       const tp = performance.now();
@@ -437,6 +444,8 @@ export class Engine {
       counters.prefillSeconds = (performance.now() - tp) / 1000;
       this.model.phase = "decode";
       atDecode = decodeStart(counters);
+      cpuAtDecode = cpuSnapshot();
+      if (probeGemv) startGemvProbe();
       const td = performance.now();
       for (let i = 0; i < maxTokens; i++) {
         options.onLogits?.(logits, i);
@@ -489,6 +498,10 @@ export class Engine {
         counters.decodeSeconds = (performance.now() - td) / 1000;
       }
       counters.decodeSeconds = (performance.now() - td) / 1000;
+      const cpuEnd = cpuAtDecode ? cpuSnapshot() : null;
+      if (cpuAtDecode && cpuEnd) decodeThreads = threadCpuBetween(cpuAtDecode, cpuEnd, availableParallelism());
+      // Outside decode's timed span, with every traced weight still loaded.
+      if (probeGemv) gemvProbe = finishGemvProbe();
       // Unconfirmed drafts leave the state: it holds exactly the fed tokens (a chat continues from it).
       if (spec) await spec.settle();
     } catch (err) {
@@ -504,7 +517,7 @@ export class Engine {
       const elapsed = (performance.now() - t0) / 1000;
       yield { token: -1, text: rest, stats: { index: generated.length, promptTokens: promptIds.length, elapsedSeconds: elapsed, tokensPerSecond: generated.length / elapsed } };
     }
-    const report = this.report(promptIds, generated, text, stopReason, counters, (performance.now() - t0) / 1000, atDecode);
+    const report = this.report(promptIds, generated, text, stopReason, counters, (performance.now() - t0) / 1000, atDecode, decodeThreads, gemvProbe);
     const result: GenerationResult = { ids: generated, text, stopReason, stopId, unfed, cachedTokens, report };
     this.lastResult = result;
     return result;
@@ -550,7 +563,7 @@ export class Engine {
 
   private report(
     promptIds: number[], ids: number[], text: string, stop: RunReport["stop_reason"], counters: RunCounters, wall: number,
-    atDecode: DecodeStart | null = null,
+    atDecode: DecodeStart | null = null, decodeThreads: ThreadCpuReport | null = null, gemvProbe: GemvProbeReport | null = null,
   ): RunReport {
     const store = this.model.experts?.stats();
     const d = atDecode ?? decodeStart(counters);
@@ -579,6 +592,8 @@ export class Engine {
       load: this.model.loadStats,
       ceilings: this.ceilings,
       planCheck,
+      decodeThreads,
+      gemvProbe,
     });
   }
 }

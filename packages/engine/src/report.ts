@@ -4,6 +4,8 @@
  */
 import type { LoadStats } from "./model.js";
 import { fmtBytes, type MemoryPlan } from "./presets.js";
+import { formatThreadCpu, type ThreadCpuReport } from "./thread-cpu.js";
+import { formatGemvProbe, type GemvProbeReport } from "./gemv-probe.js";
 import { ceilingGbps, DISK_SOURCES, KIND_SOURCE, memCeilingGbps, type Ceilings, type DiskSource, type SourceCeiling } from "./floor.js";
 
 export type { Ceilings } from "./floor.js";
@@ -188,6 +190,10 @@ export interface RunReport {
   floor: FloorReport | null;
   /** The memory plan against this run: bytes read per decoded token by source, memory parts, peak RSS. */
   plan_check: PlanCheck | null;
+  /** Where the decode phase's CPU went, per thread group (Linux; thread-cpu.ts); absent or null elsewhere. */
+  decode_threads?: ThreadCpuReport | null;
+  /** The decode GEMV probe (K3_GEMV_PROBE=1; gemv-probe.ts): engine vs replayed time of the bf16 GEMVs. */
+  gemv_probe?: GemvProbeReport | null;
 }
 
 export interface PhaseFigures {
@@ -511,6 +517,9 @@ export function buildReport(args: {
   ceilings?: Ceilings | null;
   /** The plan and the decode-phase figures to check it against (no plan_check when absent). */
   planCheck?: Omit<PlanCheckInput, "peakRssBytes">;
+  /** The decode phase's CPU per thread group (thread-cpu.ts). */
+  decodeThreads?: ThreadCpuReport | null;
+  gemvProbe?: GemvProbeReport | null;
 }): RunReport {
   const c = args.counters;
   const total = c.bytesRead.trunk + c.bytesRead.experts + c.bytesRead.embedHead;
@@ -563,6 +572,8 @@ export function buildReport(args: {
     ) as RunReport["per_kind"],
     floor: args.ceilings ? floorReport(c, args.ceilings) : null,
     plan_check: args.planCheck ? checkPlan({ ...args.planCheck, peakRssBytes: peakRssBytes() }) : null,
+    decode_threads: args.decodeThreads ?? null,
+    gemv_probe: args.gemvProbe ?? null,
   };
 }
 
@@ -602,6 +613,8 @@ export function formatReport(r: RunReport): string {
     );
   if (r.spec.max_draft > 0)
     lines.push(`  speculation (n-gram, up to ${r.spec.max_draft}): ${r.spec.accepted} of ${r.spec.drafted} drafted tokens confirmed (${pct(r.spec.acceptance)}) in ${r.spec.rounds} verification passes; ${r.decode_forwards} decode forwards for ${r.generated_tokens} tokens`);
+  if (r.decode_threads) lines.push(`  decode CPU by thread: ${formatThreadCpu(r.decode_threads, Math.max(1, r.decode_forwards))}`);
+  if (r.gemv_probe) lines.push(...formatGemvProbe(r.gemv_probe, Math.max(1, r.decode_forwards), r.floor ? memCeilingGbps(r.floor) : null).map((l) => "  " + l));
   lines.push(...formatPerKind(r));
   const pc = r.plan_check;
   if (pc) {

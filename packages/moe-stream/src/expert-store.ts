@@ -198,7 +198,7 @@ export class ExpertStore {
     this.slotsPerLayer = slotsPerLayer;
     this.ioSlots = ioSlots;
     this.arenaBytes = bytes;
-    this.arena = new ArenaViews(this.nativeStore, "ExpertStore");
+    this.arena = new ArenaViews(this.nativeStore, "ExpertStore", undefined, bytes);
     this.fileAlign = this.files.map((_, i) => this.nativeStore.fileInfo(i).offsetAlign);
     // Hostile or stale locations fail here, naming the expert, instead of mid-generation.
     const sizes = this.files.map((_, i) => this.nativeStore.fileInfo(i).size);

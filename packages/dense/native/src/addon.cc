@@ -8,6 +8,7 @@ extern "C" {
 #include "cpu.h"
 #include "pool.h"
 #include "gemv_bf16.h"
+#include "gemv_trace.h"
 #include "gemm.h"
 #include "gemm_acc.h"
 #include "gemm_rounded.h"
@@ -83,6 +84,51 @@ static Napi::Value GemvBf16(const Napi::CallbackInfo &info) {
     return env.Undefined();
 }
 
+// gemvTraceStart(capacity): records k3_gemv_bf16 calls (gemv_trace.h).
+static Napi::Value GemvTraceStart(const Napi::CallbackInfo &info) {
+    size_t capacity;
+    if (!k3::get_size(info, 0, "gemvTraceStart", "capacity", &capacity)) return info.Env().Undefined();
+    if (capacity > (size_t)1 << 24) return k3::fail(info.Env(), "gemvTraceStart", "capacity must be at most 16777216", true), info.Env().Undefined();
+    if (k3_gemv_trace_start(capacity) != 0) k3::fail(info.Env(), "gemvTraceStart", "out of memory for the records");
+    return info.Env().Undefined();
+}
+
+// gemvTraceStop() -> { seen, inTasks, rows: Float64Array, cols: Float64Array, ns: Float64Array }
+static Napi::Value GemvTraceStop(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    size_t kept, seen, in_tasks;
+    const k3_gemv_record *r = k3_gemv_trace_stop(&kept, &seen, &in_tasks);
+    Napi::Float64Array rows = Napi::Float64Array::New(env, kept), cols = Napi::Float64Array::New(env, kept),
+                       ns = Napi::Float64Array::New(env, kept);
+    for (size_t i = 0; i < kept; i++) {
+        rows[i] = (double)r[i].rows;
+        cols[i] = (double)r[i].cols;
+        ns[i] = (double)r[i].ns;
+    }
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("seen", Napi::Number::New(env, (double)seen));
+    out.Set("inTasks", Napi::Number::New(env, (double)in_tasks));
+    out.Set("rows", rows);
+    out.Set("cols", cols);
+    out.Set("ns", ns);
+    return out;
+}
+
+// gemvTraceReplay() -> Float64Array of each kept call's replay ns (the trace must be stopped).
+static Napi::Value GemvTraceReplay(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    size_t kept, seen, in_tasks;
+    k3_gemv_trace_stop(&kept, &seen, &in_tasks);
+    Napi::Float64Array out = Napi::Float64Array::New(env, kept);
+    uint64_t *ns = (uint64_t *)malloc((kept ? kept : 1) * sizeof(uint64_t));
+    if (!ns || k3_gemv_trace_replay(ns) != 0) {
+        free(ns);
+        return k3::fail(env, "gemvTraceReplay", "out of memory for the replay"), env.Undefined();
+    }
+    for (size_t i = 0; i < kept; i++) out[i] = (double)ns[i];
+    free(ns);
+    return out;
+}
 
 // ---------------------------------------------------------------- shared checks
 
@@ -493,6 +539,9 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["threadCount"] = Napi::Function::New(env, ThreadCount);
     exports["setThreadCount"] = Napi::Function::New(env, SetThreadCount);
     exports["gemvBf16"] = Napi::Function::New(env, GemvBf16);
+    exports["gemvTraceStart"] = Napi::Function::New(env, GemvTraceStart);
+    exports["gemvTraceStop"] = Napi::Function::New(env, GemvTraceStop);
+    exports["gemvTraceReplay"] = Napi::Function::New(env, GemvTraceReplay);
     exports["gemvF32"] = Napi::Function::New(env, GemvF32);
     exports["gemmBf16"] = Napi::Function::New(env, GemmBf16);
     exports["gemmF32"] = Napi::Function::New(env, GemmF32);

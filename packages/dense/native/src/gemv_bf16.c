@@ -2,6 +2,7 @@
 #include "gemv_bf16.h"
 #include "cpu.h"
 #include "pool.h"
+#include "gemv_trace.h"
 
 #define ROWS_PER_TASK_MIN 16
 
@@ -30,12 +31,25 @@ static k3_gemv_bf16_rows_fn variant_for(k3_simd_level level) {
     }
 }
 
-void k3_gemv_bf16(const uint16_t *w, size_t ld, const float *x, float *y, size_t rows, size_t cols) {
-    if (rows == 0) return;
+static void gemv_bf16_run(const uint16_t *w, size_t ld, const float *x, float *y, size_t rows, size_t cols) {
     size_t tasks = (size_t)k3_pool_thread_count() * 4;
     size_t per_task = (rows + tasks - 1) / tasks;
     if (per_task < ROWS_PER_TASK_MIN) per_task = ROWS_PER_TASK_MIN;
     per_task = (per_task + 15) / 16 * 16; /* whole 16-row tiles (gemv_bf16_avx512.c) */
     gemv_job job = {variant_for(k3_cpu_level()), w, ld, x, y, rows, cols, per_task};
     k3_pool_parallel_for((int)((rows + per_task - 1) / per_task), gemv_task, &job);
+}
+
+void k3_gemv_bf16(const uint16_t *w, size_t ld, const float *x, float *y, size_t rows, size_t cols) {
+    if (rows == 0) return;
+    if (k3_gemv_trace_on()) { /* the probe (gemv_trace.h); off: one relaxed load per call */
+        if (!k3_pool_in_task()) {
+            uint64_t t0 = k3_gemv_trace_now_ns();
+            gemv_bf16_run(w, ld, x, y, rows, cols);
+            k3_gemv_trace_add(w, ld, rows, cols, k3_gemv_trace_now_ns() - t0);
+            return;
+        }
+        k3_gemv_trace_count_in_task();
+    }
+    gemv_bf16_run(w, ld, x, y, rows, cols);
 }

@@ -12,6 +12,7 @@
  * on others. Within a burst of calls (a layer) workers stay hot; an idle process stops spinning
  * after the bound and sleeps on the condition variable, so it never burns a core.
  */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -182,6 +183,7 @@ static void start_workers(int n_threads) {
     for (int i = 0; i < n_threads - 1; i++) {
         void *spawn_generation = (void *)(uintptr_t)atomic_load(&pool.generation);
         if (pthread_create(&pool.threads[i], NULL, worker_main, spawn_generation) != 0) break;
+        pthread_setname_np(pool.threads[i], "k3-pool"); /* the engine's per-thread CPU report groups by name */
         pool.n_workers++;
     }
     configured_threads = pool.n_workers + 1;
@@ -213,6 +215,8 @@ int k3_pool_set_threads(int n_threads) {
 /* ---------------------------------------------------------------- running a job */
 
 static int all_done(const void *n_tasks) { return atomic_load(&pool.tasks_done) >= *(const int *)n_tasks; }
+
+int k3_pool_in_task(void) { return inside_task; }
 
 void k3_pool_stats(unsigned long out[3]) {
     out[0] = atomic_load(&stat_jobs);

@@ -10,5 +10,7 @@ void k3_pool_parallel_for(int n_tasks, k3_task_fn task, void *ctx);
 /* Counters since load: [0] jobs run on the pool (2+ tasks, 2+ threads), [1] jobs in which a worker
    ran at least one task, [2] times a worker went to sleep (its time-bounded spin ran out). */
 void k3_pool_stats(unsigned long out[3]);
+/* 1 when the calling thread is running a pool task (a kernel it calls runs inline), else 0. */
+int k3_pool_in_task(void);
 
 #endif

@@ -163,6 +163,7 @@ static int start_pread_threads(k3_read_pool *p) {
     if (!p->threads) return -1;
     for (int i = 0; i < p->cfg.threads; i++) {
         if (pthread_create(&p->threads[i], NULL, pread_worker, p) != 0) break;
+        pthread_setname_np(p->threads[i], "k3-read"); /* the engine's per-thread CPU report groups by name */
         p->n_threads++;
     }
     return p->n_threads > 0 ? 0 : -1;

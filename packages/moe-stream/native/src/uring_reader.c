@@ -247,6 +247,7 @@ k3_uring_reader *k3_uring_reader_start(k3_read_pool *pool, int depth, int want_s
         free_reader(r);
         return NULL;
     }
+    pthread_setname_np(r->thread, "k3-uring"); /* the engine's per-thread CPU report groups by name */
     return r;
 }
 
