@@ -7,6 +7,7 @@
  *  - memory: @k3/dense's memoryReadCeiling (a plain streaming sum) on 2 threads over a 512 MiB
  *    buffer (16x the 32 MiB L3 here), best of 8 passes (on this VM the first few ms of a pass run at
  *    about half speed: 256 MiB x 3 measured 28-36 GB/s where 512 MiB x 5 and 1 GiB x 3 gave 53-59);
+ *    the buffer is backed like the weights (2 MiB aligned, MADV_HUGEPAGE) and holds varied data;
  *  - disk, one ceiling per source the run reads (DISK_SOURCES), each with that source's files,
  *    request (piece) sizes, O_DIRECT-ness and queue depth, on the run's read engine (@k3/moe-stream
  *    measureReadEngine: the read pool driven from C, io_uring else pread threads, no JS in the
