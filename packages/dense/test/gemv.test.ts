@@ -64,10 +64,14 @@ describe("gemvBf16", () => {
     [37, 100, 128],
     [130, 513, 513],
     [64, 3584, 3584],
-    // AVX-512 tiles: 16 + 16 + 8 + 4 + 1 rows with a masked column tail, and a 4 KiB row stride (the
-    // 8-row path); the prefetch moves to the next tile near each row's end
+    // AVX-512 tiles: 16 + 16 + 8 + 4 + 1 rows with a masked column tail; 4 KiB-multiple row strides
+    // (1 thread: skewed 16-row tiles when cols >= 1024, else 8-row tiles; 2+ threads:
+    // 8-row tiles); the prefetch moves to the next tile near each row's end
     [45, 1000, 1003],
     [29, 2048, 2048],
+    [35, 1056, 2048],
+    [16, 1024, 4096],
+    [21, 1040, 2048],
     [48, 7168, 7168],
   ];
 
@@ -94,6 +98,19 @@ describe("gemvBf16", () => {
         const y = run(level, threads, w, x, rows, cols, ld);
         expect(bytesEqual(y, expected), `${level} x${threads}`).toBe(true);
       }
+  });
+
+  it("is bit-identical for every start offset within a 64-byte line (4 KiB-multiple stride: the skewed, line-aligned tiles)", () => {
+    const rows = 21, cols = 1100, ld = 2048;
+    const base = f32ToBf16(uniform(rows * ld + 64, -1, 1, 31));
+    // x inside a bigger array of non-zero values: a masked lane that read past either end would change the sum
+    const x = uniform(cols + 64, -1, 1, 32).subarray(32, 32 + cols);
+    for (let off = 0; off < 32; off += 3) {
+      const w = base.subarray(off, off + rows * ld);
+      const expected = run("scalar", 1, w, x, rows, cols, ld);
+      for (const level of available)
+        for (const threads of [1, 2]) expect(bytesEqual(run(level, threads, w, x, rows, cols, ld), expected), `offset ${off} ${level} x${threads}`).toBe(true);
+    }
   });
 
   it("keeps -0 sums and infinities exactly like the scalar reference in the tail lanes", () => {
