@@ -204,10 +204,11 @@ function perExpert(compute: ReturnType<typeof mxfp4ExpertCompute>, ex: ReturnTyp
 }
 
 describe("mxfp4ExpertCompute.runMany (native, two dispatches through @k3/mxfp4's table) = run() per expert", () => {
-  // in 1056 / inter 480: several gate/up tasks per expert with a ragged last one (224, 224, 32 rows),
-  // two down tasks (1024, 32); 5 rows take @k3/mxfp4's batched (prefill) kernels, 1-3 its matvec ones.
-  const inDim = 1056;
-  const inter = 480;
+  // in 2048 / inter 1056 (1 MiB tasks, moe_mxfp4.c): gate/up tasks of 480, 480 and a ragged 96 rows
+  // per expert, down tasks of 1856 and 192; 5 rows take @k3/mxfp4's batched (prefill) kernels, 1-3 its
+  // matvec ones.
+  const inDim = 2048;
+  const inter = 1056;
   const ex = [mxExpert(0, inDim, inter), mxExpert(1, inDim, inter), mxExpert(2, inDim, inter), mxExpert(3, inDim, inter)];
   const counts = [1, 3, 2, 5];
   const X = f32(6 * inDim, 4);

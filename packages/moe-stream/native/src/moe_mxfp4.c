@@ -2,9 +2,13 @@
 #include <string.h>
 #include "moe_mxfp4.h"
 
-/* Bytes of packed weights + scales one task streams (as moe_compute.c): a K3 decode token's 16
-   experts give ~50 gate/up tasks and ~20 down tasks per expert, enough to balance two threads. */
-#define TASK_BYTES (256u << 10)
+/* Bytes of packed weights + scales one task streams: K3 gives 12 gate/up tasks (256 rows of w1 and
+   of w3) and 6 down tasks (640 rows) per expert, enough to balance two threads even for a group of
+   one expert. Bigger than moe_compute.c's 256 KiB because @k3/mxfp4's decode kernel prefetches 8 rows
+   ahead from a task's start, so each task's first rows come from DRAM unprefetched: K3 decode, 16
+   experts, bench/compute.bench.ts, 2 threads, 08:03-08:23 UTC, ms/token per run (noisy VM):
+   256 KiB 8.61, 8.32; 512 KiB 7.71, 8.13; 1 MiB 7.76, 7.56, 8.25, 7.22; 2 MiB 9.17, 7.14, 7.86, 7.68. */
+#define TASK_BYTES (1u << 20)
 /* Floats reordered per step when φ's output is split in place (whole 32-blocks). */
 #define SPLIT_CHUNK 256
 
