@@ -32,7 +32,7 @@
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { DirectFileWriter, StagingBuffers } from "@k3/moe-stream";
+import { DirectFileWriter, StagingBuffers, synthBlock } from "@k3/moe-stream";
 import { ShardedCheckpointWriter, type ByteQueue, type Dtype, type TensorSpec } from "@k3/safetensors";
 import { KIMI_K2_SPECIALS, KIMI_K3_SPECIALS } from "@k3/tiktoken-bpe";
 import { K3Error, EXIT_RUNTIME, UsageError } from "./errors.js";
@@ -482,10 +482,67 @@ function fillKey(fill: SynthFill, dtype: string): string {
   return `${dtype}:${JSON.stringify(fill)}`;
 }
 
-/** Blocks of the current run: element data twice over, so any window of <= B elements is contiguous. */
+/** True when tensor `t` is written as rotations of a block (see tensorChunks). */
+function usesBlock(t: SynthTensor): boolean {
+  return t.fill.kind === "nibbles" || t.fill.kind === "e8m0" || t.shape.reduce((a, b) => a * b, 1) > DIRECT_MAX;
+}
+
+/** The native builder's kind for a block fill (@k3/moe-stream synthBlock), or -1 (built in JS). */
+function nativeKind(fill: SynthFill, dtype: SynthTensor["dtype"]): number {
+  if (fill.kind === "normal") return dtype === "BF16" ? 0 : dtype === "F32" ? 1 : -1;
+  if (fill.kind === "nibbles") return dtype === "U8" ? 2 : -1;
+  if (fill.kind === "e8m0") return dtype === "U8" ? 3 : -1;
+  return -1;
+}
+
+/**
+ * `n` elements of a block fill from the stream state `r`, twice over: in JS (encode, the reference)
+ * or by the native builder on a libuv thread. Exported for the test that they agree bit for bit.
+ */
+export async function blockBytes(fill: SynthFill, dtype: SynthTensor["dtype"], seed: number, key: string, n: number, native: boolean): Promise<Uint8Array> {
+  const r = rngState(seed, key);
+  const kind = nativeKind(fill, dtype);
+  if (native && kind >= 0) {
+    const f = fill as { mean?: number; std?: number; s?: number };
+    return new Uint8Array(await synthBlock(kind, new Uint32Array([r.a, r.b, r.c, r.d]), n, f.mean ?? 0, f.std ?? 0, f.s ?? 0));
+  }
+  const one = encode(fill, dtype, n, r);
+  const b = new Uint8Array(one.length * 2);
+  b.set(one, 0);
+  b.set(one, one.length);
+  return b;
+}
+
+/**
+ * Blocks of the current run: element data twice over, so any window of <= B elements is contiguous.
+ * `prefetch` builds the blocks a list of tensors needs, one after another in list order on a libuv
+ * thread (native builder), so the JS thread keeps feeding the writes meanwhile; `get` builds in JS
+ * what was not prefetched (the same bytes).
+ */
 class BlockCache {
   private readonly blocks = new Map<string, Uint8Array>();
+  private readonly pending = new Map<string, Promise<Uint8Array>>();
+  private chain: Promise<unknown> = Promise.resolve();
   constructor(private readonly seed: number) {}
+  prefetch(tensors: readonly SynthTensor[]): void {
+    for (const t of tensors) {
+      const key = fillKey(t.fill, t.dtype);
+      if (!usesBlock(t) || nativeKind(t.fill, t.dtype) < 0 || this.blocks.has(key) || this.pending.has(key)) continue;
+      const p = this.chain.then(() => blockBytes(t.fill, t.dtype, this.seed, "block " + key, BLOCK_ELEMENTS, true));
+      const done = p.then((b) => {
+        this.blocks.set(key, b);
+        this.pending.delete(key);
+        return b;
+      });
+      this.chain = done.catch(() => {});
+      this.pending.set(key, done);
+    }
+  }
+  /** Waits for t's block when it is being prefetched. */
+  async ready(t: SynthTensor): Promise<void> {
+    const p = this.pending.get(fillKey(t.fill, t.dtype));
+    if (p) await p;
+  }
   get(fill: SynthFill, dtype: SynthTensor["dtype"]): Uint8Array {
     const key = fillKey(fill, dtype);
     let b = this.blocks.get(key);
@@ -692,6 +749,7 @@ export async function synthesize(options: SynthOptions): Promise<SynthResult> {
     : undefined;
   const writer = new ShardedCheckpointWriter(dir, { shardMetadata: { format: "pt" }, fsync: (options.fsync ?? true) ? "finish" : false, queue });
   const blocks = new BlockCache(seed);
+  blocks.prefetch(plan.flatMap((sh) => sh.tensors));
   // Progress: tensor bytes on their way to disk. O_DIRECT: bytes whose write completed (at most the
   // 4 staging buffers behind what was generated); buffered: bytes generated, as before (the page
   // cache takes them at once and the fsync at the end holds the rest). Rate and ETA are from the
@@ -727,6 +785,7 @@ export async function synthesize(options: SynthOptions): Promise<SynthResult> {
         // One write queue per shard across its tensors: no wait at a tensor's end (K3's MoE
         // layer is 5,376 expert tensors of 0.34-5.5 MB). O_DIRECT: pieces copied into 4 staging
         // buffers of 32 MiB, each written while the next fills; buffered: batches of 32 MiB, 4 in flight.
+        await blocks.ready(t);
         await writer.addChunksAsync(t.name, t.dtype, t.shape, counted(), { queued: true, inFlight: 4, batchBytes: WRITE_BATCH });
       }
     }

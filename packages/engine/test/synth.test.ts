@@ -16,7 +16,7 @@ import { parseConfig } from "../src/config.js";
 import { Engine } from "../src/engine.js";
 import { GB } from "../src/presets.js";
 import { publishedK3Config, publishedKimiLinearConfig } from "../src/published.js";
-import { ciCheckpointOptions, e8m0For, synthConfig, synthesize, synthPlan, syntheticRankFile, tensorByteSize, type SynthOptions, type SynthProgress, type SynthTensor } from "../src/synth.js";
+import { blockBytes, ciCheckpointOptions, e8m0For, synthConfig, synthesize, synthPlan, syntheticRankFile, tensorByteSize, type SynthOptions, type SynthProgress, type SynthTensor } from "../src/synth.js";
 import { captureCli, rawConfig, REPO, TINY_48B, TINY_K3 } from "./helpers.js";
 
 const realRanks = join(process.env.K3_TEST_DATA ?? join(REPO, "..", "shared", "data"), "kimi-tokenizer", "tiktoken.model");
@@ -205,6 +205,30 @@ describe("MXFP4 scales", () => {
       expect(rms * Math.sqrt(fanIn)).toBeGreaterThan(0.7);
       expect(rms * Math.sqrt(fanIn)).toBeLessThan(1.42);
     }
+  });
+});
+
+describe("blocks built natively (off the JS thread)", () => {
+  it("equal the JS generator bit for bit for every block fill, odd lengths included", async () => {
+    const fills: [SynthTensor["fill"], SynthTensor["dtype"]][] = [
+      [{ kind: "normal", mean: 0, std: 1 / Math.sqrt(7168) }, "BF16"],
+      [{ kind: "normal", mean: 1, std: 0.05 }, "BF16"],
+      [{ kind: "normal", mean: -1, std: 1 }, "F32"],
+      [{ kind: "nibbles" }, "U8"],
+      [{ kind: "e8m0", s: e8m0For(1 / Math.sqrt(3072)) }, "U8"],
+    ];
+    for (const [fill, dtype] of fills) {
+      for (const n of [1, 31, 33, 4099, 65537]) {
+        const js = await blockBytes(fill, dtype, 5, `block ${dtype} ${n}`, n, false);
+        const nat = await blockBytes(fill, dtype, 5, `block ${dtype} ${n}`, n, true);
+        expect(nat.length, `${JSON.stringify(fill)} ${n}`).toBe(js.length);
+        expect(Buffer.compare(nat, js), `${JSON.stringify(fill)} ${dtype} n=${n}`).toBe(0);
+      }
+    }
+    // Another seed or key gives other bytes (the state reaches the native builder).
+    const a = await blockBytes({ kind: "normal", mean: 0, std: 1 }, "BF16", 5, "k", 1000, true);
+    const b = await blockBytes({ kind: "normal", mean: 0, std: 1 }, "BF16", 6, "k", 1000, true);
+    expect(Buffer.compare(a, b)).not.toBe(0);
   });
 });
 

@@ -13,6 +13,7 @@
         "src/pool_bench.c",
         "src/read_pool.c",
         "src/resident_load.c",
+        "src/synth_block.c",
         "src/uring.c",
         "src/uring_reader.c"
       ],

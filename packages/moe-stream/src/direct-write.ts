@@ -245,3 +245,13 @@ function ioFailure(file: string, len: number, position: number, err: NodeJS.Errn
   if (err?.code) e.code = err.code;
   return e;
 }
+
+/**
+ * `k3 synth`'s precomputed block (packages/engine/src/synth.ts, whose JS encode() is the reference):
+ * `n` elements of kind 0 normal bf16, 1 normal f32 (mean + std x Irwin-Hall-4), 2 MXFP4 nibbles or
+ * 3 E8M0 scales (s or s + 1) from the sfc32 state (a, b, c, d), written twice over. Built on a libuv
+ * thread (native/src/synth_block.c) so the JS thread keeps feeding the O_DIRECT writes meanwhile.
+ */
+export function synthBlock(kind: number, state: Uint32Array, n: number, mean: number, std: number, s: number): Promise<ArrayBuffer> {
+  return native.synthBlock(kind, state, n, mean, std, s);
+}

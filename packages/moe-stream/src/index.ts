@@ -63,7 +63,7 @@ export { planMemory, censusFromConfig, type PlanOptions, type MemoryPlan, type M
 export { resolveIoEngine, type IoEngine, type IoEngineInUse } from "./io-engine.js";
 export { procIo, peakRssBytes, dropPageCache, measureReadCeiling, measureReadEngine } from "./io-stats.js";
 export { packExperts, openPackedExperts, verifyPackedExperts, EXPERTS_FILE, EXPERTS_INDEX, type PackedExpertsIndex } from "./expert-pack.js";
-export { DirectFileWriter, StagingBuffers, dioAlignment, DIRECT_BUFFER_BYTES, type DirectWriterOptions } from "./direct-write.js";
+export { DirectFileWriter, StagingBuffers, dioAlignment, synthBlock, DIRECT_BUFFER_BYTES, type DirectWriterOptions } from "./direct-write.js";
 export { TrunkChunkStreamer, planTrunkChunks, type TrunkChunk, type TrunkChunkStreamerOptions } from "./trunk-chunks.js";
 export {
   simulateCache,

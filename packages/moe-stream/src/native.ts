@@ -120,6 +120,8 @@ export interface MoeStreamBinding {
   alignedBuffer(bytes: number, align: number): ArrayBuffer;
   /** The O_DIRECT alignment of `path` (statx STATX_DIOALIGN, at least 4096). */
   dioAlignment(path: string): { memAlign: number; offsetAlign: number };
+  /** k3 synth's block: n elements of kind (0 normal bf16, 1 normal f32, 2 nibbles, 3 e8m0) from sfc32 state, twice over; built on a libuv thread. */
+  synthBlock(kind: number, state: Uint32Array, n: number, mean: number, std: number, s: number): Promise<ArrayBuffer>;
   readCeiling(paths: string[], file: Uint32Array, offset: Float64Array, length: Float64Array, qd: number, direct: boolean): { bytes: number; seconds: number };
   dropFileCache(path: string): number;
   /** Seconds to map, fault in (MADV_POPULATE_WRITE from `threads` threads, 0 = one per core) and unmap `bytes` of fresh memory. */

@@ -60,6 +60,9 @@ describe("DirectFileWriter", () => {
     expect(b.byteLength).toBe(65536);
     expect(() => native.alignedBuffer(4096, 3000)).toThrow(/alignedBuffer: align must be a power of two/);
     expect(() => native.alignedBuffer(0, 4096)).toThrow(/alignedBuffer: bytes must be in/);
+    expect(() => native.synthBlock(9, new Uint32Array(4), 10, 0, 1, 0)).toThrow(/synthBlock: kind must be 0 \(normal bf16\), 1 \(normal f32\), 2 \(nibbles\) or 3 \(e8m0\), got 9/);
+    expect(() => native.synthBlock(0, new Uint32Array(3), 10, 0, 1, 0)).toThrow(/synthBlock: argument 'state' must be a Uint32Array of 4/);
+    expect(() => native.synthBlock(3, new Uint32Array(4), 10, 0, 1, 300)).toThrow(/synthBlock: s must be a byte, got 300/);
     const a = native.dioAlignment(disk);
     expect(a.offsetAlign % 4096).toBe(0);
     expect(a.memAlign % 4096).toBe(0);

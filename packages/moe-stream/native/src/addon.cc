@@ -17,6 +17,7 @@ extern "C" {
 #include "pool_bench.h"
 #include "read_pool.h"
 #include "resident_load.h"
+#include "synth_block.h"
 #include "uring.h"
 }
 
@@ -684,6 +685,56 @@ static Napi::Value DioAlignment(const Napi::CallbackInfo &info) {
     return o;
 }
 
+// ---------------------------------------------------------------- k3 synth blocks
+
+// synthBlock(kind, state Uint32Array(4), n, mean, std, s) -> Promise<ArrayBuffer> of 2 n elements
+// (k3_synth_block), built on a libuv thread: the JS thread keeps copying earlier tensors meanwhile.
+class SynthBlockWorker : public Napi::AsyncWorker {
+  public:
+    SynthBlockWorker(Napi::Env env, int kind, const uint32_t *state, uint64_t n, double mean, double std, uint32_t s,
+                     Napi::ArrayBuffer out)
+        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), kind_(kind), n_(n), mean_(mean),
+          std_(std), s_(s), data_(static_cast<uint8_t *>(out.Data())) {
+        memcpy(state_, state, sizeof state_);
+        out_ = Napi::Persistent(out);
+    }
+    Napi::Promise Promise() { return deferred_.Promise(); }
+    void Execute() override { k3_synth_block(kind_, state_, n_, mean_, std_, s_, data_); }
+    void OnOK() override { deferred_.Resolve(out_.Value()); }
+    void OnError(const Napi::Error &err) override { deferred_.Reject(err.Value()); }
+
+  private:
+    Napi::Promise::Deferred deferred_;
+    int kind_;
+    uint32_t state_[4];
+    uint64_t n_;
+    double mean_, std_;
+    uint32_t s_;
+    uint8_t *data_;
+    Napi::Reference<Napi::ArrayBuffer> out_;
+};
+
+static Napi::Value SynthBlock(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "synthBlock";
+    size_t kind, n, s;
+    if (!k3::get_size(info, 0, fn, "kind", &kind) || !k3::get_size(info, 2, fn, "n", &n) || !k3::get_size(info, 5, fn, "s", &s))
+        return env.Undefined();
+    uint32_t esize = k3_synth_elem_bytes((int)kind);
+    if (esize == 0) return k3::fail(env, fn, "kind must be 0 (normal bf16), 1 (normal f32), 2 (nibbles) or 3 (e8m0), got " + std::to_string(kind), true), env.Undefined();
+    if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array || info[1].As<Napi::Uint32Array>().ElementLength() != 4)
+        return k3::fail(env, fn, "argument 'state' must be a Uint32Array of 4 (sfc32 a, b, c, d)"), env.Undefined();
+    if (n == 0 || n > ((size_t)1 << 30) / esize) return k3::fail(env, fn, "n must be in [1, 2^30 / element bytes], got " + std::to_string(n), true), env.Undefined();
+    if (!info[3].IsNumber() || !info[4].IsNumber()) return k3::fail(env, fn, "arguments 'mean' and 'std' must be numbers"), env.Undefined();
+    if (s > 255) return k3::fail(env, fn, "s must be a byte, got " + std::to_string(s), true), env.Undefined();
+    Napi::ArrayBuffer out = Napi::ArrayBuffer::New(env, 2 * n * esize);
+    auto *w = new SynthBlockWorker(env, (int)kind, info[1].As<Napi::Uint32Array>().Data(), n, info[3].As<Napi::Number>().DoubleValue(),
+                                   info[4].As<Napi::Number>().DoubleValue(), (uint32_t)s, out);
+    Napi::Promise p = w->Promise();
+    w->Queue();
+    return p;
+}
+
 // Test hook: every later io_uring setup fails with this errno (0 = off), as under a seccomp filter.
 static Napi::Value SimulateUringUnavailable(const Napi::CallbackInfo &info) {
     size_t err;
@@ -706,6 +757,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["loadResident"] = Napi::Function::New(env, LoadResident);
     exports["alignedBuffer"] = Napi::Function::New(env, AlignedBuffer);
     exports["dioAlignment"] = Napi::Function::New(env, DioAlignment);
+    exports["synthBlock"] = Napi::Function::New(env, SynthBlock);
     return exports;
 }
 
