@@ -11,7 +11,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { basename, join } from "node:path";
 import { setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
-import { readTrunkManifest } from "@k3/moe-stream";
+import { checkTrunkSource, readTrunkManifest } from "@k3/moe-stream";
 import { encodeChat, loadKimiTokenizer, type ChatMessage, type Tokenizer } from "@k3/tiktoken-bpe";
 import { censusOf, type Census } from "./census.js";
 import { checkTokenizerMatch, configFingerprint, fnv1a64, isMoeLayer, readConfig, withLayers, type ModelConfig } from "./config.js";
@@ -28,11 +28,16 @@ import { finishGemvProbe, gemvProbeEnabled, startGemvProbe, type GemvProbeReport
 import { cpuSnapshot, threadCpuBetween, type CpuSnapshot, type ThreadCpuReport } from "./thread-cpu.js";
 import { SpeculativeDecoder, type Drafter } from "./speculative.js";
 
-/** Each layer's bytes in a packed trunk's manifest (the census estimate for a layer it lacks: the streamer then names it). */
-function packedLayerBytes(trunkDir: string, census: Census): number[] {
+/**
+ * Each layer's bytes in a packed trunk's manifest (the census estimate for a layer it lacks: the
+ * streamer then names it), once the trunk is known to be packed from this checkpoint (its shard
+ * names, sizes and headers' hash): a trunk of another or a changed model is refused (exit 2).
+ */
+function packedLayerBytes(trunkDir: string, census: Census, dir: string, shardDirs?: readonly string[]): number[] {
   let manifest;
   try {
     manifest = readTrunkManifest(trunkDir);
+    checkTrunkSource(trunkDir, manifest, dir, shardDirs);
   } catch (e) {
     throw new UsageError(`--trunk ${trunkDir}: ${(e as Error).message}`);
   }
@@ -310,7 +315,7 @@ export class Engine {
       spec: (options.spec ?? 0) > 0,
       // Without a packed trunk every layer is loaded resident: the plan says so and counts no ring.
       packedTrunk: options.trunkDir !== undefined,
-      packedLayerBytes: options.trunkDir !== undefined ? packedLayerBytes(options.trunkDir, census) : undefined,
+      packedLayerBytes: options.trunkDir !== undefined ? packedLayerBytes(options.trunkDir, census, dir, options.shardDirs) : undefined,
     });
     options.log?.(formatPlan(plan, cfg.numLayers));
     checkPlanFits(plan);

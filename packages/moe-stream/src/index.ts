@@ -48,6 +48,8 @@ export {
   planTrunk,
   verifyTrunkFile,
   readTrunkManifest,
+  checkTrunkSource,
+  headersSha256,
   TRUNK_ALIGN,
   TRUNK_FILE,
   TRUNK_MANIFEST,

@@ -18,8 +18,9 @@
  *  - disk full / any write error: a PackError naming the group and the free space; the journal
  *    stays, so the next run resumes.
  */
-import { closeSync, existsSync, fstatSync, fsync, fsyncSync, ftruncateSync, mkdirSync, openSync, read, readFileSync, renameSync, rmSync, statfsSync, statSync, write, writeFileSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, fsync, fsyncSync, ftruncateSync, mkdirSync, openSync, read, readFileSync, readSync, renameSync, rmSync, statfsSync, statSync, write, writeFileSync, writeSync } from "node:fs";
 import { basename, join } from "node:path";
+import { createHash } from "node:crypto";
 import { crc32 } from "node:zlib";
 import { openCheckpointIndex, type TensorInfo } from "./checkpoint.js";
 import { ChecksumError, CheckpointError, PackError, formatBytes } from "./errors.js";
@@ -57,7 +58,11 @@ export interface TrunkManifest {
   align: number;
   file: string;
   bytes: number;
-  source: { shards: Array<{ name: string; size: number; mtimeMs: number }> };
+  /**
+   * The checkpoint it was packed from: its shards (name, size, mtime) and the sha256 of their
+   * headers (checkTrunkSource compares names, sizes and the hash; absent in trunks packed before it).
+   */
+  source: { shards: Array<{ name: string; size: number; mtimeMs: number }>; headersSha256?: string };
   groups: TrunkGroup[];
 }
 
@@ -103,7 +108,7 @@ function computeRank(name: string): number {
 }
 
 /** The deterministic layout of the trunk for a checkpoint (no I/O beyond headers). */
-export function planTrunk(checkpointDir: string, shardDirs?: readonly string[]): { groups: Array<TrunkGroup & { sources: TensorInfo[] }>; bytes: number; shards: TrunkManifest["source"]["shards"] } {
+export function planTrunk(checkpointDir: string, shardDirs?: readonly string[]): { groups: Array<TrunkGroup & { sources: TensorInfo[] }>; bytes: number; shards: TrunkManifest["source"]["shards"]; headersSha256: string } {
   const ckpt = openCheckpointIndex(checkpointDir, { shardDirs });
   const byGroup = new Map<string, { layer: number | null; tensors: TensorInfo[] }>();
   for (const t of ckpt.tensors.values()) {
@@ -142,7 +147,59 @@ export function planTrunk(checkpointDir: string, shardDirs?: readonly string[]):
     const st = statSync(f);
     return { name: basename(f), size: st.size, mtimeMs: Math.floor(st.mtimeMs) };
   });
-  return { groups, bytes: at, shards };
+  return { groups, bytes: at, shards, headersSha256: headersSha256(ckpt.files) };
+}
+
+/** Largest safetensors header hashed (the scanners refuse larger ones too). */
+const MAX_HEADER = 100 << 20;
+
+/**
+ * sha256 over every shard's header (its 8-byte length and the JSON: names, dtypes, shapes and
+ * offsets of all its tensors), in shard order: what a trunk is tied to besides the shards' names
+ * and sizes. Reads only the headers.
+ */
+export function headersSha256(files: readonly string[]): string {
+  const h = createHash("sha256");
+  for (const f of files) {
+    const fd = openSync(f, "r");
+    try {
+      const len = Buffer.alloc(8);
+      if (readSync(fd, len, 0, 8, 0) !== 8) throw new CheckpointError(f, "shorter than a safetensors header");
+      const n = Number(len.readBigUInt64LE(0));
+      if (n > MAX_HEADER) throw new CheckpointError(f, `header of ${n} bytes (at most ${MAX_HEADER})`);
+      const head = Buffer.alloc(n);
+      if (readSync(fd, head, 0, n, 8) !== n) throw new CheckpointError(f, "truncated header");
+      h.update(basename(f)).update(len).update(head);
+    } finally {
+      closeSync(fd);
+    }
+  }
+  return h.digest("hex");
+}
+
+/**
+ * Refuses a packed trunk whose source is not this checkpoint (a trunk packed from one model, run
+ * with a changed copy of it, gave the original's tokens): the shard names and sizes it recorded,
+ * and the sha256 of their headers, must be this checkpoint's. The shards' mtimes are not compared
+ * (a copy keeps the bytes, not the times). Trunks packed before the hash was recorded are checked
+ * on names and sizes only.
+ */
+export function checkTrunkSource(trunkDir: string, manifest: TrunkManifest, checkpointDir: string, shardDirs?: readonly string[]): void {
+  const file = join(trunkDir, TRUNK_MANIFEST);
+  const files = openCheckpointIndex(checkpointDir, { shardDirs }).files;
+  const was = manifest.source?.shards;
+  if (!Array.isArray(was)) throw new CheckpointError(file, "records no source shards: re-pack it from this checkpoint (k3 pack)");
+  const now = files.map((f) => ({ name: basename(f), size: statSync(f).size }));
+  const names = (xs: Array<{ name: string }>) => xs.map((x) => x.name).join(", ");
+  if (names(was) !== names(now)) throw new CheckpointError(file, `packed from shards [${names(was)}], this checkpoint has [${names(now)}]: re-pack it (k3 pack)`);
+  for (const [i, s] of now.entries()) {
+    if (s.size !== was[i].size) throw new CheckpointError(file, `packed from ${s.name} of ${was[i].size} bytes, this checkpoint's is ${s.size} bytes: re-pack it (k3 pack)`);
+  }
+  const hash = manifest.source.headersSha256;
+  if (hash !== undefined) {
+    const got = headersSha256(files);
+    if (got !== hash) throw new CheckpointError(file, `packed from shards whose headers hash to sha256 ${hash.slice(0, 16)}..., this checkpoint's hash to ${got.slice(0, 16)}... (other tensors or offsets): re-pack it (k3 pack)`);
+  }
 }
 
 export const DEFAULT_PACK_PIECE = 64 << 20;
@@ -429,7 +486,7 @@ export async function packTrunk(checkpointDir: string, outDir: string, opts: Pac
     for (const [name, t] of Object.entries(g.tensors)) tensors[name] = { ...t, crc32: crcs[name] };
     return { name: g.name, layer: g.layer, offset: g.offset, byteLength: g.byteLength, tensors };
   });
-  const manifest: TrunkManifest = { format: "k3-trunk", version: 1, align: TRUNK_ALIGN, file: TRUNK_FILE, bytes: plan.bytes, source: { shards: plan.shards }, groups };
+  const manifest: TrunkManifest = { format: "k3-trunk", version: 1, align: TRUNK_ALIGN, file: TRUNK_FILE, bytes: plan.bytes, source: { shards: plan.shards, headersSha256: plan.headersSha256 }, groups };
   // Groups written by this run were verified piece by piece; a resumed run re-reads the groups an
   // earlier run wrote (every crc32 against its journal).
   const resumed = new Set(plan.groups.slice(0, resumedGroups).map((g) => g.name));
