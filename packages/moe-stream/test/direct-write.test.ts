@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { DirectFileWriter, StagingBuffers, type DirectWriterOptions } from "../src/direct-write.js";
 import { native } from "../src/native.js";
-import { diskDir, TMPFS_MAGIC } from "./fixtures.js";
+import { diskDir, pattern, TMPFS_MAGIC } from "./fixtures.js";
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -15,16 +15,6 @@ dirs.push(disk);
 const shm = existsSync("/dev/shm") && statfsSync("/dev/shm").type === TMPFS_MAGIC ? mkdtempSync("/dev/shm/k3-dwrite-") : null;
 if (shm) dirs.push(shm);
 else console.log("skipping the tmpfs fallback case: /dev/shm is not a tmpfs here");
-
-function pattern(n: number, seed: number): Uint8Array {
-  const out = new Uint8Array(n);
-  let x = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
-    out[i] = x >>> 24;
-  }
-  return out;
-}
 
 /** Writes `data` in pieces of the given sizes (cycled), with drain() after the piece `drainAfter`. */
 async function writeFile(path: string, data: Uint8Array, sizes: number[], opts: DirectWriterOptions, drainAfter = -1): Promise<DirectFileWriter> {

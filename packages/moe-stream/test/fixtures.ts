@@ -84,3 +84,14 @@ export function diskDir(prefix: string): string {
   mkdirSync(base, { recursive: true });
   return mkdtempSync(join(base, prefix));
 }
+
+/** n deterministic bytes (an LCG's top byte) for I/O tests: the same seed gives the same bytes. */
+export function pattern(n: number, seed: number): Uint8Array {
+  const out = new Uint8Array(n);
+  let x = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
+    out[i] = x >>> 24;
+  }
+  return out;
+}

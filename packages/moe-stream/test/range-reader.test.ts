@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MoeStreamError, StoreStateError } from "../src/errors.js";
 import { RangeReader } from "../src/range-reader.js";
-import { diskDir } from "./fixtures.js";
+import { diskDir, pattern } from "./fixtures.js";
 
 
 let dir: string;
@@ -14,16 +14,6 @@ let a: string;
 let b: string;
 let bytesA: Uint8Array;
 let bytesB: Uint8Array;
-
-function pattern(n: number, seed: number): Uint8Array {
-  const out = new Uint8Array(n);
-  let x = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
-    out[i] = x >>> 24;
-  }
-  return out;
-}
 
 beforeAll(() => {
   dir = diskDir("k3-range-");
