@@ -23,7 +23,7 @@ import { DEFAULT_PROMPT_CACHE_BYTES, PromptCache, snapshotPoint, type PromptCach
 import { budgetsFor, checkContextFits, checkPlanFits, fmtBytes, formatPlan, planMemory, readMemInfo, headChunkRowsFor, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
 import { afterPlans, measureCeilings, measureCeilingsAfter, type FloorSetup, type SourcePlan } from "./floor.js";
 import { buildReport, emptyCounters, refloorReport, type Ceilings, type RunCounters, type RunReport } from "./report.js";
-import { Sampler, type SamplingOptions } from "./sampler.js";
+import { Sampler, type SamplingOptions, type TokenConstraint } from "./sampler.js";
 import { finishGemvProbe, gemvProbeEnabled, startGemvProbe, type GemvProbeReport } from "./gemv-probe.js";
 import { cpuSnapshot, threadCpuBetween, type CpuSnapshot, type ThreadCpuReport } from "./thread-cpu.js";
 import { SpeculativeDecoder, type Drafter } from "./speculative.js";
@@ -155,6 +155,13 @@ export interface GenerateOptions extends SamplingOptions {
   spec?: number;
   /** Called with the logits each token is sampled from (step 0 = the prompt's last position), before sampling. */
   onLogits?: (logits: Float32Array, step: number) => void;
+  /**
+   * Called after each draw with the id and the row it was drawn from: the model's logits after the
+   * penalties and the constraint's mask, before temperature / top-k / top-p (logprobs come from it).
+   */
+  onSample?: (id: number, row: Float32Array, step: number) => void;
+  /** Restricts each draw (JSON mode); generation stops with "stop" once it says the output is complete. */
+  constraint?: TokenConstraint;
   /** Where speculative drafts come from (default: n-gram lookup in the context; any source keeps the output exact). */
   drafter?: Drafter;
 }
@@ -454,7 +461,16 @@ export class Engine {
       const td = performance.now();
       for (let i = 0; i < maxTokens; i++) {
         options.onLogits?.(logits, i);
-        const id = sampler.sample(logits);
+        let row = sampler.adjust(logits);
+        if (options.constraint) {
+          // The model's row may be kept by the speculative decoder: mask a copy.
+          if (row === logits) row = logits.slice();
+          options.constraint.mask(row, maxTokens - i);
+        }
+        const id = sampler.sample(row);
+        sampler.accept(id);
+        options.onSample?.(id, row, i);
+        const complete = options.constraint ? options.constraint.accept(id) : false;
         unfed = [id];
         if (stopIds.has(id)) {
           stopReason = "stop";
@@ -475,6 +491,7 @@ export class Engine {
           stopReason = "stop";
           cutByString = true;
         }
+        if (complete) stopReason = "stop";
         let safe = text.length;
         if (cut < 0) {
           for (const s of stops) {
@@ -490,7 +507,7 @@ export class Engine {
         emitted = Math.max(emitted, safe);
         const elapsed = (performance.now() - t0) / 1000;
         yield { token: id, text: piece, stats: { index: i, promptTokens: promptIds.length, elapsedSeconds: elapsed, tokensPerSecond: (i + 1) / elapsed } };
-        if (cut >= 0 || i === maxTokens - 1) break;
+        if (cut >= 0 || complete || i === maxTokens - 1) break;
         if (signal?.aborted || cancelled?.()) throw new AbortError();
         if (spec) context.push(id);
         // Rows past the last token that may still be sampled are not worth verifying.

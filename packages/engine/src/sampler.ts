@@ -1,5 +1,6 @@
 /**
- * Deterministic token sampling: greedy, or temperature → top-k → top-p drawn with PCG32.
+ * Deterministic token sampling: greedy, or temperature → top-k → top-p drawn with PCG32, after
+ * OpenAI's presence/frequency penalties; and the log-probabilities clients ask for (`logprobsOf`).
  *
  * The same (logits, options, seed, stream) always gives the same token on every machine: the
  * candidate order is fixed (logit descending, ties to the lower id), probabilities are computed in
@@ -46,6 +47,12 @@ export interface SamplingOptions {
   topP?: number;
   /** Seed of the PCG32 stream (default 0). */
   seed?: number;
+  /**
+   * OpenAI's penalties, in [-2, 2] (default 0): before sampling, every token already generated
+   * in this call has its logit lowered by `count * frequencyPenalty + presencePenalty`.
+   */
+  presencePenalty?: number;
+  frequencyPenalty?: number;
 }
 
 /** Checks sampling options; a bad value is a UsageError naming the option. */
@@ -54,11 +61,16 @@ export function validateSampling(o: SamplingOptions): Required<SamplingOptions> 
   const topK = o.topK ?? 0;
   const topP = o.topP ?? 1;
   const seed = o.seed ?? 0;
+  const presencePenalty = o.presencePenalty ?? 0;
+  const frequencyPenalty = o.frequencyPenalty ?? 0;
   if (!Number.isFinite(temperature) || temperature < 0) throw new UsageError(`temperature = ${temperature}: expected a number >= 0`);
   if (!Number.isInteger(topK) || topK < 0) throw new UsageError(`top_k = ${topK}: expected an integer >= 0`);
   if (!Number.isFinite(topP) || topP <= 0 || topP > 1) throw new UsageError(`top_p = ${topP}: expected a number in (0, 1]`);
   if (!Number.isSafeInteger(seed) || seed < 0) throw new UsageError(`seed = ${seed}: expected a non-negative integer`);
-  return { temperature, topK, topP, seed };
+  for (const [name, v] of [["presence_penalty", presencePenalty], ["frequency_penalty", frequencyPenalty]] as const) {
+    if (!Number.isFinite(v) || v < -2 || v > 2) throw new UsageError(`${name} = ${v}: expected a number in [-2, 2]`);
+  }
+  return { temperature, topK, topP, seed, presencePenalty, frequencyPenalty };
 }
 
 /** Index of the largest logit; ties go to the lower id; NaN never wins. */
@@ -79,6 +91,8 @@ export function argmax(logits: Float32Array): number {
 export class Sampler {
   readonly options: Required<SamplingOptions>;
   private readonly rng: Pcg32;
+  /** How often each token was generated so far (the penalties' c[j]). */
+  private readonly counts = new Map<number, number>();
 
   constructor(options: SamplingOptions = {}, stream = 0) {
     this.options = validateSampling(options);
@@ -89,7 +103,25 @@ export class Sampler {
     return this.options.temperature === 0 || this.options.topK === 1;
   }
 
-  /** Picks the next token from a row of logits. */
+  /** Records a generated token: the penalties count it from the next draw on. */
+  accept(id: number): void {
+    this.counts.set(id, (this.counts.get(id) ?? 0) + 1);
+  }
+
+  /**
+   * The row the sampler draws from: the logits minus OpenAI's penalties,
+   * `logit[j] - c[j] * frequency_penalty - (c[j] > 0) * presence_penalty` (c[j]: times token j
+   * was generated, see accept). A fresh copy when a penalty applies; otherwise the row itself.
+   */
+  adjust(logits: Float32Array): Float32Array {
+    const { presencePenalty, frequencyPenalty } = this.options;
+    if ((presencePenalty === 0 && frequencyPenalty === 0) || this.counts.size === 0) return logits;
+    const out = logits.slice();
+    for (const [id, c] of this.counts) if (id < out.length) out[id] = out[id] - c * frequencyPenalty - presencePenalty;
+    return out;
+  }
+
+  /** Picks the next token from a row of logits (as given: see adjust for the penalties). */
   sample(logits: Float32Array): number {
     if (this.greedy) return argmax(logits);
     const { temperature, topK, topP } = this.options;
@@ -147,4 +179,34 @@ function topCandidates(logits: Float32Array, k: number): number[] {
     return best;
   }
   return ids.sort(order);
+}
+
+/** A token and its log-probability. */
+export interface TokenLogprob {
+  id: number;
+  logprob: number;
+}
+
+/**
+ * Log-softmax of a row at one id, and the `top` most likely ids (ties: lower id first), computed
+ * in float64 in id order. -Infinity entries (masked tokens) have probability 0 and are never listed.
+ */
+export function logprobsOf(row: Float32Array, id: number, top = 0): { logprob: number; top: TokenLogprob[] } {
+  let max = -Infinity;
+  for (let i = 0; i < row.length; i++) if (row[i] > max) max = row[i];
+  let sum = 0;
+  for (let i = 0; i < row.length; i++) if (row[i] > -Infinity) sum += Math.exp(row[i] - max);
+  const lse = max + Math.log(sum);
+  const lp = (i: number) => (row[i] > -Infinity ? row[i] - lse : -Infinity);
+  return { logprob: lp(id), top: top > 0 ? topCandidates(row, top).filter((i) => row[i] > -Infinity).map((i) => ({ id: i, logprob: lp(i) })) : [] };
+}
+
+/**
+ * Restricts what may be drawn (JSON mode): `mask` sets the logits of forbidden ids to -Infinity
+ * in a row the sampler owns, given how many tokens may still be generated (this one included);
+ * `accept` follows the drawn id and says whether the output is complete (generation then stops).
+ */
+export interface TokenConstraint {
+  mask(row: Float32Array, remaining: number): void;
+  accept(id: number): boolean;
 }

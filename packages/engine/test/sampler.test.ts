@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { argmax, Pcg32, Sampler } from "../src/sampler.js";
+import { argmax, logprobsOf, Pcg32, Sampler } from "../src/sampler.js";
 
 describe("PCG32", () => {
   it("matches the reference pcg32 demo sequence (seed 42, stream 54)", () => {
@@ -52,5 +52,68 @@ describe("sampler", () => {
     expect(() => new Sampler({ topP: 0 })).toThrow(/top_p = 0/);
     expect(() => new Sampler({ topK: 1.5 })).toThrow(/top_k = 1.5/);
     expect(() => new Sampler({ seed: -3 })).toThrow(/seed = -3/);
+  });
+});
+
+describe("presence / frequency penalties (OpenAI's formula)", () => {
+  it("lowers each generated token's logit by count * frequency + presence, on a copy", () => {
+    const s = new Sampler({ temperature: 1, presencePenalty: 0.5, frequencyPenalty: 0.25, seed: 1 });
+    const logits = Float32Array.from([1, 2, 3, 4]);
+    expect(s.adjust(logits)).toBe(logits); // nothing generated yet: the row itself
+    s.accept(2);
+    s.accept(2);
+    s.accept(0);
+    const row = s.adjust(logits);
+    // Hand-computed: id 0 once: 1 - 0.25 - 0.5 = 0.25; id 2 twice: 3 - 0.5 - 0.5 = 2.
+    expect(Array.from(row)).toEqual([0.25, 2, 2, 4]);
+    expect(Array.from(logits)).toEqual([1, 2, 3, 4]);
+  });
+
+  it("a negative presence penalty favours repeats; zero penalties leave the row alone", () => {
+    const s = new Sampler({ presencePenalty: -2 });
+    s.accept(0);
+    const row = Float32Array.from([1, 2.5]);
+    expect(s.sample(s.adjust(row))).toBe(0); // 3 > 2.5
+    const plain = new Sampler({});
+    plain.accept(1);
+    expect(plain.adjust(row)).toBe(row);
+  });
+
+  it("refuses penalties outside [-2, 2] naming the field", () => {
+    expect(() => new Sampler({ presencePenalty: 2.5 })).toThrow(/presence_penalty = 2.5: expected a number in \[-2, 2\]/);
+    expect(() => new Sampler({ frequencyPenalty: Number.NaN })).toThrow(/frequency_penalty/);
+  });
+
+  it("seeded draws with penalties repeat exactly", () => {
+    const draw = () => {
+      const s = new Sampler({ temperature: 0.8, topP: 0.9, seed: 42, presencePenalty: 0.7, frequencyPenalty: 0.3 });
+      const out: number[] = [];
+      const base = Float32Array.from({ length: 50 }, (_, i) => Math.sin(i) * 3);
+      for (let k = 0; k < 40; k++) {
+        const id = s.sample(s.adjust(base));
+        s.accept(id);
+        out.push(id);
+      }
+      return out;
+    };
+    const a = draw();
+    expect(draw()).toEqual(a);
+    // The penalties spread the draws: no token dominates 40 draws from a fixed row.
+    expect(new Set(a).size).toBeGreaterThan(5);
+  });
+});
+
+describe("logprobsOf", () => {
+  it("is the log-softmax (hand-computed) with the top ids in order, masked ids left out", () => {
+    const row = Float32Array.from([0, Math.log(3), -Infinity, Math.log(6)]);
+    // softmax = [1, 3, 0, 6] / 10
+    const r = logprobsOf(row, 1, 3);
+    expect(r.logprob).toBeCloseTo(Math.log(0.3), 6);
+    expect(r.top.map((t) => t.id)).toEqual([3, 1, 0]);
+    expect(r.top[0].logprob).toBeCloseTo(Math.log(0.6), 6);
+    expect(r.top[2].logprob).toBeCloseTo(Math.log(0.1), 6);
+    expect(logprobsOf(row, 2, 10).logprob).toBe(-Infinity);
+    expect(logprobsOf(row, 2, 10).top).toHaveLength(3);
+    expect(logprobsOf(row, 0).top).toEqual([]);
   });
 });
