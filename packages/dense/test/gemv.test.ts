@@ -73,6 +73,10 @@ describe("gemvBf16", () => {
     [16, 1024, 4096],
     [21, 1040, 2048],
     [48, 7168, 7168],
+    // AVX2 tiles: 8 + 4 + 2 + 1 rows, column tails of 11, 8 and 8 after the whole 16s (cols < 16: the tail alone)
+    [15, 75, 80],
+    [7, 40, 40],
+    [6, 8, 8],
   ];
 
   it.each(shapes)("matches a float64 reference (%i x %i, ld %i)", (rows, cols, ld) => {
