@@ -17,8 +17,10 @@ static int starts_at(const uint8_t *s, size_t len, size_t at, const char *prefix
 static int number_then_dot(const uint8_t *s, size_t len, size_t at, int32_t *value, size_t *next) {
     int32_t v = 0;
     size_t i = at;
+    /* Up to 10 digits are counted (a 10th means "too long") but only 9 are accumulated:
+       10 digits overflow int32_t. */
     while (i < len && i - at < 10 && s[i] >= '0' && s[i] <= '9') {
-        v = v * 10 + (s[i] - '0');
+        if (i - at < 9) v = v * 10 + (s[i] - '0');
         i++;
     }
     size_t digits = i - at;

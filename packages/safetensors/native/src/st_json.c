@@ -137,7 +137,9 @@ static int escape(st_json *s, size_t *pp, st_bytes *x) {
     return 0;
 }
 
+/* len may be 0 with x->buf still NULL (an empty first string): memcpy(NULL, .., 0) is undefined. */
 static void append(st_bytes *x, const uint8_t *from, size_t len) {
+    if (len == 0) return;
     memcpy(x->buf + x->len, from, len);
     x->len += len;
 }
@@ -147,7 +149,9 @@ int st_json_string(st_json *s, st_bytes *x) {
     size_t n = s->n, p = s->p + 1, start = p;
     p = st_string_end(b, p, n);
     if (p < n && b[p] == '"') {
-        if (st_bytes_reserve(x, x->len + (p - start)) != 0) return st_json_oom(s);
+        /* + 1: the buffer exists even after an empty first string, so callers may point into it
+           (NULL + 0 is undefined). */
+        if (st_bytes_reserve(x, x->len + (p - start) + 1) != 0) return st_json_oom(s);
         append(x, b + start, p - start);
         s->p = p + 1;
         return 0;
