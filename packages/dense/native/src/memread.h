@@ -1,15 +1,17 @@
 /*
  * memread.h: the memory-read ceiling for benchmarks. A plain streaming sum over a buffer far
- * larger than the caches, split in `threads` contiguous slices, 8 independent accumulators.
+ * larger than the caches, split in `threads` contiguous slices, 8 independent accumulators; each
+ * slice read both as one sequential stream and as 4 interleaved ones (memread.c), the best counts.
  */
 #ifndef K3_MEMREAD_H
 #define K3_MEMREAD_H
 #include <stddef.h>
 
-/* Sums n floats (n a multiple of 128, p 64-byte aligned); the value only defeats dead-code removal. */
-float k3_memread_sum_scalar(const float *p, size_t n);
-float k3_memread_sum_avx2(const float *p, size_t n);
-float k3_memread_sum_avx512(const float *p, size_t n);
+/* Sums n floats (n a multiple of 128 x streams, p 64-byte aligned) read as `streams` interleaved
+   sequential slices; the value only defeats dead-code removal. */
+float k3_memread_sum_scalar(const float *p, size_t n, int streams);
+float k3_memread_sum_avx2(const float *p, size_t n, int streams);
+float k3_memread_sum_avx512(const float *p, size_t n, int streams);
 
 /* Best GB/s (1e9 B/s) of `reps` passes over `bytes` with `threads` pool tasks; <0 if out of memory. */
 double k3_memory_read_ceiling(size_t bytes, int threads, int reps);

@@ -1,20 +1,24 @@
-/* memread_avx512.c: streaming read with aligned 64-byte loads and 8 accumulators. */
+/* memread_avx512.c: streaming read with aligned 64-byte loads and 8 accumulators, 1 or more streams. */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #include <immintrin.h>
 #include "memread.h"
 
-float k3_memread_sum_avx512(const float *p, size_t n) {
+/* `streams` interleaved slices of n / streams floats each: 512 bytes of every slice per step (see memread.h). */
+float k3_memread_sum_avx512(const float *p, size_t n, int streams) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    for (size_t i = 0; i < n; i += 128) {
-        a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
-        a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
-        a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
-        a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
-        a4 = _mm512_add_ps(a4, _mm512_load_ps(p + i + 64));
-        a5 = _mm512_add_ps(a5, _mm512_load_ps(p + i + 80));
-        a6 = _mm512_add_ps(a6, _mm512_load_ps(p + i + 96));
-        a7 = _mm512_add_ps(a7, _mm512_load_ps(p + i + 112));
-    }
+    const size_t slice = n / (size_t)streams;
+    for (size_t i = 0; i < slice; i += 128)
+        for (int s = 0; s < streams; s++) {
+            const float *q = p + (size_t)s * slice + i;
+            a0 = _mm512_add_ps(a0, _mm512_load_ps(q));
+            a1 = _mm512_add_ps(a1, _mm512_load_ps(q + 16));
+            a2 = _mm512_add_ps(a2, _mm512_load_ps(q + 32));
+            a3 = _mm512_add_ps(a3, _mm512_load_ps(q + 48));
+            a4 = _mm512_add_ps(a4, _mm512_load_ps(q + 64));
+            a5 = _mm512_add_ps(a5, _mm512_load_ps(q + 80));
+            a6 = _mm512_add_ps(a6, _mm512_load_ps(q + 96));
+            a7 = _mm512_add_ps(a7, _mm512_load_ps(q + 112));
+        }
     a0 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
                        _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
     return _mm512_reduce_add_ps(a0);
