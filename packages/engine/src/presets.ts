@@ -12,6 +12,7 @@ import { freemem, totalmem } from "node:os";
 import { join } from "node:path";
 import type { Census } from "./census.js";
 import { ContextError, PlanError, UsageError } from "./errors.js";
+import { formatBytes } from "@k3/native";
 
 export const GB = 1e9;
 export const PRESET_NAMES = ["ultra", "laptop", "desktop", "workstation", "server", "max", "auto"] as const;
@@ -400,12 +401,8 @@ export function checkContextFits(plan: MemoryPlan, tokens: number, kvBytesPerTok
 }
 
 /** Human-readable byte count (decimal units, like the budgets). */
-export function fmtBytes(n: number): string {
-  if (n >= GB) return `${(n / GB).toFixed(2)} GB`;
-  if (n >= 1e6) return `${(n / 1e6).toFixed(2)} MB`;
-  if (n >= 1e3) return `${(n / 1e3).toFixed(1)} kB`;
-  return `${Math.round(n)} B`;
-}
+/** The shared byte formatter (decimal units, one system across the packages; @k3/native). */
+export const fmtBytes = formatBytes;
 
 /** The plan as printed before loading. */
 export function formatPlan(plan: MemoryPlan, layers: number): string {

@@ -32,11 +32,12 @@
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { DirectFileWriter, StagingBuffers, synthBlock } from "@k3/moe-stream";
+import { DirectFileWriter, StagingBuffers, redrawLine, synthBlock } from "@k3/moe-stream";
 import { ShardedCheckpointWriter, type ByteQueue, type Dtype, type TensorSpec } from "@k3/safetensors";
 import { KIMI_K2_SPECIALS, KIMI_K3_SPECIALS } from "@k3/tiktoken-bpe";
 import { K3Error, EXIT_RUNTIME, UsageError } from "./errors.js";
 import { complementLayers, publishedK3Config, publishedKimiLinearConfig, releasedFullAttnLayers } from "./published.js";
+import { formatBytes } from "@k3/native";
 
 export type SynthFamily = "k3" | "kimi-linear";
 
@@ -838,9 +839,6 @@ function statSizeOf(path: string): number {
 
 // ---------------------------------------------------------------- progress
 
-function fmtGB(bytes: number): string {
-  return `${(bytes / 1e9).toFixed(2)} GB`;
-}
 
 /**
  * An onProgress callback: a bar redrawn in place on a TTY, otherwise one plain line every
@@ -856,11 +854,11 @@ export function synthProgressPrinter(stream: NodeJS.WriteStream = process.stderr
     last = now;
     const frac = p.bytesTotal > 0 ? p.bytesDone / p.bytesTotal : 1;
     const eta = p.etaSeconds === null ? "--" : `${Math.round(p.etaSeconds)} s`;
-    const text = `${fmtGB(p.bytesDone)} / ${fmtGB(p.bytesTotal)} (${(frac * 100).toFixed(1)}%) ${(p.rate / 1e9).toFixed(2)} GB/s ETA ${eta} ${p.item}`;
+    const text = `${formatBytes(p.bytesDone)} / ${formatBytes(p.bytesTotal)} (${(frac * 100).toFixed(1)}%) ${(p.rate / 1e9).toFixed(2)} GB/s ETA ${eta} ${p.item}`;
     if (tty) {
       const width = 30;
       const bar = "#".repeat(Math.round(frac * width)).padEnd(width, ".");
-      stream.write(`\rsynth [${bar}] ${text}`.padEnd(110) + (p.done ? "\n" : ""));
+      redrawLine(stream, `synth [${bar}] ${text}`, p.done);
     } else stream.write(`synth: ${text}\n`);
   };
 }

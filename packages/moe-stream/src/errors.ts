@@ -2,6 +2,7 @@
  * Typed errors of @k3/moe-stream. Each names the file / tensor / layer / expert and what was
  * expected, so a caller (and the engine's CLI) can print it as is.
  */
+import { formatBytes } from "@k3/native";
 
 /** Base class of every error this package throws. */
 export class MoeStreamError extends Error {
@@ -75,14 +76,5 @@ function hex(n: number): string {
   return "0x" + (n >>> 0).toString(16).padStart(8, "0");
 }
 
-/** 1536 -> "1.5 KiB", 17547264 -> "16.7 MiB". */
-export function formatBytes(n: number): string {
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let v = n;
-  let u = 0;
-  while (Math.abs(v) >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return u === 0 ? `${v} B` : `${v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)} ${units[u]}`;
-}
+/** The shared byte formatter (decimal units; @k3/native). */
+export { formatBytes };

@@ -42,7 +42,7 @@ export {
   type LatentProjection,
   type DroppedExpert,
 } from "./moe-layer.js";
-export { ProgressMeter, progressPrinter, type Progress, type ProgressStream } from "./progress.js";
+export { ProgressMeter, progressPrinter, redrawLine, type Progress, type ProgressStream } from "./progress.js";
 export {
   packTrunk,
   planTrunk,

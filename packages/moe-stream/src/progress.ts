@@ -48,6 +48,19 @@ export class ProgressMeter {
 export interface ProgressStream {
   write(text: string): unknown;
   isTTY?: boolean;
+  /** Terminal width (a TTY's WriteStream has it). */
+  columns?: number;
+}
+
+/**
+ * Redraws the current terminal line with `text`: back to column 0, the text cut to the terminal
+ * width (a wrapped line cannot be redrawn in place), then erase to the end of the line (ESC [K),
+ * so a shorter line leaves nothing of a longer one behind. `done` ends the line.
+ */
+export function redrawLine(stream: ProgressStream, text: string, done = false): void {
+  const width = Math.max(20, (stream.columns ?? 100) - 1);
+  const fitted = text.length <= width ? text : text.slice(0, width - 1) + "…";
+  stream.write(`\r${fitted}\x1b[K${done ? "\n" : ""}`);
 }
 
 /** An onProgress callback that renders to `stream` (default stderr): a bar on a TTY, JSON lines otherwise. */
@@ -67,9 +80,6 @@ export function progressPrinter(stream: ProgressStream = process.stderr, opts: {
     const frac = p.bytesTotal > 0 ? p.bytesDone / p.bytesTotal : 1;
     const bar = "#".repeat(Math.round(frac * width)).padEnd(width, ".");
     const eta = p.etaSeconds === null ? "--" : `${Math.round(p.etaSeconds)}s`;
-    stream.write(
-      `\r${p.phase} [${bar}] ${(frac * 100).toFixed(1)}% ${formatBytes(p.bytesDone)}/${formatBytes(p.bytesTotal)} ${formatBytes(p.rate)}/s ETA ${eta} ${p.item}`.padEnd(100) +
-        (p.done ? "\n" : ""),
-    );
+    redrawLine(stream, `${p.phase} [${bar}] ${(frac * 100).toFixed(1)}% ${formatBytes(p.bytesDone)}/${formatBytes(p.bytesTotal)} ${formatBytes(p.rate)}/s ETA ${eta} ${p.item}`, p.done);
   };
 }

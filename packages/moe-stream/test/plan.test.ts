@@ -75,7 +75,7 @@ describe("planMemory", () => {
       const b = e as BudgetError;
       expect(b.budgetBytes).toBe(1 * GB);
       expect(b.neededBytes).toBeGreaterThan(1 * GB);
-      expect(b.message).toMatch(/memory plan minimum .* needs .* but the budget is 954 MiB \(1000000000 B\)/);
+      expect(b.message).toMatch(/memory plan minimum .* needs .* but the budget is 1\.00 GB \(1000000000 B\)/);
     }
   });
 

@@ -57,3 +57,4 @@ export function loadAddon<T>(packageName: string, moduleUrl: string): LoadedAddo
 }
 
 export { readRegularFileSync, readRegularTextSync, FileRefusedError } from "./regular-file.js";
+export { formatBytes } from "./format.js";

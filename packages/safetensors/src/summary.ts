@@ -6,6 +6,7 @@
 import type { Checkpoint } from "./checkpoint.js";
 import { DTYPES } from "./dtypes.js";
 import { KIND_EXPERT, KIND_GLOBAL } from "./table.js";
+import { formatBytes } from "@k3/native";
 
 export interface LayerSummary {
   layer: number;
@@ -64,13 +65,7 @@ export function summarize(ck: Checkpoint): CheckpointSummary {
   return { files: ck.files.length, tensors: ck.size, dataBytes, byDtype, globals, layers, warnings: [...ck.warnings] };
 }
 
-export function formatBytes(n: number): string {
-  if (n >= 1e12) return `${(n / 1e12).toFixed(2)} TB`;
-  if (n >= 1e9) return `${(n / 1e9).toFixed(2)} GB`;
-  if (n >= 1e6) return `${(n / 1e6).toFixed(2)} MB`;
-  if (n >= 1e3) return `${(n / 1e3).toFixed(1)} kB`;
-  return `${n} B`;
-}
+export { formatBytes };
 
 /** The summary as text. */
 export function formatSummary(s: CheckpointSummary, title: string): string {
