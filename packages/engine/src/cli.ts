@@ -43,6 +43,7 @@ commands:
   plan           the memory plan of a model at a preset, and --project: published-K3 s/token per preset
   bench          prefill and decode speed on a model
   download       fetch a checkpoint from the hub: pinned revision, free-space check, resume, sha256-verified
+  verify         hash every checkpoint file and compare with the sha256 the download recorded
   compare-logits compare two --dump-logits files (max/rel-L2 difference, first argmax change)
   cache-sim      replay a --dump-cache-trace through other expert-cache sizes and policies (no model)
   synth          write a synthetic checkpoint at the published K3 (or Kimi-Linear-48B) widths
@@ -217,6 +218,18 @@ it streams and is renamed into place only when its size and, for LFS files, its 
 hub's listing; a mismatch keeps the bytes as FILE.part.bad and fails (exit 1). Finally every shard
 index.json names must be present. --include fetches only matching files (e.g. the first shards and
 the small files, for --layers N); --verify full re-hashes files already on disk. Rerun to resume.
+`,
+  verify: `usage: k3 verify --model DIR [--manifest FILE] [--state FILE] [--restart] [--threads N] [--json FILE]
+
+Hashes every file of the checkpoint (SHA-256) and compares it with the hash k3 download recorded in
+DIR/.k3-download.json (every file it fetched), or a --manifest (SHA256SUMS lines '<hex>  <name>',
+or JSON name -> hex), or DIR/SHA256SUMS. Files are hashed on worker threads (--threads, default all
+cores) in 16 MiB reads with the next read in flight. A progress bar shows bytes, GB/s and ETA.
+Resumable: each finished file is recorded in DIR/.k3-verify.json (--state FILE elsewhere) with its
+size, mtime and inode, and a rerun skips files still matching; --restart hashes everything again.
+Ctrl-C stops (the files already finished are kept). Exit 0 when every file matches; 1 naming each
+bad (with the tensors of a bad shard), missing or unreadable file; 2 when there is nothing to
+compare with.
 `,
   "compare-logits": `usage: k3 compare-logits A.safetensors B.safetensors [--rtol 1e-3] [--json FILE]
 
@@ -568,6 +581,50 @@ async function cmdDownload(argv: string[]): Promise<number> {
   });
   process.stderr.write(`done: ${r.files.length} files at ${r.revision}, ${fmtBytes(r.fetchedBytes)} fetched, ${fmtBytes(r.resumedBytes)} already there, ${r.seconds.toFixed(1)} s\n`);
   return EXIT_OK;
+}
+
+// ---------------------------------------------------------------- verify
+
+async function cmdVerify(argv: string[]): Promise<number> {
+  const parsed = parsePositional("verify", argv, {
+    model: { type: "string" },
+    manifest: { type: "string" },
+    state: { type: "string" },
+    restart: { type: "boolean" },
+    threads: { type: "string" },
+    json: { type: "string" },
+  });
+  const values = parsed.values as Values;
+  if (values.help) return print(HELP.verify);
+  if (parsed.positionals.length) throw new UsageError(`k3 verify: unexpected argument ${JSON.stringify(parsed.positionals[0])} (see k3 verify --help)`);
+  const model = (values.model as string | undefined) ?? process.env.K3_MODEL_DIR;
+  if (!model) throw new UsageError("k3 verify: --model DIR is required (see k3 verify --help)");
+  const { verifyCheckpoint, formatVerify, VerifyError } = await import("./verify.js");
+  const { progressPrinter } = await import("@k3/moe-stream");
+  const bar = progressPrinter(process.stderr);
+  const ac = new AbortController();
+  const onSigint = () => ac.abort();
+  process.once("SIGINT", onSigint);
+  let r;
+  try {
+    r = await verifyCheckpoint({
+      dir: model,
+      manifest: values.manifest as string | undefined,
+      stateFile: values.state as string | undefined,
+      restart: !!values.restart,
+      threads: values.threads === undefined ? undefined : num(values, "threads", 0, (x) => Number.isInteger(x) && x >= 1 && x <= 256, "an integer in 1..256"),
+      signal: ac.signal,
+      log: (l) => process.stderr.write(l + "\n"),
+      onProgress: (p) => bar({ phase: "verify", item: p.file, ...p }),
+    });
+  } finally {
+    process.off("SIGINT", onSigint);
+  }
+  const { lines, bad } = formatVerify(r);
+  process.stdout.write(lines.join("\n") + "\n");
+  writeJson(values.json as string | undefined, r);
+  if (bad.length) throw new VerifyError(`k3 verify: ${bad.length} file(s) bad or missing: ${bad.map((f) => f.name).join(", ")}`, bad);
+  return r.interrupted ? EXIT_RUNTIME : EXIT_OK;
 }
 
 // ---------------------------------------------------------------- compare-logits
@@ -940,6 +997,8 @@ export async function main(argv: string[]): Promise<number> {
         return await cmdCompareLogits(rest);
       case "download":
         return await cmdDownload(rest);
+      case "verify":
+        return await cmdVerify(rest);
       case "synth":
         return await cmdSynth(rest);
       default:

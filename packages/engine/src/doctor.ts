@@ -10,13 +10,14 @@
  * checkpoint that fits in RAM is measured at disk speed too (unless its filesystem refuses O_DIRECT).
  */
 import { execFileSync } from "node:child_process";
-import { closeSync, existsSync, fstatSync, openSync, readdirSync, readSync, statSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, openSync, readdirSync, readFileSync, readSync, statSync } from "node:fs";
 import { basename, join } from "node:path";
 import { bestSimdLevel, nativeInfo, simdLevel, threadCount } from "@k3/dense";
 import { measureReadCeiling, measureReadEngine, openCheckpointIndex, RangeReader } from "@k3/moe-stream";
 import { censusOf } from "./census.js";
 import { isMoeLayer, readConfig } from "./config.js";
 import { fmtBytes, GB, presetForMemory, readMemInfo } from "./presets.js";
+import { VERIFY_STATE } from "./verify.js";
 
 export interface DoctorOptions {
   dir: string | null;
@@ -52,6 +53,22 @@ function checkShard(file: string): string | null {
     return null;
   } finally {
     closeSync(fd);
+  }
+}
+
+/** Whether `k3 verify` ever checked the checkpoint's bytes (sizes alone do not catch flipped bits). */
+function verifiedLine(dir: string, ok: (s: string) => void, warn: (s: string) => void): void {
+  const state = join(dir, VERIFY_STATE);
+  if (!existsSync(state)) {
+    warn(`the checkpoint's bytes have never been verified: k3 verify --model ${dir} (hashes every file against the sha256 k3 download recorded)`);
+    return;
+  }
+  try {
+    const files = Object.values((JSON.parse(readFileSync(state, "utf8")) as { files?: Record<string, { expected: string; actual: string }> }).files ?? {});
+    const bad = files.filter((f) => f.actual !== f.expected).length;
+    (bad ? warn : ok)(`k3 verify checked ${files.length} file(s) (last ${statSync(state).mtime.toISOString().slice(0, 16).replace("T", " ")} UTC)${bad ? `: ${bad} did not match; rerun k3 verify --model ${dir}` : ""}`);
+  } catch {
+    warn(`${state} is unreadable: rerun k3 verify --model ${dir}`);
   }
 }
 
@@ -205,6 +222,7 @@ export async function runDoctor(o: DoctorOptions): Promise<boolean> {
     }
   }
   if (shardFiles.length && !bad) ok(`${shardFiles.length} shards, ${fmtBytes(total)}: every size matches its header`);
+  verifiedLine(o.dir, ok, warn);
   const m = /of-(\d+)\.safetensors$/.exec(shardFiles[0] ?? "");
   if (m && Number(m[1]) !== shardFiles.filter((f) => /model-\d+-of-\d+\.safetensors$/.test(f)).length) fail(`expected ${Number(m[1])} shards (from the file names), found ${shardFiles.length}`);
 

@@ -39,7 +39,8 @@ export interface DownloadOptions {
   include?: string[];
   /** Files fetched at once (default 4). */
   concurrency?: number;
-  /** "full" re-hashes files already complete on disk (default: trusted by size + the recorded hash). */
+  /** "full" re-hashes files already complete on disk (default: trusted by size + the recorded hash).
+   *  DIR/.k3-download.json records the sha256 of every complete file, for `k3 verify`. */
   verify?: "size" | "full";
   /** Progress callback: bytes done/total, rate, the file in flight. */
   onProgress?: (p: { bytesDone: number; bytesTotal: number; bytesResumed: number; rate: number; etaSeconds: number | null; file: string; done: boolean }) => void;
@@ -124,8 +125,8 @@ async function hashFile(path: string, h: ReturnType<typeof createHash>): Promise
   for await (const chunk of createReadStream(path, { highWaterMark: 8 << 20 })) h.update(chunk as Buffer);
 }
 
-/** Fetches one file into place (resuming a .part), verifying size and sha256. Returns bytes fetched now. */
-async function fetchFile(o: { url: string; token?: string; file: HubFile; path: string; onBytes: (n: number) => void }): Promise<number> {
+/** Fetches one file into place (resuming a .part), verifying size and sha256. Returns the bytes fetched now and the file's sha256. */
+async function fetchFile(o: { url: string; token?: string; file: HubFile; path: string; onBytes: (n: number) => void }): Promise<{ got: number; sha256: string }> {
   const part = `${o.path}.part`;
   mkdirSync(dirname(o.path), { recursive: true });
   const h = createHash("sha256");
@@ -173,7 +174,7 @@ async function fetchFile(o: { url: string; token?: string; file: HubFile; path: 
     throw new DownloadError(`${o.file.name}: sha256 ${digest} but the hub lists ${o.file.sha256}; the bytes were kept as ${relative(dirname(o.path), part)}.bad and the file will be fetched again`);
   }
   renameSync(part, o.path);
-  return got;
+  return { got, sha256: digest };
 }
 
 // ---------------------------------------------------------------- the whole set
@@ -211,8 +212,9 @@ export async function downloadCheckpoint(opts: DownloadOptions): Promise<Downloa
     // Complete files are trusted by size when this tool fetched them; others (a copy, another
     // tool's download) and every file under verify "full" are hashed against the listing first.
     const trusted = complete[f.name] !== undefined && opts.verify !== "full";
-    if (existsSync(path) && statSync(path).size === f.size && (trusted || (await verifyWhole(path, f)))) {
-      complete[f.name] = f.sha256 ?? `size:${f.size}`;
+    const digest = existsSync(path) && statSync(path).size === f.size ? (trusted ? complete[f.name] : await verifyWhole(path, f)) : null;
+    if (digest) {
+      complete[f.name] = digest;
       resumed += f.size;
       continue;
     }
@@ -244,8 +246,8 @@ export async function downloadCheckpoint(opts: DownloadOptions): Promise<Downloa
       inFlight = f.name;
       const path = join(dir, ...f.name.split("/"));
       const url = `${endpoint}/${opts.repo}/resolve/${sha}/${f.name.split("/").map(encodeURIComponent).join("/")}`;
-      await fetchFile({ url, token, file: f, path, onBytes: (n) => ((fetched += n), progress()) });
-      complete[f.name] = f.sha256 ?? `size:${f.size}`;
+      // The sha256 of every file (non-LFS ones too: the hub lists none for them), for k3 verify.
+      complete[f.name] = (await fetchFile({ url, token, file: f, path, onBytes: (n) => ((fetched += n), progress()) })).sha256;
       save();
     }
   });
@@ -266,9 +268,10 @@ export async function downloadCheckpoint(opts: DownloadOptions): Promise<Downloa
   return { revision: sha, files, fetchedBytes: fetched, resumedBytes: resumed, seconds: (performance.now() - t0) / 1000 };
 }
 
-async function verifyWhole(path: string, f: HubFile): Promise<boolean> {
-  if (!f.sha256) return true;
+/** The file's sha256 when it matches the listing (any, for a file the hub lists no hash of), else null. */
+async function verifyWhole(path: string, f: HubFile): Promise<string | null> {
   const h = createHash("sha256");
   await hashFile(path, h);
-  return h.digest("hex") === f.sha256;
+  const digest = h.digest("hex");
+  return !f.sha256 || digest === f.sha256 ? digest : null;
 }

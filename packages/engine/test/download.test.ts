@@ -80,7 +80,13 @@ describe("k3 download", () => {
     expect(mode.auth).toBe("Bearer hf_secret");
     expect(same(target)).toBe(true);
     expect(readdirSync(target).some((f) => f.endsWith(".part"))).toBe(false);
-    expect(JSON.parse(readFileSync(join(target, ".k3-download.json"), "utf8")).sha).toBe(SHA);
+    const state = JSON.parse(readFileSync(join(target, ".k3-download.json"), "utf8"));
+    expect(state.sha).toBe(SHA);
+    // Every file's sha256 is recorded, the non-LFS ones (config.json, ...) too, and k3 verify agrees.
+    for (const f of files) expect(state.complete[f.name]).toBe(createHash("sha256").update(f.bytes).digest("hex"));
+    const v = await captureCli(["verify", "--model", target]);
+    expect(v.code).toBe(0);
+    expect(v.stdout).toMatch(new RegExp(`${files.length} of ${files.length} files match their sha256`));
     const engine = await Engine.load(target, { threads: 1 });
     expect((await engine.complete(engine.encodeText("hi"), { maxTokens: 2 })).ids.length).toBeGreaterThan(0);
     engine.close();
