@@ -6,7 +6,7 @@
 import { Worker } from "node:worker_threads";
 import type { EngineOptions } from "./engine.js";
 import { EXIT_USAGE } from "./errors.js";
-import { HttpError, type CompletionBackend, type CompletionJob, type CompletionResult, type TextChannel } from "./server.js";
+import { HttpError, type CompletionBackend, type CompletionJob, type CompletionResult, type LogprobEntry, type TextChannel, type TextExtra } from "./server.js";
 
 export interface WorkerInit {
   dir: string;
@@ -16,7 +16,7 @@ export interface WorkerInit {
 
 type FromWorker =
   | { type: "ready"; modelId: string; contextLength: number; plan: string }
-  | { type: "text"; id: number; text: string; channel?: TextChannel }
+  | { type: "text"; id: number; text: string; channel?: TextChannel; index?: number; logprobs?: LogprobEntry[] }
   | { type: "done"; id: number; result: CompletionResult }
   | { type: "error"; id: number; message: string; exitCode?: number; name?: string }
   | { type: "log"; line: string }
@@ -40,12 +40,12 @@ export class WorkerBackend implements CompletionBackend {
   /** Receives the engine's log lines after loading (per-request prompt cache reuse); default: dropped. */
   onLog: (line: string) => void = () => {};
   private nextId = 1;
-  private readonly pending = new Map<number, { kind: CompletionJob["kind"]; onText: (t: string, channel?: TextChannel) => void; resolve: (r: CompletionResult) => void; reject: (e: Error) => void }>();
+  private readonly pending = new Map<number, { kind: CompletionJob["kind"]; onText: (t: string, channel?: TextChannel, extra?: TextExtra) => void; resolve: (r: CompletionResult) => void; reject: (e: Error) => void }>();
   private readonly cancel = new Int32Array(new SharedArrayBuffer(4));
 
   private constructor(private readonly worker: Worker) {
     worker.on("message", (m: FromWorker) => {
-      if (m.type === "text") this.pending.get(m.id)?.onText(m.text, m.channel);
+      if (m.type === "text") this.pending.get(m.id)?.onText(m.text, m.channel, { index: m.index, logprobs: m.logprobs });
       else if (m.type === "log") this.onLog(m.line);
       else if (m.type === "done") {
         this.pending.get(m.id)?.resolve(m.result);
@@ -91,7 +91,7 @@ export class WorkerBackend implements CompletionBackend {
     return backend;
   }
 
-  complete(job: CompletionJob, onText: (text: string, channel?: TextChannel) => void, signal: AbortSignal): Promise<CompletionResult> {
+  complete(job: CompletionJob, onText: (text: string, channel?: TextChannel, extra?: TextExtra) => void, signal: AbortSignal): Promise<CompletionResult> {
     const id = this.nextId++;
     Atomics.store(this.cancel, 0, 0);
     const onAbort = () => Atomics.store(this.cancel, 0, id);

@@ -15,7 +15,12 @@ export { gemvProbeEnabled, summarizeGemvProbe, formatGemvProbe, type GemvProbeRe
 export { Engine, MAX_SPEC_DRAFT, MAX_PROMPT_TOKENS, checkPromptLength, stopIdsFor, type EngineOptions, type GenerateOptions, type GenerationResult, type TokenEvent, type ChatFormat } from "./engine.js";
 export { PromptCache, DEFAULT_PROMPT_CACHE_BYTES, stateBytes, snapshotPoint, type PromptCacheOptions, type PromptSnapshot, type PromptCacheStats } from "./prompt-cache.js";
 export { ChatSession, type ChatOptions } from "./chat.js";
-export { startServer, validateRequest, HttpError, type CompletionBackend, type CompletionJob, type CompletionResult, type TextChannel, type ServeOptions, type RunningServer } from "./server.js";
+export { startServer, validateRequest, HttpError, MAX_CHOICES, chatLogprobs, textLogprobs, type CompletionBackend, type CompletionJob, type CompletionResult, type ChoiceResult, type LogprobEntry, type TextExtra, type TextChannel, type ServeOptions, type RunningServer } from "./server.js";
+export { initialState, step, stepBytes, isComplete, minCompletion, minValueLength, ANY, ANY_OBJECT, MAX_WS, type JsonState, type SchemaNode, type ObjectProp } from "./json-grammar.js";
+export { compileSchema, SchemaError } from "./json-schema.js";
+export { JsonConstraint, JsonVocab, jsonVocabFor, allowedTokens, staysInString } from "./json-mask.js";
+export { jsonConstraint, schemaFor, K3Channels, ThinkThenJson, type ResponseFormat, type K3Channel } from "./json-mode.js";
+export { tokenString } from "./token-text.js";
 export { WorkerBackend, type WorkerInit } from "./backend.js";
 export { embeddedModelDir } from "./embedded.js";
 export { teacherForced, loadReference, formatTeacherForcing, type TeacherForcingResult, type TeacherForcingMismatch, type TeacherForcingOptions } from "./teacher-forcing.js";

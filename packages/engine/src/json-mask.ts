@@ -6,8 +6,8 @@
  * walks the trie from the grammar state, pruning a subtree at its first refused byte; outside
  * strings few first bytes survive (whitespace, a quote, a digit...). Inside a string almost every
  * token survives, so there the tokens that cannot leave a string (no quote, backslash, control
- * byte or broken UTF-8) are allowed from a precomputed list and only the others are walked
- * (a second trie). `bench/json-mask.bench.ts` times it on the real vocabulary.
+ * byte or broken UTF-8) are allowed from a precomputed list (with the UTF-8 bytes each leaves
+ * due, for the budget below) and only the others are walked (a second trie). `bench/json-mask.bench.ts` times it on the real vocabulary.
  *
  * Closing in time: with `remaining` tokens left (this one included) a token is allowed only if
  * the shortest completion after it (minCompletion, bytes) fits in remaining - 1; every single
@@ -63,25 +63,30 @@ class ByteTrie {
 
 /** True when the bytes, read inside a string with nothing open, stay inside it (a UTF-8 sequence may stay open at the end). */
 export function staysInString(bytes: Uint8Array): boolean {
+  return openAfter(bytes) >= 0;
+}
+
+/** For bytes that stay inside a string: the UTF-8 continuation bytes still due after them (0..3); -1 when they leave it. */
+function openAfter(bytes: Uint8Array): number {
   let need = 0;
   for (let i = 0; i < bytes.length; i++) {
     const b = bytes[i];
     if (need > 0) {
-      if (b < 0x80 || b > 0xbf) return false;
+      if (b < 0x80 || b > 0xbf) return -1;
       // The first continuation's narrower range (E0, ED, F0, F4) is checked below on the lead.
       need--;
       continue;
     }
-    if (b === 0x22 || b === 0x5c || b < 0x20) return false;
+    if (b === 0x22 || b === 0x5c || b < 0x20) return -1;
     if (b < 0x80) continue;
     if (b >= 0xc2 && b <= 0xdf) need = 1;
     else if (b >= 0xe0 && b <= 0xef) need = 2;
     else if (b >= 0xf0 && b <= 0xf4) need = 3;
-    else return false;
+    else return -1;
     const next = i + 1 < bytes.length ? bytes[i + 1] : -1;
-    if (next >= 0 && ((b === 0xe0 && next < 0xa0) || (b === 0xed && next > 0x9f) || (b === 0xf0 && next < 0x90) || (b === 0xf4 && next > 0x8f))) return false;
+    if (next >= 0 && ((b === 0xe0 && next < 0xa0) || (b === 0xed && next > 0x9f) || (b === 0xf0 && next < 0x90) || (b === 0xf4 && next > 0x8f))) return -1;
   }
-  return true;
+  return need;
 }
 
 /** The vocabulary as JSON mode sees it: each id's bytes (null: never allowed, e.g. special tokens), in tries. */
@@ -89,18 +94,24 @@ export class JsonVocab {
   readonly trie = new ByteTrie();
   /** The tokens that are not `stringSafe`, for walks that start inside a string. */
   readonly exitTrie = new ByteTrie();
-  /** Ids whose bytes never leave a string (see staysInString). */
+  /** Ids whose bytes never leave a string (see staysInString), and the UTF-8 bytes each leaves due. */
   readonly stringSafe: Int32Array;
+  readonly stringSafeOpen: Uint8Array;
 
   constructor(readonly tokens: readonly (Uint8Array | null)[]) {
     const safe: number[] = [];
+    const open: number[] = [];
     tokens.forEach((bytes, id) => {
       if (!bytes || bytes.length === 0) return;
       this.trie.insert(bytes, id);
-      if (staysInString(bytes)) safe.push(id);
-      else this.exitTrie.insert(bytes, id);
+      const due = openAfter(bytes);
+      if (due >= 0) {
+        safe.push(id);
+        open.push(due);
+      } else this.exitTrie.insert(bytes, id);
     });
     this.stringSafe = Int32Array.from(safe);
+    this.stringSafeOpen = Uint8Array.from(open);
   }
 
   get size(): number {
@@ -168,10 +179,19 @@ function walk(trie: ByteTrie, start: JsonState, allowed: Uint8Array, budget: num
 /** The mask for one grammar state: `allowed[id]` = 1 for the tokens that may follow. */
 export function allowedTokens(vocab: JsonVocab, state: JsonState, budget = Infinity, allowed: Uint8Array = new Uint8Array(vocab.size)): { allowed: Uint8Array; refused: number } {
   allowed.fill(0);
-  // Plain string tokens keep the shortest completion within +3 bytes (an open UTF-8 sequence).
-  if (inPlainString(state) && budget >= minCompletion(state) + 3) {
-    for (const id of vocab.stringSafe) allowed[id] = 1;
-    return { allowed, refused: walk(vocab.exitTrie, state, allowed, budget) };
+  // A token that stays in the string adds to the shortest completion only the UTF-8 bytes it leaves due.
+  if (inPlainString(state)) {
+    const base = minCompletion(state);
+    const { stringSafe, stringSafeOpen } = vocab;
+    let refused = 0;
+    if (base + 3 <= budget) for (let k = 0; k < stringSafe.length; k++) allowed[stringSafe[k]] = 1;
+    else {
+      for (let k = 0; k < stringSafe.length; k++) {
+        if (base + stringSafeOpen[k] <= budget) allowed[stringSafe[k]] = 1;
+        else refused++;
+      }
+    }
+    return { allowed, refused: refused + walk(vocab.exitTrie, state, allowed, budget) };
   }
   return { allowed, refused: walk(vocab.trie, state, allowed, budget) };
 }

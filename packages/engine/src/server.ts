@@ -11,6 +11,9 @@ import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import { CHAT_PAGE, CHAT_PAGE_CSP } from "./web-ui.js";
 import { HttpGuard } from "./http-guard.js";
 import { METRICS_CONTENT_TYPE, ServerMetrics } from "./metrics.js";
+import { schemaFor, type ResponseFormat } from "./json-mode.js";
+import { validateSampling } from "./sampler.js";
+import { UsageError } from "./errors.js";
 
 export type ChatRole = "system" | "user" | "assistant";
 export interface ChatMessage {
@@ -31,6 +34,39 @@ export interface CompletionJob {
   stop: string[];
   thinking?: boolean;
   effort?: "low" | "high" | "max";
+  /** Choices to generate (default 1): choice i draws from random stream i of the seed. */
+  n?: number;
+  /** OpenAI's penalties in [-2, 2] (see SamplingOptions). */
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  /** Log-probabilities of the content tokens with this many alternatives each; null/absent: none. */
+  logprobs?: number | null;
+  /** JSON mode (json-mode.ts); absent or text: free text. */
+  responseFormat?: ResponseFormat;
+}
+
+/** One generated content token's log-probability (OpenAI's shape is built from it). */
+export interface LogprobEntry {
+  /** The token's text, or `bytes:\\xNN...` when its bytes are not UTF-8 on their own. */
+  token: string;
+  bytes: number[];
+  logprob: number;
+  /** UTF-16 offset of the token's text in the choice's text (text completions' text_offset). */
+  offset: number;
+  top: { token: string; bytes: number[]; logprob: number }[];
+}
+
+/** How one of the n choices ended. */
+export interface ChoiceResult {
+  index: number;
+  finishReason: "stop" | "length";
+  completionTokens: number;
+}
+
+/** What comes with a piece of text besides its channel: the choice it belongs to, and its tokens' logprobs. */
+export interface TextExtra {
+  index?: number;
+  logprobs?: LogprobEntry[];
 }
 
 export interface CompletionResult {
@@ -46,6 +82,8 @@ export interface CompletionResult {
   expertDrops?: number;
   /** The run report's figures /metrics exports (absent from backends without a report). */
   stats?: CompletionStats;
+  /** Each choice's end when n > 1 (finishReason and completionTokens above are choice 0's and the sum). */
+  choices?: ChoiceResult[];
 }
 
 /** Per-generation figures from the engine's run report, for /metrics. */
@@ -64,7 +102,7 @@ export type TextChannel = "content" | "reasoning";
 export interface CompletionBackend {
   readonly modelId: string;
   readonly contextLength: number;
-  complete(job: CompletionJob, onText: (text: string, channel?: TextChannel) => void, signal: AbortSignal): Promise<CompletionResult>;
+  complete(job: CompletionJob, onText: (text: string, channel?: TextChannel, extra?: TextExtra) => void, signal: AbortSignal): Promise<CompletionResult>;
 }
 
 export interface ServeOptions {
@@ -181,22 +219,53 @@ function refuseUnsupported(b: Record<string, unknown>, kind: "chat" | "text"): v
   for (const p of ["tools", "functions"]) if (!unset(b[p])) refuse(p, "tool calling is not supported (K3's tool-call template is not published)");
   for (const p of ["tool_choice", "function_call"]) if (!unset(b[p], ["none"])) refuse(p, "tool calling is not supported (K3's tool-call template is not published)");
   if (!unset(b.parallel_tool_calls, [false, true])) refuse("parallel_tool_calls", "expected true or false (tool calling is not supported)");
-  const rf = b.response_format as { type?: unknown } | null | undefined;
-  if (!unset(rf) && !(typeof rf === "object" && rf !== null && rf.type === "text")) {
-    refuse("response_format", `${JSON.stringify(rf && typeof rf === "object" ? rf.type : rf)} is not supported yet: only {"type": "text"} (JSON mode needs constrained decoding, not implemented)`);
-  }
-  if (kind === "chat") {
-    if (!unset(b.logprobs, [false])) refuse("logprobs", "log probabilities are not supported yet");
-    if (!unset(b.top_logprobs, [0])) refuse("top_logprobs", "log probabilities are not supported yet");
-  } else {
-    if (!unset(b.logprobs, [0])) refuse("logprobs", "log probabilities are not supported yet");
+  if (kind === "text") {
     if (!unset(b.echo, [false])) refuse("echo", "echoing the prompt is not supported");
     if (!unset(b.best_of, [1])) refuse("best_of", "only best_of = 1 is supported");
     if (!unset(b.suffix, [""])) refuse("suffix", "insertion (suffix) is not supported");
   }
-  for (const p of ["presence_penalty", "frequency_penalty"]) if (!unset(b[p], [0])) refuse(p, "repetition penalties are not supported yet: only 0");
   const bias = b.logit_bias;
   if (!unset(bias) && !(typeof bias === "object" && !Array.isArray(bias) && Object.keys(bias as object).length === 0)) refuse("logit_bias", "logit bias is not supported yet");
+}
+
+/** Most choices one request may ask for (each is a full generation, run one after another). */
+export const MAX_CHOICES = 8;
+
+/** `logprobs` / `top_logprobs` (chat: true + 0..20 alternatives; completions: 0..5 alternatives) as the job's count, null when off. */
+function logprobsParam(b: Record<string, unknown>, kind: "chat" | "text"): number | null {
+  if (kind === "text") {
+    const v = num(b, "logprobs", -1, (x) => Number.isInteger(x) && x >= 0 && x <= 5, "an integer in 0..5");
+    return v < 0 ? null : v;
+  }
+  if (b.logprobs !== undefined && b.logprobs !== null && typeof b.logprobs !== "boolean") throw new HttpError(400, "logprobs: expected true or false", "logprobs");
+  const top = num(b, "top_logprobs", -1, (x) => Number.isInteger(x) && x >= 0 && x <= 20, "an integer in 0..20");
+  if (top > 0 && b.logprobs !== true) throw new HttpError(400, "top_logprobs: needs logprobs: true", "top_logprobs");
+  return b.logprobs === true ? Math.max(top, 0) : null;
+}
+
+/** `response_format`: text, json_object, or json_schema with a schema in the subset json-schema.ts enforces. */
+function responseFormatParam(b: Record<string, unknown>): ResponseFormat | undefined {
+  const rf = b.response_format;
+  if (rf === undefined || rf === null) return undefined;
+  const bad = (why: string, param = "response_format") => new HttpError(400, `${param}: ${why}`, param);
+  if (typeof rf !== "object" || Array.isArray(rf)) throw bad('expected {"type": "text" | "json_object" | "json_schema", ...}');
+  const r = rf as { type?: unknown; json_schema?: unknown };
+  if (r.type === "text") return { type: "text" };
+  if (r.type === "json_object") return { type: "json_object" };
+  if (r.type !== "json_schema") throw bad(`type ${JSON.stringify(r.type)}: expected "text", "json_object" or "json_schema"`, "response_format.type");
+  const js = r.json_schema as { name?: unknown; schema?: unknown; strict?: unknown } | undefined;
+  if (!js || typeof js !== "object" || Array.isArray(js)) throw bad('expected {"name": ..., "schema": {...}}', "response_format.json_schema");
+  if (typeof js.name !== "string" || !/^[A-Za-z0-9_-]{1,64}$/.test(js.name)) throw bad("expected 1-64 letters, digits, _ or -", "response_format.json_schema.name");
+  if (js.strict !== undefined && js.strict !== null && typeof js.strict !== "boolean") throw bad("expected true or false", "response_format.json_schema.strict");
+  if (js.schema === undefined) throw bad("a schema is required (JSON mode without one is json_object)", "response_format.json_schema.schema");
+  const format: ResponseFormat = { type: "json_schema", name: js.name, schema: js.schema };
+  try {
+    schemaFor(format);
+  } catch (e) {
+    if (e instanceof UsageError) throw new HttpError(400, e.message, "response_format.json_schema.schema");
+    throw e;
+  }
+  return format;
 }
 
 /** Validates a /v1/chat/completions or /v1/completions body. */
@@ -206,7 +275,6 @@ export function validateRequest(body: unknown, kind: "chat" | "text", modelId: s
   if (b.model !== undefined && b.model !== modelId && b.model !== "k3") {
     throw new HttpError(404, `model ${JSON.stringify(b.model)} is not served here (this server has ${JSON.stringify(modelId)})`, "model", "invalid_request_error", "model_not_found");
   }
-  if (b.n !== undefined && b.n !== null && b.n !== 1) throw new HttpError(400, "n: only n = 1 is supported", "n");
   refuseUnsupported(b, kind);
   const job: CompletionJob & { stream: boolean } = {
     kind,
@@ -217,7 +285,19 @@ export function validateRequest(body: unknown, kind: "chat" | "text", modelId: s
     seed: num(b, "seed", 0, (x) => Number.isSafeInteger(x) && x >= 0, "a non-negative integer"),
     stop: [],
     stream: false,
+    n: num(b, "n", 1, (x) => Number.isInteger(x) && x >= 1 && x <= MAX_CHOICES, `an integer in 1..${MAX_CHOICES}`),
+    presencePenalty: num(b, "presence_penalty", 0, Number.isFinite, "a number in [-2, 2]"),
+    frequencyPenalty: num(b, "frequency_penalty", 0, Number.isFinite, "a number in [-2, 2]"),
+    logprobs: logprobsParam(b, kind),
+    responseFormat: responseFormatParam(b),
   };
+  // One validation path for sampling (the CLI's and Engine's): its messages name the OpenAI field.
+  try {
+    validateSampling(job);
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    throw new HttpError(400, e.message, /^(\w+) =/.exec(e.message)?.[1] ?? null);
+  }
   if (b.stream !== undefined) {
     if (typeof b.stream !== "boolean") throw new HttpError(400, "stream: expected true or false", "stream");
     job.stream = b.stream;
@@ -261,6 +341,33 @@ export function validateRequest(body: unknown, kind: "chat" | "text", modelId: s
     job.prompt = b.prompt;
   }
   return job;
+}
+
+/** Each choice's end: the backend's list, or the one choice of a backend that does not list them. */
+function choiceEnds(r: CompletionResult, n: number): ChoiceResult[] {
+  if (r.choices && r.choices.length > 0) return r.choices;
+  return Array.from({ length: Math.min(n, 1) }, (_, index) => ({ index, finishReason: r.finishReason, completionTokens: r.completionTokens }));
+}
+
+/** Chat completions' `logprobs`: {content: [{token, logprob, bytes, top_logprobs: [...]}], refusal: null}. */
+export function chatLogprobs(entries: LogprobEntry[]) {
+  return {
+    content: entries.map((e) => ({ token: e.token, logprob: e.logprob, bytes: e.bytes, top_logprobs: e.top.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes })) })),
+    refusal: null,
+  };
+}
+
+/**
+ * Completions' `logprobs`: parallel lists of tokens, their logprobs, the alternatives (a map that
+ * also holds the drawn token, as OpenAI's: up to logprobs + 1 entries) and text offsets.
+ */
+export function textLogprobs(entries: LogprobEntry[]) {
+  return {
+    tokens: entries.map((e) => e.token),
+    token_logprobs: entries.map((e) => e.logprob),
+    top_logprobs: entries.map((e) => Object.fromEntries([...e.top.map((t) => [t.token, t.logprob] as const), [e.token, e.logprob] as const])),
+    text_offset: entries.map((e) => e.offset),
+  };
 }
 
 function digest(key: string): Buffer {
@@ -403,25 +510,37 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
     const id = `${kind === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID()}`;
     const stamp = Math.floor(Date.now() / 1000);
     const object = kind === "chat" ? "chat.completion" : "text_completion";
+    const n = job.n ?? 1;
+    const withLogprobs = job.logprobs !== null && job.logprobs !== undefined;
     await queue.run(async () => {
       if (job.stream) {
         res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
         const event = (payload: unknown) => res.write(`data: ${JSON.stringify(payload)}\n\n`);
-        const chunk = (text: string | null, finish: string | null, first = false, channel: TextChannel = "content") =>
-          kind === "chat"
+        const chunk = (index: number, text: string | null, finish: string | null, channel: TextChannel = "content", lp?: LogprobEntry[], role = false) => {
+          const logprobs = lp ? (kind === "chat" ? chatLogprobs(lp) : textLogprobs(lp)) : withLogprobs && text !== null && channel === "content" && !role ? (kind === "chat" ? chatLogprobs([]) : textLogprobs([])) : null;
+          return kind === "chat"
             ? {
                 id,
                 object: "chat.completion.chunk",
                 created: stamp,
                 model: backend.modelId,
-                choices: [{ index: 0, delta: text === null ? {} : first ? { role: "assistant", content: text } : channel === "reasoning" ? { reasoning_content: text } : { content: text }, finish_reason: finish }],
+                choices: [{ index, delta: text === null ? {} : role ? { role: "assistant", content: text } : channel === "reasoning" ? { reasoning_content: text } : { content: text }, ...(withLogprobs ? { logprobs } : {}), finish_reason: finish }],
               }
-            : { id, object: "text_completion", created: stamp, model: backend.modelId, choices: [{ index: 0, text: text ?? "", finish_reason: finish }] };
-        if (kind === "chat") event(chunk("", null, true));
+            : { id, object: "text_completion", created: stamp, model: backend.modelId, choices: [{ index, text: text ?? "", logprobs, finish_reason: finish }] };
+        };
+        if (kind === "chat") for (let i = 0; i < n; i++) event(chunk(i, "", null, "content", undefined, true));
         try {
-          const result = await backend.complete(job, (text, channel) => event(chunk(text, null, false, channel)), abort.signal);
+          const result = await backend.complete(
+            job,
+            (text, channel, extra) => {
+              const index = extra?.index ?? 0;
+              event(chunk(index, text, null, channel, extra?.logprobs));
+            },
+            abort.signal,
+          );
           metrics.countCompletion(result);
-          event({ ...chunk(null, result.finishReason), usage: usage(result), ...extras(result) });
+          const ends = choiceEnds(result, n);
+          ends.forEach((c, i) => event({ ...chunk(c.index, null, c.finishReason), ...(i === ends.length - 1 ? { usage: usage(result), ...extras(result) } : {}) }));
           res.write("data: [DONE]\n\n");
         } catch (err) {
           if (!abort.signal.aborted) event({ error: { message: (err as Error).message, type: "server_error" } });
@@ -429,16 +548,27 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
         res.end();
         return;
       }
-      let text = "";
-      let reasoning: string | null = null;
+      const texts = new Array<string>(n).fill("");
+      const reasonings = new Array<string | null>(n).fill(null);
+      const entries: LogprobEntry[][] = Array.from({ length: n }, () => []);
       // A text completion has no channels: everything the model wrote is its text (as when streamed).
-      const result = await backend.complete(job, (t, channel) => (kind === "chat" && channel === "reasoning" ? (reasoning = (reasoning ?? "") + t) : (text += t)), abort.signal);
+      const result = await backend.complete(
+        job,
+        (t, channel, extra) => {
+          const i = extra?.index ?? 0;
+          if (kind === "chat" && channel === "reasoning") reasonings[i] = (reasonings[i] ?? "") + t;
+          else texts[i] += t;
+          if (extra?.logprobs) entries[i].push(...extra.logprobs);
+        },
+        abort.signal,
+      );
       metrics.countCompletion(result);
-      const choice =
+      const choices = choiceEnds(result, n).map(({ index, finishReason }) =>
         kind === "chat"
-          ? { index: 0, message: { role: "assistant", content: text, ...(reasoning !== null ? { reasoning_content: reasoning } : {}) }, finish_reason: result.finishReason }
-          : { index: 0, text, finish_reason: result.finishReason };
-      sendJson(res, 200, { id, object, created: stamp, model: backend.modelId, choices: [choice], usage: usage(result), ...extras(result) });
+          ? { index, message: { role: "assistant", content: texts[index], ...(reasonings[index] !== null ? { reasoning_content: reasonings[index] } : {}) }, logprobs: withLogprobs ? chatLogprobs(entries[index]) : null, finish_reason: finishReason }
+          : { index, text: texts[index], logprobs: withLogprobs ? textLogprobs(entries[index]) : null, finish_reason: finishReason },
+      );
+      sendJson(res, 200, { id, object, created: stamp, model: backend.modelId, choices, usage: usage(result), ...extras(result) });
     }, abort.signal);
   }
 

@@ -46,7 +46,7 @@ describe("token mask", () => {
       const b = enc.encode(text);
       for (let i = 0; i < b.length; i++) {
         const state = stepBytes(initialState(schema), b.subarray(0, i))!;
-        for (const budget of [Infinity, minCompletion(state) + 2, minCompletion(state)]) {
+        for (const budget of [Infinity, minCompletion(state) + 3, minCompletion(state) + 2, minCompletion(state) + 1, minCompletion(state)]) {
           const got = allowedTokens(vocab, state, budget).allowed;
           expect(Array.from(got), `${text.slice(0, i)} budget ${budget}`).toEqual(Array.from(bruteForce(vocab, state, budget)));
           checked++;

@@ -6,7 +6,7 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startServer, type CompletionBackend, type CompletionJob, type CompletionResult, type RunningServer } from "../src/server.js";
+import { startServer, type CompletionBackend, type CompletionJob, type CompletionResult, type LogprobEntry, type RunningServer, type TextExtra } from "../src/server.js";
 import { ServerMetrics } from "../src/metrics.js";
 
 /** Replies "Hi there" after a short think, and reports stats like the engine's worker does. */
@@ -15,23 +15,38 @@ class StatsBackend implements CompletionBackend {
   readonly contextLength = 2048;
   jobs: CompletionJob[] = [];
   delayMs = 2;
-  async complete(job: CompletionJob, onText: (t: string, channel?: "content" | "reasoning") => void, signal: AbortSignal): Promise<CompletionResult> {
+  async complete(job: CompletionJob, onText: (t: string, channel?: "content" | "reasoning", extra?: TextExtra) => void, signal: AbortSignal): Promise<CompletionResult> {
     this.jobs.push(job);
     const pieces: [string, "content" | "reasoning"][] = [["hmm", "reasoning"], ["Hi", "content"], [" there", "content"]];
-    for (const [text, channel] of pieces.slice(0, job.maxTokens)) {
-      if (signal.aborted) throw new Error("aborted");
-      await new Promise((r) => setTimeout(r, this.delayMs));
-      onText(text, channel);
+    const count = Math.min(3, job.maxTokens);
+    const choices = job.n ?? 1;
+    for (let index = 0; index < choices; index++) {
+      let offset = 0;
+      for (const [text, channel] of pieces.slice(0, job.maxTokens)) {
+        if (signal.aborted) throw new Error("aborted");
+        await new Promise((r) => setTimeout(r, this.delayMs));
+        // Choice i says "Hi there" with i exclamation marks; each content piece is one token.
+        const t = channel === "content" && text === " there" ? text + "!".repeat(index) : text;
+        const logprobs = job.logprobs != null && channel === "content" ? [entry(t, offset, job.logprobs)] : undefined;
+        if (channel === "content") offset += t.length;
+        onText(t, channel, { index, logprobs });
+      }
     }
-    const n = Math.min(3, job.maxTokens);
     return {
-      finishReason: n < 3 ? "length" : "stop",
+      finishReason: count < 3 ? "length" : "stop",
       promptTokens: 5,
-      completionTokens: n,
+      completionTokens: count * choices,
       expertDrops: 0,
       stats: { prefillTokensPerSecond: 50, decodeTokensPerSecond: 4, bytesRead: { trunk: 100, experts: 2000, embedHead: 30 }, expertRequests: 10, expertResidentHits: 7 },
+      choices: Array.from({ length: choices }, (_, index) => ({ index, finishReason: count < 3 ? "length" : "stop", completionTokens: count })),
     };
   }
+}
+
+/** A made-up logprob entry: the token at -0.5, then `top` alternatives at -1, -2, ... */
+function entry(token: string, offset: number, top: number): LogprobEntry {
+  const bytes = Array.from(new TextEncoder().encode(token));
+  return { token, bytes, logprob: -0.5, offset, top: Array.from({ length: top }, (_, k) => ({ token: `alt${k}`, bytes: Array.from(new TextEncoder().encode(`alt${k}`)), logprob: -1 - k })) };
 }
 
 const backend = new StatsBackend();
@@ -90,6 +105,66 @@ describe("the official openai client", () => {
     await expect(client.chat.completions.create({ model: "tiny-test", messages: [{ role: "user", content: "hi" }], temperature: 7 })).rejects.toMatchObject({ status: 400, param: "temperature" });
   });
 
+  it("chat logprobs in OpenAI's shape, plain and streamed", async () => {
+    const r = await client.chat.completions.create({ model: "tiny-test", messages: [{ role: "user", content: "hi" }], logprobs: true, top_logprobs: 2 });
+    const content = r.choices[0].logprobs!.content!;
+    expect(content.map((c) => c.token)).toEqual(["Hi", " there"]);
+    expect(content[0]).toEqual({ token: "Hi", logprob: -0.5, bytes: [72, 105], top_logprobs: [{ token: "alt0", logprob: -1, bytes: [97, 108, 116, 48] }, { token: "alt1", logprob: -2, bytes: [97, 108, 116, 49] }] });
+    expect(r.choices[0].logprobs!.refusal).toBeNull();
+    const stream = await client.chat.completions.create({ model: "tiny-test", messages: [{ role: "user", content: "hi" }], logprobs: true, stream: true });
+    const tokens: string[] = [];
+    for await (const chunk of stream) for (const c of chunk.choices[0]?.logprobs?.content ?? []) tokens.push(c.token);
+    expect(tokens).toEqual(["Hi", " there"]);
+    // Off unless asked: null, as OpenAI's.
+    const off = await client.chat.completions.create({ model: "tiny-test", messages: [{ role: "user", content: "hi" }] });
+    expect(off.choices[0].logprobs).toBeNull();
+  });
+
+  it("completions logprobs: tokens, token_logprobs, top_logprobs (with the drawn token) and text_offset", async () => {
+    const r = await client.completions.create({ model: "tiny-test", prompt: "x", logprobs: 1 });
+    expect(r.choices[0].text).toBe("hmmHi there");
+    expect(r.choices[0].logprobs).toEqual({ tokens: ["Hi", " there"], token_logprobs: [-0.5, -0.5], top_logprobs: [{ alt0: -1, Hi: -0.5 }, { alt0: -1, " there": -0.5 }], text_offset: [0, 2] });
+    const stream = await client.completions.create({ model: "tiny-test", prompt: "x", logprobs: 0, stream: true });
+    const tokens: string[] = [];
+    for await (const chunk of stream) tokens.push(...(chunk.choices[0]?.logprobs?.tokens ?? []));
+    expect(tokens).toEqual(["Hi", " there"]);
+  });
+
+  it("n = 3: three choices with their index, plain and streamed", async () => {
+    const r = await client.chat.completions.create({ model: "tiny-test", messages: [{ role: "user", content: "hi" }], n: 3 });
+    expect(r.choices.map((c) => [c.index, c.message.content])).toEqual([[0, "Hi there"], [1, "Hi there!"], [2, "Hi there!!"]]);
+    expect(r.usage!.completion_tokens).toBe(9);
+    const stream = await client.chat.completions.create({ model: "tiny-test", messages: [{ role: "user", content: "hi" }], n: 2, stream: true });
+    const texts = ["", ""];
+    const finished: number[] = [];
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) {
+        texts[c.index] += c.delta?.content ?? "";
+        if (c.finish_reason) finished.push(c.index);
+      }
+    }
+    expect(texts).toEqual(["Hi there", "Hi there!"]);
+    expect(finished).toEqual([0, 1]);
+    const text = await client.completions.create({ model: "tiny-test", prompt: "x", n: 2 });
+    expect(text.choices.map((c) => c.index)).toEqual([0, 1]);
+  });
+
+  it("penalties, n, logprobs and response_format reach the backend as parsed", async () => {
+    await client.chat.completions.create({
+      model: "tiny-test",
+      messages: [{ role: "user", content: "hi" }],
+      presence_penalty: 0.5,
+      frequency_penalty: -1.25,
+      n: 2,
+      logprobs: true,
+      top_logprobs: 4,
+      response_format: { type: "json_schema", json_schema: { name: "person", strict: true, schema: { type: "object", properties: { name: { type: "string" } }, required: ["name"], additionalProperties: false } } },
+    });
+    expect(backend.jobs.at(-1)).toMatchObject({ presencePenalty: 0.5, frequencyPenalty: -1.25, n: 2, logprobs: 4, responseFormat: { type: "json_schema", name: "person" } });
+    await client.chat.completions.create({ model: "tiny-test", messages: [{ role: "user", content: "hi" }], response_format: { type: "json_object" } });
+    expect(backend.jobs.at(-1)).toMatchObject({ presencePenalty: 0, frequencyPenalty: 0, n: 1, logprobs: null, responseFormat: { type: "json_object" } });
+  });
+
   it("developer messages are taken as system", async () => {
     await client.chat.completions.create({ model: "tiny-test", messages: [{ role: "developer", content: "be brief" }, { role: "user", content: "hi" }] });
     expect(backend.jobs.at(-1)!.messages).toEqual([{ role: "system", content: "be brief" }, { role: "user", content: "hi" }]);
@@ -98,23 +173,28 @@ describe("the official openai client", () => {
 
 describe("parameters that would change the reply are refused by name, never ignored", () => {
   const chat = { messages: [{ role: "user", content: "hi" }] };
-  const cases: [string, Record<string, unknown>, string][] = [
-    ["tools", { tools: [{ type: "function", function: { name: "f", parameters: {} } }] }, "tools"],
-    ["tool_choice", { tool_choice: "required" }, "tool_choice"],
-    ["response_format json_object", { response_format: { type: "json_object" } }, "response_format"],
-    ["response_format json_schema", { response_format: { type: "json_schema", json_schema: { name: "x", schema: {} } } }, "response_format"],
-    ["logprobs", { logprobs: true }, "logprobs"],
-    ["top_logprobs", { logprobs: false, top_logprobs: 3 }, "top_logprobs"],
-    ["presence_penalty", { presence_penalty: 0.5 }, "presence_penalty"],
-    ["frequency_penalty", { frequency_penalty: -1 }, "frequency_penalty"],
-    ["logit_bias", { logit_bias: { "42": 5 } }, "logit_bias"],
-    ["n = 2", { n: 2 }, "n"],
+  const cases: [string, Record<string, unknown>, string, RegExp][] = [
+    ["tools", { tools: [{ type: "function", function: { name: "f", parameters: {} } }] }, "tools", /tool calling/],
+    ["tool_choice", { tool_choice: "required" }, "tool_choice", /tool calling/],
+    ["response_format of an unknown type", { response_format: { type: "yaml" } }, "response_format.type", /"yaml"/],
+    ["json_schema without a name", { response_format: { type: "json_schema", json_schema: { schema: { type: "object" } } } }, "response_format.json_schema.name", /letters/],
+    ["json_schema with unsupported keywords", { response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object", properties: { a: { type: "string", pattern: "^a", minLength: 2 } } } } } }, "response_format.json_schema.schema", /properties\.a: unsupported keywords pattern, minLength/],
+    ["json_schema whose top level is not an object", { response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "array" } } } }, "response_format.json_schema.schema", /top level/],
+    ["logprobs that is not a boolean", { logprobs: 3 }, "logprobs", /true or false/],
+    ["top_logprobs without logprobs", { top_logprobs: 3 }, "top_logprobs", /needs logprobs: true/],
+    ["top_logprobs over 20", { logprobs: true, top_logprobs: 21 }, "top_logprobs", /0\.\.20/],
+    ["presence_penalty out of range", { presence_penalty: 2.5 }, "presence_penalty", /\[-2, 2\]/],
+    ["frequency_penalty not a number", { frequency_penalty: "x" }, "frequency_penalty", /\[-2, 2\]/],
+    ["logit_bias", { logit_bias: { "42": 5 } }, "logit_bias", /not supported/],
+    ["n = 0", { n: 0 }, "n", /1\.\.8/],
+    ["n = 9", { n: 9 }, "n", /1\.\.8/],
   ];
-  for (const [what, extra, param] of cases) {
+  for (const [what, extra, param, message] of cases) {
     it(what, async () => {
       const r = await post("/v1/chat/completions", { ...chat, ...extra });
       expect(r.status).toBe(400);
       expect(r.body.error.param).toBe(param);
+      expect(r.body.error.message).toMatch(message);
     });
   }
 
@@ -128,7 +208,7 @@ describe("parameters that would change the reply are refused by name, never igno
   });
 
   it("text-completion only parameters", async () => {
-    for (const [extra, param] of [[{ echo: true }, "echo"], [{ best_of: 3 }, "best_of"], [{ logprobs: 2 }, "logprobs"], [{ suffix: "end" }, "suffix"]] as const) {
+    for (const [extra, param] of [[{ echo: true }, "echo"], [{ best_of: 3 }, "best_of"], [{ logprobs: 6 }, "logprobs"], [{ logprobs: true }, "logprobs"], [{ suffix: "end" }, "suffix"]] as const) {
       const r = await post("/v1/completions", { prompt: "x", ...extra });
       expect(r.status, param).toBe(400);
       expect(r.body.error.param).toBe(param);
