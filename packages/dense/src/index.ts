@@ -333,8 +333,8 @@ export function topK(values: Float32Array, k: number): { indices: Int32Array; va
  * (default: the pool size), best of `reps` passes. GB = 1e9 bytes. Temporarily resizes the pool.
  */
 /**
- * The FMA peak: 16 independent FMA chains per thread at the process's best SIMD level (zmm on
- * AVX-512, ymm on AVX2, fmaf otherwise), each task about 20 ms, best of `reps` (default 3) passes;
+ * The FMA peak: independent FMA chains per thread at the current SIMD level (16 zmm on AVX-512, 12 ymm
+ * on AVX2 (16 would not fit its 16 registers), 16 fmaf otherwise), each task about 20 ms, best of `reps` (default 3) passes;
  * GFLOP/s counting 2 flops per lane per FMA. `threads` defaults to the pool size. Temporarily resizes the pool.
  */
 export function fmaPeak(options: { threads?: number; reps?: number } = {}): { gflops: number } {

@@ -110,10 +110,10 @@ static void fma_task(void *ctx, int i) {
 double k3_fma_peak(int threads, int reps) {
     if (threads < 1) threads = 1;
     fma_job job = {.iters = 1};
-    double lanes;
+    double lanes, chains = 16;
     switch (k3_cpu_level()) {
         case K3_SIMD_AVX512: job.chains = k3_fma_chains_avx512; lanes = 16; break;
-        case K3_SIMD_AVX2: job.chains = k3_fma_chains_avx2; lanes = 8; break;
+        case K3_SIMD_AVX2: job.chains = k3_fma_chains_avx2; lanes = 8; chains = K3_FMA_CHAINS_AVX2; break;
         default: job.chains = k3_fma_chains_scalar; lanes = 1; break;
     }
     /* calibrate: grow the pass until one task takes >= 20 ms */
@@ -127,7 +127,7 @@ double k3_fma_peak(int threads, int reps) {
     for (int r = 0; r < reps; r++) {
         double t0 = now_seconds();
         k3_pool_parallel_for(threads, fma_task, &job);
-        double gflops = (double)threads * (double)job.iters * 16.0 * lanes * 2.0 / (now_seconds() - t0) / 1e9;
+        double gflops = (double)threads * (double)job.iters * chains * lanes * 2.0 / (now_seconds() - t0) / 1e9;
         if (gflops > best) best = gflops;
     }
     return best;

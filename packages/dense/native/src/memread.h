@@ -16,8 +16,10 @@ float k3_memread_sum_avx512(const float *p, size_t n, int streams);
 /* Best GB/s (1e9 B/s) of `reps` passes over `bytes` with `threads` pool tasks; <0 if out of memory. */
 double k3_memory_read_ceiling(size_t bytes, int threads, int reps);
 
-/* FMA peak: `iters` x 16 independent FMA chains (zmm / ymm / scalar fmaf); the value defeats dead-code removal. */
+/* FMA peak: `iters` x 16 independent FMA chains (zmm / scalar fmaf; ymm: 12, below); the value defeats dead-code removal. */
 float k3_fma_chains_scalar(size_t iters);
+/* The AVX2 one runs K3_FMA_CHAINS_AVX2 chains (16 would not fit the 16 ymm), the others 16. */
+#define K3_FMA_CHAINS_AVX2 12
 float k3_fma_chains_avx2(size_t iters);
 float k3_fma_chains_avx512(size_t iters);
 
