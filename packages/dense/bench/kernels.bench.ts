@@ -235,7 +235,7 @@ if (!gemvOnly && !gemmExactOnly) {
 setThreadCount(2);
 
 notes.push(
-  `FMA peak: fmaPeak (16 independent FMA chains per thread at the row's SIMD level) right before and after each GEMM row, mean of the two. GEMM weights are one matrix reused (like ggml's test-backend-ops, which repeats one op on one tensor).`,
+  `FMA peak: fmaPeak (independent FMA chains per thread at the row's SIMD level: 16 zmm on AVX-512, 12 ymm on AVX2) right before and after each GEMM row, mean of the two. GEMM weights are one matrix reused (like ggml's test-backend-ops, which repeats one op on one tensor).`,
   `GEMV read ceiling: memoryReadCeiling (512 MiB, best of 3 x {1, 4 interleaved streams per thread}) right before and after each row, mean; range this run: ${ceilings.range()}. Our GEMV weights cycle through >= 512 MiB of copies (DRAM), best of >= 3 passes; ggml's GEMV rows use E distinct matrices in one batched MUL_MAT (E x the matrix >= 256 MiB), its us/run; 1-thread ggml runs under OMP_THREAD_LIMIT=1. 2T/1T: our 2-thread over our 1-thread GB/s for the shape.`,
   ggmlNote(bin),
 );

@@ -276,6 +276,6 @@ if (!matvecOnly) writeReport("mxfp4-batch", {
   title: "@k3/mxfp4 batched matmul (prefill, T tokens x one expert) vs the FMA peak and ggml",
   command: "flock -x /tmp/k3-bench.lock pnpm bench  (K3_GGML_BIN=/path/to/test-backend-ops to add ggml)",
   rows: batchRows,
-  notes: [`FMA peak: @k3/dense fmaPeak (2 threads, 16 independent FMA chains per thread at the row's level: zmm for avx512, ymm for avx2; best of 3) right before and after each row; range over this run ${[...peaks].map(([l, p]) => `${l} ${Math.min(...p).toFixed(0)}-${Math.max(...p).toFixed(0)}`).join(", ")} GFLOP/s. 16 distinct 3072x3584 matrices per timed pass.`, ...ggmlNotes],
+  notes: [`FMA peak: @k3/dense fmaPeak (2 threads, independent FMA chains per thread at the row's level: 16 zmm for avx512, 12 ymm for avx2 (from 2026-12-02 10:50 UTC; 16 ymm spilled and read 0.57 of the ymm ceiling); best of 3) right before and after each row; range over this run ${[...peaks].map(([l, p]) => `${l} ${Math.min(...p).toFixed(0)}-${Math.max(...p).toFixed(0)}`).join(", ")} GFLOP/s. 16 distinct 3072x3584 matrices per timed pass.`, ...ggmlNotes],
 });
 
