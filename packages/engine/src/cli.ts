@@ -134,6 +134,9 @@ ${SAMPLING_OPTIONS}
 Interactive chat. The conversation state (KDA/conv state and MLA cache) stays in memory across
 turns: a new turn prefills only its own tokens. Commands: /reset, /save FILE, /load FILE, /exit.
 --load FILE starts from a saved conversation (refused if it was saved for another model/config).
+Ctrl-C during a reply stops it (the partial reply stays in the conversation as the assistant's
+turn, closed); Ctrl-C at the prompt exits. Up/Down recall earlier input (readline, on a terminal);
+with a state file (--load FILE or /save FILE) the input history is kept in FILE.history.
 
 ${MODEL_OPTIONS}
 
@@ -508,6 +511,7 @@ async function runLoaded(
   let r = await gen.next();
   while (!r.done) {
     process.stdout.write(r.value.text);
+    await signalsRun();
     r = await gen.next();
   }
   process.off("SIGINT", onSigint);
@@ -685,6 +689,31 @@ async function cmdChat(argv: string[]): Promise<number> {
   }
 }
 
+/**
+ * Lets the event loop run signal handlers (Ctrl-C) between two tokens: a forward pass on this
+ * thread resolves without ever yielding to it, so a SIGINT would otherwise wait for the whole reply.
+ */
+function signalsRun(): Promise<void> {
+  return new Promise((res) => setImmediate(res));
+}
+
+/** Lines of REPL history kept (in memory and in the file). */
+const HISTORY_MAX = 1000;
+
+/** The history file kept beside a conversation state file. */
+function historyPathOf(stateFile: string): string {
+  return `${resolve(stateFile)}.history`;
+}
+
+/** History lines, oldest first (a missing or unreadable file is an empty history). */
+function readHistory(file: string): string[] {
+  try {
+    return readFileSync(file, "utf8").split("\n").filter(Boolean).slice(-HISTORY_MAX);
+  } catch {
+    return [];
+  }
+}
+
 async function chatLoop(engine: Engine, values: Values): Promise<number> {
   const session = new ChatSession(engine, {
     system: values.system as string | undefined,
@@ -693,42 +722,80 @@ async function chatLoop(engine: Engine, values: Values): Promise<number> {
   });
   if (values.load) session.load(String(values.load));
   const sampling = { ...samplingOptions(values), maxTokens: num(values, "max-tokens", 512, (x) => Number.isInteger(x) && x >= 1, "an integer >= 1") };
+  // Up-arrow history (readline on a TTY), kept in STATE.history beside the state file once there is
+  // one (--load FILE or /save FILE); without one it lives for this session only.
+  let historyFile = values.load ? historyPathOf(String(values.load)) : null;
+  const history = historyFile ? readHistory(historyFile) : [];
+  const tty = !!process.stdin.isTTY && !!process.stdout.isTTY;
   // The async line iterator buffers input, so piped lines typed ahead of a reply are not lost.
-  const rl = createInterface({ input: process.stdin, terminal: false });
-  const prompt = () => process.stdin.isTTY && process.stdout.write("> ");
-  process.stderr.write("type a message; /reset, /save FILE, /load FILE, /exit\n");
+  const rl = createInterface({ input: process.stdin, output: tty ? process.stdout : undefined, terminal: tty, history: [...history].reverse(), historySize: HISTORY_MAX, prompt: "> " });
+  const remember = (line: string) => {
+    history.push(line);
+    if (history.length > HISTORY_MAX) history.splice(0, history.length - HISTORY_MAX);
+    if (historyFile) writeFileSync(historyFile, history.join("\n") + "\n");
+  };
+  // Ctrl-C: during a reply it stops the reply; at the prompt it exits. On a TTY readline reports
+  // it as its own SIGINT event; piped (or `kill -INT`) it is the process signal.
+  let reply: AbortController | null = null;
+  const interrupt = () => {
+    if (reply) return void reply.abort();
+    process.stdout.write("\n(Ctrl-C at the prompt: exit)\n");
+    rl.close();
+  };
+  rl.on("SIGINT", interrupt);
+  process.on("SIGINT", interrupt);
+  const prompt = () => (tty ? rl.prompt() : undefined);
+  process.stderr.write("type a message; /reset, /save FILE, /load FILE, /exit; Ctrl-C stops a reply, Ctrl-C at the prompt exits\n");
   prompt();
-  for await (const line of rl) {
-    const cmd = line.trim();
-    if (cmd === "/exit") break;
-    try {
-      if (cmd === "/reset") {
-        session.reset();
-        process.stdout.write("(conversation reset)\n");
-      } else if (cmd.startsWith("/save ")) {
-        session.save(cmd.slice(6).trim());
-        process.stdout.write(`(saved to ${cmd.slice(6).trim()})\n`);
-      } else if (cmd.startsWith("/load ")) {
-        session.load(cmd.slice(6).trim());
-        process.stdout.write(`(loaded ${session.messages.length} messages)\n`);
-      } else if (cmd.startsWith("/")) {
-        process.stdout.write("commands: /reset, /save FILE, /load FILE, /exit\n");
-      } else if (cmd) {
-        const gen = session.send(line, sampling);
-        let r = await gen.next();
-        while (!r.done) {
-          process.stdout.write(r.value.text);
-          r = await gen.next();
+  try {
+    for await (const line of rl) {
+      const cmd = line.trim();
+      if (cmd) remember(line);
+      if (cmd === "/exit") break;
+      try {
+        if (cmd === "/reset") {
+          session.reset();
+          process.stdout.write("(conversation reset)\n");
+        } else if (cmd.startsWith("/save ")) {
+          const file = cmd.slice(6).trim();
+          session.save(file);
+          historyFile = historyPathOf(file);
+          writeFileSync(historyFile, history.join("\n") + "\n");
+          process.stdout.write(`(saved to ${file})\n(input history in ${historyFile})\n`);
+        } else if (cmd.startsWith("/load ")) {
+          session.load(cmd.slice(6).trim());
+          process.stdout.write(`(loaded ${session.messages.length} messages)\n`);
+        } else if (cmd.startsWith("/")) {
+          process.stdout.write("commands: /reset, /save FILE, /load FILE, /exit\n");
+        } else if (cmd) {
+          reply = new AbortController();
+          const gen = session.send(line, { ...sampling, signal: reply.signal });
+          let r = await gen.next();
+          while (!r.done) {
+            process.stdout.write(r.value.text);
+            await signalsRun();
+            r = await gen.next();
+          }
+          const rep = r.value.report;
+          if (r.value.stopReason === "abort") {
+            // The partial reply stays in the conversation as the assistant's (closed) turn; the
+            // model state holds it unfinished, so the next turn re-reads the whole conversation.
+            process.stdout.write(`\n[stopped by Ctrl-C after ${rep.generated_tokens} tokens: the partial reply is kept as the assistant's turn, closed; the next turn re-reads the conversation]\n`);
+          } else {
+            process.stdout.write(`\n[${session.lastPrefillTokens} new prompt tokens, ${rep.generated_tokens} generated, ${rep.decode_tokens_per_second.toFixed(1)} tok/s]\n`);
+          }
         }
-        const rep = r.value.report;
-        process.stdout.write(`\n[${session.lastPrefillTokens} new prompt tokens, ${rep.generated_tokens} generated, ${rep.decode_tokens_per_second.toFixed(1)} tok/s]\n`);
+      } catch (e) {
+        process.stdout.write(`error: ${(e as Error).message}\n`);
+      } finally {
+        reply = null;
       }
-    } catch (e) {
-      process.stdout.write(`error: ${(e as Error).message}\n`);
+      prompt();
     }
-    prompt();
+  } finally {
+    process.off("SIGINT", interrupt);
+    rl.close();
   }
-  rl.close();
   return EXIT_OK;
 }
 
