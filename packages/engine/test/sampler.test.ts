@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { argmax, logprobsOf, Pcg32, Sampler } from "../src/sampler.js";
+import { argmax, logprobsOf, Pcg32, Sampler, sortByLogit } from "../src/sampler.js";
 
 describe("PCG32", () => {
   it("matches the reference pcg32 demo sequence (seed 42, stream 54)", () => {
@@ -115,5 +115,19 @@ describe("logprobsOf", () => {
     expect(logprobsOf(row, 2, 10).logprob).toBe(-Infinity);
     expect(logprobsOf(row, 2, 10).top).toHaveLength(3);
     expect(logprobsOf(row, 0).top).toEqual([]);
+  });
+});
+
+describe("sortByLogit", () => {
+  it("gives exactly the comparator sort's order (ties, -0/+0, huge and tiny logits, infinities)", () => {
+    const rng = new Pcg32(3, 4);
+    for (let trial = 0; trial < 30; trial++) {
+      const n = 1 + Math.floor(rng.nextUnit() * 5000);
+      const special = [0, -0, 1e-42, -1e-42, 3.4e38, -3.4e38, Infinity, 1, -1, 0.5];
+      const logits = Float32Array.from({ length: n }, () => (rng.nextUnit() < 0.3 ? special[Math.floor(rng.nextUnit() * special.length)] : Math.round((rng.nextUnit() - 0.5) * 40) / 4));
+      const ids = Array.from({ length: n }, (_, i) => i);
+      const want = [...ids].sort((a, b) => logits[b] - logits[a] || a - b);
+      expect(Array.from(sortByLogit(logits, ids))).toEqual(want);
+    }
   });
 });
