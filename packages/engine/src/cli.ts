@@ -13,6 +13,7 @@ import { WorkerBackend } from "./backend.js";
 import { ChatSession } from "./chat.js";
 import { checkPromptLength, Engine, type EngineOptions } from "./engine.js";
 import { EXIT_DROPPED_EXPERT, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, exitCodeOf, UsageError } from "./errors.js";
+import { validateSampling } from "./sampler.js";
 import { runDoctor } from "./doctor.js";
 import { embeddedModelDir } from "./embedded.js";
 import { fmtBytes, GB, PRESET_NAMES, PRESETS, type PresetName } from "./presets.js";
@@ -88,6 +89,9 @@ const SAMPLING_OPTIONS = `sampling:
   --top-k K            0 = off (default 0)
   --top-p P            1 = off (default 1)
   --seed S             PCG32 seed (default 0)
+  --presence-penalty P, --frequency-penalty F
+                       OpenAI's penalties in [-2, 2] (default 0): each generated token's logit
+                       is lowered by count * F + P before the next draw
   --stop STR           stop string (repeatable)
   --stop-id ID         extra stop id (repeatable; [EOS] and <|end_of_msg|> always stop K3)`;
 
@@ -314,6 +318,8 @@ const SAMPLING: ParseArgsConfig["options"] = {
   "top-k": { type: "string" },
   "top-p": { type: "string" },
   seed: { type: "string" },
+  "presence-penalty": { type: "string" },
+  "frequency-penalty": { type: "string" },
   stop: { type: "string", multiple: true },
   "stop-id": { type: "string", multiple: true },
 };
@@ -399,7 +405,7 @@ function engineOptions(values: Values, tokens: { kind: string; name?: string }[]
 }
 
 function samplingOptions(values: Values) {
-  return {
+  const sampling = {
     maxTokens: num(values, "max-tokens", 64, (x) => Number.isInteger(x) && x >= 1 && x <= 4096, "an integer in 1..4096"),
     temperature: num(values, "temperature", 0, (x) => Number.isFinite(x) && x >= 0, "a number >= 0"),
     topK: num(values, "top-k", 0, (x) => Number.isInteger(x) && x >= 0, "an integer >= 0"),
@@ -407,7 +413,12 @@ function samplingOptions(values: Values) {
     seed: num(values, "seed", 0, (x) => Number.isSafeInteger(x) && x >= 0, "a non-negative integer"),
     stop: (values.stop as string[] | undefined) ?? [],
     stopIds: ((values["stop-id"] as string[] | undefined) ?? []).map((s) => num({ s }, "s", 0, (x) => Number.isInteger(x) && x >= 0, "a token id")),
+    presencePenalty: num(values, "presence-penalty", 0, Number.isFinite, "a number in [-2, 2]"),
+    frequencyPenalty: num(values, "frequency-penalty", 0, Number.isFinite, "a number in [-2, 2]"),
   };
+  // The ranges the Engine and the server check too (one path: sampler.ts).
+  validateSampling(sampling);
+  return sampling;
 }
 
 function modelDir(values: Values): { dir: string; embedded: boolean } {

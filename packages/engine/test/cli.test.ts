@@ -47,6 +47,10 @@ describe("k3 CLI", () => {
     const two = await run(["run", "--prompt", "a", "--ids", "1,2"]);
     expect(two.code).toBe(2);
     expect(two.stderr).toMatch(/exactly one of --prompt, --prompt-file, --ids/);
+    const pen = await run(["run", "--presence-penalty", "2.5", "--quiet"]);
+    expect(pen.code).toBe(2);
+    expect(pen.stderr).toMatch(/presence_penalty = 2.5: expected a number in \[-2, 2\]/);
+    expect((await run(["run", "--frequency-penalty", "x", "--quiet"])).stderr).toMatch(/--frequency-penalty x/);
     const bad = await run(["run", "--temperature", "hot"]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--temperature hot/);
