@@ -72,6 +72,12 @@ describe("response_format (JSON mode)", () => {
     }
   });
 
+  it("text completions take response_format too: the whole text is the value", async () => {
+    const r = await client.completions.create({ model: "k3", prompt: "{", max_tokens: 30, temperature: 1, seed: 2, response_format: { type: "json_object" } } as never);
+    const v = JSON.parse((r as unknown as { choices: { text: string }[] }).choices[0].text);
+    expect(typeof v).toBe("object");
+  });
+
   it("streamed JSON mode: the content chunks join to the same JSON as the plain reply", async () => {
     const body = { model: "k3", messages: user, max_tokens: 40, temperature: 1, seed: 4, thinking: false, response_format: { type: "json_object" } };
     const plain = await client.chat.completions.create(body as never);
