@@ -77,6 +77,10 @@ describe("gemvBf16", () => {
     [15, 75, 80],
     [7, 40, 40],
     [6, 8, 8],
+    // AVX2 spread tiles: tasks of 64 / 51 / 11 rows (tile rows n/8 apart, then a 4/2/1-row tail)
+    [203, 75, 80],
+    // AVX2 rows of >= 16 KiB: consecutive 8-row tiles
+    [29, 100, 8200],
   ];
 
   it.each(shapes)("matches a float64 reference (%i x %i, ld %i)", (rows, cols, ld) => {

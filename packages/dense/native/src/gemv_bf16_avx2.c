@@ -87,9 +87,9 @@ static float finish_row(__m256 even, __m256 odd, const uint16_t *w, const float 
 
 /* ---------------------------------------------------------------- tiles */
 
-/* `rows` (8, 4, 2 or 1, a constant after inlining) rows from w (stride ld) into y[0..rows). */
+/* `rows` (8, 4, 2 or 1, a constant after inlining) rows from w (stride ld) into y[0], y[ys], ... */
 static inline __attribute__((always_inline)) void rows_tile(const uint16_t *w, size_t ld, const float *x,
-                                                            float *y, size_t cols, const int rows) {
+                                                            float *y, size_t ys, size_t cols, const int rows) {
     const __m256i high_words = _mm256_set1_epi32((int)0xFFFF0000u);
     __m256 even[8], odd[8];
     for (int i = 0; i < rows; i++) even[i] = odd[i] = _mm256_setzero_ps();
@@ -103,18 +103,34 @@ static inline __attribute__((always_inline)) void rows_tile(const uint16_t *w, s
             odd[i] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, high_words)), xo, odd[i]);
         }
     }
-    for (int i = 0; i < rows; i++) y[i] = finish_row(even[i], odd[i], w + i * ld, x, k, cols - k);
+    for (int i = 0; i < rows; i++) y[i * ys] = finish_row(even[i], odd[i], w + i * ld, x, k, cols - k);
 }
 
-static void rows8(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) { rows_tile(w, ld, x, y, cols, 8); }
-static void rows4(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) { rows_tile(w, ld, x, y, cols, 4); }
-static void rows2(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) { rows_tile(w, ld, x, y, cols, 2); }
-static void rows1(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) { rows_tile(w, ld, x, y, cols, 1); }
+static void rows8(const uint16_t *w, size_t ld, const float *x, float *y, size_t ys, size_t cols) { rows_tile(w, ld, x, y, ys, cols, 8); }
+static void rows4(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) { rows_tile(w, ld, x, y, 1, cols, 4); }
+static void rows2(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) { rows_tile(w, ld, x, y, 1, cols, 2); }
+static void rows1(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) { rows_tile(w, ld, x, y, 1, cols, 1); }
+
+/* Spread tiles, for rows of less than SPREAD_MAX_ROW_BYTES: of the n rows asked for, the first
+   8 * (n / 8) form n / 8 tiles whose eight rows lie n / 8 rows apart (tile j: rows j, j + n/8, ...,
+   j + 7n/8), so a tile's eight DRAM streams are far apart instead of a few KB apart. Harness,
+   DRAM-streamed, 11:08-11:12 UTC (8 consecutive rows -> spread): 1 thread 3072x3584 24.0 -> 26.4-27.0
+   GB/s, 3584x3072 23.0 -> 26.5-27.3, 12288x7168 25.8 -> 26.8-27.1, 512x7168 25.3 -> 25.8-26.4; 2 threads
+   3072x3584 34.8 -> 37.0-37.7, 12288x7168 36.1 -> 36.1-37.1 (a 4-stream read: 28-29 / 37-38.5).
+   kernels.bench 11:22 UTC: 3072x3584 / 3584x3072 1 thread 0.98 / 1.00 of the read ceiling (0.84 / 0.82
+   with consecutive rows at 10:48); but 7168x33792 (66 KB rows, already far apart) fell 28.0 -> 21.2
+   GB/s, hence the bound. */
+#define SPREAD_MAX_ROW_BYTES (16 * 1024)
 
 void k3_gemv_bf16_rows_avx2(const uint16_t *w, size_t ld, const float *x, float *y,
                             size_t row_begin, size_t row_end, size_t cols) {
+    const size_t spread = ld * sizeof(uint16_t) < SPREAD_MAX_ROW_BYTES ? (row_end - row_begin) / 8 : 1;
     size_t r = row_begin;
-    for (; r + 8 <= row_end; r += 8) rows8(w + r * ld, ld, x, y + r, cols);
+    if (spread > 1) {
+        for (size_t j = 0; j < spread; j++) rows8(w + (r + j) * ld, ld * spread, x, y + r + j, spread, cols);
+        r += 8 * spread;
+    }
+    for (; r + 8 <= row_end; r += 8) rows8(w + r * ld, ld, x, y + r, 1, cols);
     for (; r + 4 <= row_end; r += 4) rows4(w + r * ld, ld, x, y + r, cols);
     for (; r + 2 <= row_end; r += 2) rows2(w + r * ld, ld, x, y + r, cols);
     for (; r < row_end; r++) rows1(w + r * ld, ld, x, y + r, cols);
