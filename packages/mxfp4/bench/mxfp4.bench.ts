@@ -57,7 +57,9 @@ const againstCeiling = (threads: number, fn: () => void) => ceilings.time(thread
 const rows: Array<Record<string, string | number>> = [];
 const x3584 = new Float32Array(3584).map((_, i) => Math.sin(i));
 const x3072 = new Float32Array(3072).map((_, i) => Math.cos(i));
-const xFor = (cols: number) => (cols === 3584 ? x3584 : cols === 3072 ? x3072 : new Float32Array(cols).map((_, i) => Math.sin(i)));
+const xOther = new Map<number, Float32Array>();
+const xFor = (cols: number) =>
+  cols === 3584 ? x3584 : cols === 3072 ? x3072 : xOther.get(cols) ?? xOther.set(cols, new Float32Array(cols).map((_, i) => Math.sin(i))).get(cols)!;
 
 setSimdLevel(bestSimdLevel());
 
@@ -138,6 +140,10 @@ const fmt = (v: number | undefined) => (v === undefined ? "-" : Number(v.toPreci
 // Levels: the best one, then AVX2 (most laptops). 65536 x 7168 (238 MiB, one matrix) only at the best level.
 // --level=avx2: that level's rows alone (with K3_GGML_BIN_AVX2 beside them), all matvec shapes
 const levelArg = process.argv.find((a) => a.startsWith("--level="))?.slice("--level=".length) as SimdLevel | undefined;
+// --shapes=2048x7168,7168x2048: only those matvec shapes (short exclusive holds); --threads=1: one thread count
+const shapeArg = process.argv.find((a) => a.startsWith("--shapes="))?.slice("--shapes=".length).split(",");
+const threadArg = process.argv.find((a) => a.startsWith("--threads="))?.slice("--threads=".length);
+const threadCounts = threadArg ? threadArg.split(",").map(Number) : [1, 2];
 const levels: SimdLevel[] = levelArg ? [levelArg] : bestSimdLevel() === "avx512" ? ["avx512", "avx2"] : [bestSimdLevel()];
 for (const level of batchedOnly ? [] : levels) {
   setSimdLevel(level);
@@ -145,9 +151,11 @@ for (const level of batchedOnly ? [] : levels) {
   const shapes: Array<[number, number, string]> = [
     [3072, 3584, "K3 w1/w3"],
     [3584, 3072, "K3 w2"],
+    [2048, 7168, "K3 expert gate/up"],
+    [7168, 2048, "K3 expert down"],
   ];
   if (level === levels[0]) shapes.push([quick ? 8192 : 65536, 7168, "large (one matrix)"]);
-  for (const [r, c, label] of shapes) {
+  for (const [r, c, label] of shapes.filter(([r, c]) => !shapeArg || shapeArg.includes(`${r}x${c}`))) {
     const large = label.startsWith("large");
     const mats = large ? mxfp4Copies(r, c).slice(0, 1) : mxfp4Copies(r, c);
     const x = xFor(c);
@@ -155,7 +163,7 @@ for (const level of batchedOnly ? [] : levels) {
     const bytes = matrixBytes(mats[0]) * mats.length;
     // ggml: 16 distinct experts per call (94 MB, past the L3) for the expert shapes; the large one as is
     const g: GgmlCase = { type: "mxfp4", m: r, k: c, n: 1, experts: large ? 1 : 16 };
-    for (const threads of [1, 2]) {
+    for (const threads of threadCounts) {
       setThreadCount(threads);
       const kernels: Array<[string, () => void]> = [
         [`matvec exact fp32`, () => { for (const m of mats) matvec(m, x, y); }],

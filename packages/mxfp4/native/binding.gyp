@@ -10,6 +10,7 @@
         "src/matmul.c",
         "src/matmul_scalar.c",
         "src/matmul_avx2.c",
+        "src/matvec_avx2.c",
         "src/matmul_avx512.c",
         "src/matmul_prefill_avx512.c",
         "src/matmul_prefill_avx2.c",

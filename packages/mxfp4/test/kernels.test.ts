@@ -105,6 +105,43 @@ describe("matvec", () => {
   });
 });
 
+describe("matvec at every SIMD level this CPU has", () => {
+  const all: SimdLevel[] = ["scalar", "avx2", "avx512"];
+  it.each(all)("%s: bit-identical to the reference across widths, expert shapes and thread counts", (level) => {
+    if (!available.includes(level)) {
+      // printed, not silent: this CPU cannot run the level, so its bit-identity is checked on another machine
+      console.log(`[skipped: SIMD level ${level} not available on this CPU (best is ${bestSimdLevel()})]`);
+      return;
+    }
+    // widths alternate so the AVX2 kernel's per-thread permuted activation copy is regrown and reused;
+    // row counts odd (a 1-row tail after the 2-row tiles) and past the 8-row prefetch distance
+    const shapes: Array<[number, number]> = [[7, 7168], [2049, 32], [33, 2048], [5, 224], [35, 7168], [1, 64], [19, 3584]];
+    for (const [rows, cols] of shapes) {
+      const m = randomMatrix(rows, cols, rows + cols, 0, 254);
+      const x = uniform(cols, -2, 2, cols);
+      const expected = referenceMatvec(m, x);
+      for (const threads of [1, 2, 3]) {
+        at(level, threads);
+        expect(bytesEqual(matvec(m, x, new Float32Array(rows)), expected), `${level} x${threads} ${rows}x${cols}`).toBe(true);
+      }
+    }
+  });
+
+  it("K3 expert shapes 2048x7168 and 7168x2048 match the scalar kernel bit for bit at 1 and 2 threads", () => {
+    for (const [rows, cols] of [[2048, 7168], [7168, 2048]] as Array<[number, number]>) {
+      const m = randomMatrix(rows, cols, rows, 110, 135);
+      const x = uniform(cols, -1, 1, cols + 1);
+      at("scalar", 1);
+      const expected = matvec(m, x, new Float32Array(rows));
+      for (const level of available)
+        for (const threads of [1, 2]) {
+          at(level, threads);
+          expect(bytesEqual(matvec(m, x, new Float32Array(rows)), expected), `${level} x${threads} ${rows}x${cols}`).toBe(true);
+        }
+    }
+  });
+});
+
 describe("matmul", () => {
   it("Y[b] is bit-identical to matvec(X[b]) for every batch 1..33, level and thread count", () => {
     const m = randomMatrix(23, 256, 11);

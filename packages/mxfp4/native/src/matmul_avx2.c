@@ -12,9 +12,8 @@
  * That gives the four vectors in lane order (even lanes 0-7 / 8-15, odd lanes 16-23 / 24-31), the
  * split activations' order, so each feeds one FMA with a plain load of xs: 15 vector ops per block
  * (11 decode, 4 FMA; 4 of them on the two shuffle/shift pipes) where the vpermps decode took 20 (12).
- * Decode (batch 1) runs 2 rows at a time sharing each activation load (256-bit loads, two per cycle,
- * bind as much as the ALUs), each row's bytes prefetched 8 rows ahead; batches decode each block once
- * per 2 activation rows (8 accumulators).
+ * Batch 1 (decode) has its own kernel, matvec_avx2.c; batches here decode each block once per 2
+ * activation rows (8 accumulators).
  */
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
@@ -36,58 +35,12 @@ static inline lanes32 zero32(void) {
     return z;
 }
 
-/* A load the compiler cannot fold into each FMA that reads it (it would load twice: loads, two per
-   cycle, are as scarce here as ALU slots). */
-static inline __attribute__((always_inline)) __m256 load_once(const float *p) {
-    __m256 v = _mm256_loadu_ps(p);
-    __asm__("" : "+x"(v));
-    return v;
-}
-
-/* Two rows' words against one activation row: each weight vector widened right before its FMA and each
-   activation vector loaded once for both rows (registers: 8 accumulators, 4 word vectors). */
-static inline __attribute__((always_inline)) void fma_words2(lanes32 *a, words32 wa, lanes32 *b, words32 wb,
-                                                             const float *xe) {
-    __m256 x = load_once(xe);
-    a->e0 = _mm256_fmadd_ps(widen_lo(wa.wa), x, a->e0);
-    b->e0 = _mm256_fmadd_ps(widen_lo(wb.wa), x, b->e0);
-    x = load_once(xe + 8);
-    a->e1 = _mm256_fmadd_ps(widen_hi(wa.wa), x, a->e1);
-    b->e1 = _mm256_fmadd_ps(widen_hi(wb.wa), x, b->e1);
-    x = load_once(xe + 16);
-    a->o0 = _mm256_fmadd_ps(widen_lo(wa.wb), x, a->o0);
-    b->o0 = _mm256_fmadd_ps(widen_lo(wb.wb), x, b->o0);
-    x = load_once(xe + 24);
-    a->o1 = _mm256_fmadd_ps(widen_hi(wa.wb), x, a->o1);
-    b->o1 = _mm256_fmadd_ps(widen_hi(wb.wb), x, b->o1);
-}
-
 /* One row's weights (widened once) against one activation row. */
 static inline __attribute__((always_inline)) void fma_lanes(lanes32 *acc, const lanes32 *w, const float *xe) {
     acc->e0 = _mm256_fmadd_ps(w->e0, _mm256_loadu_ps(xe), acc->e0);
     acc->e1 = _mm256_fmadd_ps(w->e1, _mm256_loadu_ps(xe + 8), acc->e1);
     acc->o0 = _mm256_fmadd_ps(w->o0, _mm256_loadu_ps(xe + 16), acc->o0);
     acc->o1 = _mm256_fmadd_ps(w->o1, _mm256_loadu_ps(xe + 24), acc->o1);
-}
-
-/* Rows r0, r0 + 1 against one activation row; the same rows 8 rows down are prefetched. */
-static void rows2_decode(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t r0, int prefetch) {
-    const size_t cols = m->cols, row_bytes = cols / 2, n_blocks = cols / 32;
-    const uint8_t *p0 = m->packed + r0 * row_bytes, *p1 = p0 + row_bytes;
-    const uint8_t *s0 = m->scales + r0 * n_blocks, *s1 = s0 + n_blocks;
-    const size_t ahead = prefetch ? 8 * row_bytes : 0;
-    if (prefetch)
-        for (size_t s = 0; s < 2 * n_blocks; s += 64) _mm_prefetch((const char *)(s0 + 8 * n_blocks + s), _MM_HINT_T0);
-    lanes32 a = zero32(), b = zero32();
-    for (size_t blk = 0; blk < n_blocks; blk++) {
-        if ((blk & 3) == 0) {
-            _mm_prefetch((const char *)(p0 + ahead + 16 * blk), _MM_HINT_T0);
-            _mm_prefetch((const char *)(p1 + ahead + 16 * blk), _MM_HINT_T0);
-        }
-        fma_words2(&a, decode_words(p0 + 16 * blk, s0[blk]), &b, decode_words(p1 + 16 * blk, s1[blk]), xs + 32 * blk);
-    }
-    y[r0] = reduce32(a.e0, a.e1, a.o0, a.o1);
-    y[r0 + 1] = reduce32(b.e0, b.e1, b.o0, b.o1);
 }
 
 /* Row r against activation rows b0 .. b0 + NB - 1 (NB = 1 or 2): each block decoded once. */
@@ -111,8 +64,7 @@ void k3_mxfp4_rows_avx2(const k3_mxfp4_matrix *m, const float *xs, float *y, siz
                         size_t row_begin, size_t row_end) {
     size_t r = row_begin;
     if (batch == 1) {
-        for (; r + 2 <= row_end; r += 2) rows2_decode(m, xs, y, r, r + 10 <= m->rows);
-        if (r < row_end) row_batch(m, xs, y, r, 0, 1);
+        k3_mxfp4_matvec_rows_avx2(m, xs, y, row_begin, row_end);
         return;
     }
     /* Batches of 4+ amortise a separate decode into L1 (matmul_prefill_avx2.c). */

@@ -31,6 +31,8 @@ void k3_mxfp4_rows_scalar(const k3_mxfp4_matrix *m, const float *xs, float *y, s
                           size_t row_begin, size_t row_end);
 void k3_mxfp4_rows_avx2(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch,
                         size_t row_begin, size_t row_end);
+/* Batch 1 on AVX2 (matvec_avx2.c): rows [row_begin, row_end) of y = W x from split activations. */
+void k3_mxfp4_matvec_rows_avx2(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t row_begin, size_t row_end);
 void k3_mxfp4_rows_avx512(const k3_mxfp4_matrix *m, const float *xs, float *y, size_t batch,
                           size_t row_begin, size_t row_end);
 
