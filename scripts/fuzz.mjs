@@ -6,7 +6,8 @@
 // tests replay them under gcc's sanitizers.
 //
 // Targets: native/fuzz/targets.mjs of @k3/safetensors (header scanner, index.json scanner) and
-// @k3/tiktoken-bpe (rank-file parser -> rank table -> BPE encode/decode round trip).
+// @k3/tiktoken-bpe (rank-file parser -> rank table -> BPE encode/decode round trip); then, in
+// process, the TypeScript readers of chat state files and packed-trunk manifests (scripts/fuzz-js.mjs).
 import { execFileSync, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -57,8 +58,9 @@ for (const p of packages) {
   for (const t of mod.targets) targets.push({ ...t, native, seeds: p.seeds });
 }
 const only = values.only ? new Set(String(values.only).split(",")) : null;
-if (only) for (const n of only) if (!targets.some((t) => t.name === n)) {
-  process.stderr.write(`--only ${n}: no such target (${targets.map((t) => t.name).join(", ")})\n`);
+const JS_TARGETS = ["chat-state", "trunk-manifest"];
+if (only) for (const n of only) if (!targets.some((t) => t.name === n) && !JS_TARGETS.includes(n)) {
+  process.stderr.write(`--only ${n}: no such target (${[...targets.map((t) => t.name), ...JS_TARGETS].join(", ")})\n`);
   process.exit(2);
 }
 
@@ -168,6 +170,11 @@ function run(t, exe) {
   return { target: t.name, execs, seconds: secs, corpus: readdirSync(corpus).length, findings: found, errors, status: r.status };
 }
 
+const jsTargets = [
+  { name: "chat-state", run: (w, s, log) => import("./fuzz-js.mjs").then((m) => m.fuzzChatState(root, w, s, log)) },
+  { name: "trunk-manifest", run: (w, s, log) => import("./fuzz-js.mjs").then((m) => m.fuzzTrunkManifest(root, w, s, log)) },
+];
+
 const results = [];
 for (const t of targets) {
   if (only && !only.has(t.name)) continue;
@@ -179,10 +186,23 @@ for (const t of targets) {
   process.stderr.write(`${t.name}: ${r.execs} execs in ${r.seconds.toFixed(0)} s, ${r.findings.length} finding(s)${r.errors.length ? `: ${r.errors[0]}` : ""}\n`);
 }
 
+const jsResults = [];
+for (const t of jsTargets) {
+  if (only && !only.has(t.name)) continue;
+  process.stderr.write(`${t.name}: ${seconds} s in process (TypeScript reader + the engine)\n`);
+  const r = await t.run(work, seconds, (l) => process.stderr.write(l + "\n"));
+  writeFileSync(join(work, `${t.name}.json`), JSON.stringify(r, null, 1));
+  jsResults.push(r);
+}
+
 console.log("\ntarget               execs        seconds  exec/s   corpus  findings");
 for (const r of results) {
   console.log(`${r.target.padEnd(20)} ${String(r.execs).padStart(11)}  ${r.seconds.toFixed(0).padStart(7)}  ${String(Math.round(r.execs / r.seconds)).padStart(6)}  ${String(r.corpus).padStart(6)}  ${r.findings.length ? r.findings.map((f) => join(".fuzz", "findings", r.target, f)).join(" ") : "0"}`);
 }
+for (const r of jsResults) {
+  console.log(`${r.target.padEnd(20)} ${String(r.cases).padStart(11)}  ${r.seconds.toFixed(0).padStart(7)}  ${String(Math.round(r.cases / r.seconds)).padStart(6)}       -  ${r.crashes.length} (accepted ${r.accepted}, refused ${r.refused}${r.slow ? `, ${r.slow} over 10 s` : ""})`);
+}
 const bad = results.filter((r) => r.findings.length || r.errors.length || (r.status !== 0 && r.status !== null));
 for (const r of bad) console.log(`\n${r.target}: ${r.errors.join("\n  ") || `exit ${r.status}`} (log: .fuzz/${r.target}.log)`);
-process.exit(bad.length ? 1 : 0);
+for (const r of jsResults) for (const c of r.crashes.slice(0, 5)) console.log(`\n${r.target} case ${c.case}: ${c.error}\n  ${c.stack} (all: .fuzz/${r.target}.json)`);
+process.exit(bad.length || jsResults.some((r) => r.crashes.length || r.slow) ? 1 : 0);

@@ -23,6 +23,7 @@ import { basename, join } from "node:path";
 import { createHash } from "node:crypto";
 import { crc32 } from "node:zlib";
 import { openCheckpointIndex, type TensorInfo } from "./checkpoint.js";
+import { dtypeBits, isDtype } from "@k3/safetensors";
 import { ChecksumError, CheckpointError, PackError, formatBytes } from "./errors.js";
 import { ProgressMeter, type Progress } from "./progress.js";
 
@@ -561,15 +562,34 @@ export function readTrunkManifest(dir: string): TrunkManifest {
   if (!Number.isSafeInteger(m.bytes) || m.bytes < 0) throw bad("bytes must be a non-negative integer");
   if (!Array.isArray(m.groups)) throw bad("groups must be an array");
   let at = 0;
+  const layers = new Set<number>();
+  const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
   for (const g of m.groups) {
-    if (typeof g?.name !== "string") throw bad("a group has no name");
+    if (!isObject(g) || typeof g.name !== "string") throw bad("a group has no name");
     if (g.offset !== at || !Number.isSafeInteger(g.byteLength) || g.byteLength % TRUNK_ALIGN !== 0)
       throw bad(`group ${g.name}: offset ${g.offset} / byteLength ${g.byteLength} break the 4 KiB tiling (expected offset ${at})`);
     if (g.layer !== null && !(Number.isInteger(g.layer) && g.layer >= 0)) throw bad(`group ${g.name}: layer must be a non-negative integer or null`);
-    for (const [name, t] of Object.entries(g.tensors ?? {})) {
+    if (g.layer !== null && layers.has(g.layer)) throw bad(`group ${g.name}: layer ${g.layer} has a group already`);
+    if (g.layer !== null) layers.add(g.layer);
+    if (!isObject(g.tensors)) throw bad(`group ${g.name}: tensors must be an object of name -> {offset, byteLength, dtype, shape, crc32}`);
+    for (const [name, t] of Object.entries(g.tensors as Record<string, TrunkTensor>)) {
+      if (!isObject(t)) throw bad(`group ${g.name}: tensor ${name} must be an object`);
       if (!Number.isSafeInteger(t.offset) || !Number.isSafeInteger(t.byteLength) || t.offset < 0 || t.byteLength < 0 || t.offset + t.byteLength > g.byteLength)
         throw bad(`group ${g.name}: tensor ${name} range [${t.offset}, +${t.byteLength}) is outside the group`);
-      if (!Array.isArray(t.shape) || typeof t.dtype !== "string" || !Number.isInteger(t.crc32)) throw bad(`group ${g.name}: tensor ${name} needs dtype, shape, crc32`);
+      // The packer puts every tensor at a multiple of TENSOR_ALIGN: kernels read them in place as bf16/f32.
+      if (t.offset % TENSOR_ALIGN !== 0) throw bad(`group ${g.name}: tensor ${name} offset ${t.offset} is not a multiple of ${TENSOR_ALIGN}`);
+      if (typeof t.dtype !== "string" || !isDtype(t.dtype)) throw bad(`group ${g.name}: tensor ${name} dtype ${JSON.stringify(t.dtype)} is not a safetensors dtype`);
+      if (!Array.isArray(t.shape) || !t.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) throw bad(`group ${g.name}: tensor ${name} shape must be an array of non-negative integers`);
+      const bits = t.shape.reduce((a, d) => a * d, 1) * dtypeBits(t.dtype);
+      if (bits !== t.byteLength * 8) throw bad(`group ${g.name}: tensor ${name} is ${t.byteLength} bytes, its shape [${t.shape.join(", ")}] of ${t.dtype} needs ${bits / 8}`);
+      if (!(Number.isInteger(t.crc32) && t.crc32 >= 0 && t.crc32 < 2 ** 32)) throw bad(`group ${g.name}: tensor ${name} crc32 must be a 32-bit unsigned integer`);
+    }
+    // The packer lays tensors out one after another: two views of the same bytes mean an edited manifest.
+    const ranges = Object.entries(g.tensors as Record<string, TrunkTensor>).sort((a, b) => a[1].offset - b[1].offset);
+    for (let i = 1; i < ranges.length; i++) {
+      const [pn, p] = ranges[i - 1];
+      const [n, t] = ranges[i];
+      if (t.offset < p.offset + p.byteLength) throw bad(`group ${g.name}: tensors ${pn} and ${n} overlap ([${p.offset}, +${p.byteLength}) and [${t.offset}, +${t.byteLength}))`);
     }
     at += g.byteLength;
   }

@@ -278,7 +278,9 @@ export class TrunkStreamer {
     if (!slot) return;
     this.asyncReaderStarted = true;
     this.counters.aheadLoads++;
-    this.load(slot, this.groups.get(next)!, true);
+    const g = this.groups.get(next);
+    if (!g) return; // not in the trunk: acquire() names it
+    this.load(slot, g, true);
     slot.loading!.catch(() => undefined); // surfaced to whoever acquires it
   }
 

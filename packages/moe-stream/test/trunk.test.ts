@@ -177,6 +177,41 @@ describe("packTrunk", () => {
     writeFileSync(join(out, "trunk.json"), "{not json");
     expect(() => readTrunkManifest(out)).toThrow(/trunk\.json: not valid JSON/);
   });
+
+  it("refuses the manifests pnpm fuzz found crashing the reader or the engine (TypeError/RangeError) or giving other tokens", async () => {
+    const out = scratch();
+    await packTrunk(tinyK3Dir, out);
+    const pristine = readFileSync(join(out, "trunk.json"), "utf8");
+    const layerGroup = (m: { groups: { layer: number | null; tensors: Record<string, { offset: number; byteLength: number; dtype: string; shape: number[]; crc32: number }> }[] }) => m.groups.find((g) => g.layer === 7)!;
+    const cases: [string, (m: ReturnType<typeof JSON.parse>) => void, RegExp][] = [
+      ["a tensor entry null (TypeError reading 'offset')", (m) => (layerGroup(m).tensors[Object.keys(layerGroup(m).tensors)[0]] = null), /tensor .* must be an object/],
+      ["tensors not an object", (m) => (layerGroup(m).tensors = "abc"), /tensors must be an object/],
+      ["a bf16 tensor at an odd offset (RangeError in gemmBf16)", (m) => {
+        const ts = Object.values(layerGroup(m).tensors).filter((t) => t.dtype === "BF16");
+        ts[ts.length - 1].offset += 1;
+      }, /offset \d+ is not a multiple of 64/],
+      ["two groups for one layer (TypeError reading 'layer' in the streamer)", (m) => (m.groups.find((g: { layer: number | null }) => g.layer === 8).layer = 7), /layer 7 has a group already/],
+      ["a shape that does not match the byte length", (m) => {
+        const t = Object.values(layerGroup(m).tensors)[0];
+        t.shape = [...t.shape, 2];
+      }, /needs \d+/],
+      ["an unknown dtype", (m) => (Object.values(layerGroup(m).tensors)[0].dtype = "Q4"), /dtype "Q4" is not a safetensors dtype/],
+      ["a crc32 out of range", (m) => (Object.values(layerGroup(m).tensors)[0].crc32 = -1), /crc32 must be a 32-bit unsigned integer/],
+      ["a tensor moved onto another's bytes (other tokens, no error)", (m) => {
+        const ts = Object.values(layerGroup(m).tensors).sort((a, b) => a.offset - b.offset);
+        ts[ts.length - 1].offset = 0;
+      }, /overlap/],
+    ];
+    for (const [what, edit, message] of cases) {
+      const m = JSON.parse(pristine);
+      edit(m);
+      writeFileSync(join(out, "trunk.json"), JSON.stringify(m));
+      expect(() => readTrunkManifest(out), what).toThrow(CheckpointError);
+      expect(() => readTrunkManifest(out), what).toThrow(message);
+    }
+    writeFileSync(join(out, "trunk.json"), pristine);
+    expect(readTrunkManifest(out).groups.length).toBeGreaterThan(0);
+  });
 });
 
 describe("TrunkStreamer", () => {
