@@ -29,7 +29,7 @@ type FromWorker =
  */
 function requestError(m: { message: string; exitCode?: number; name?: string }, kind: CompletionJob["kind"]): Error {
   if (m.exitCode !== EXIT_USAGE) return new Error(m.message);
-  const param = kind === "chat" ? "messages" : "prompt";
+  const param = m.message.startsWith("logit_bias") ? "logit_bias" : kind === "chat" ? "messages" : "prompt";
   return new HttpError(400, m.message, param, "invalid_request_error", m.name === "ContextError" ? "context_length_exceeded" : null);
 }
 

@@ -168,11 +168,11 @@ Content-Type: application/json gets 415.
   --api-key KEY        require 'Authorization: Bearer KEY' on /v1/* and /metrics (401 otherwise;
                        the chat page asks for the key). Default: $K3_API_KEY when set, else none
 
-Also implemented: logprobs / top_logprobs, n (1..8), presence/frequency_penalty, seed, stop, and
-response_format json_object / json_schema (constrained decoding; see the engine README). Parameters
-that would change the reply but are not implemented get a 400 naming them, never silently ignored:
-tools / tool_choice and tool messages, logit_bias, unsupported JSON Schema keywords; echo / best_of /
-suffix on completions. role "developer" is taken as "system".
+Also implemented: logprobs / top_logprobs, n (1..8), presence/frequency_penalty, logit_bias, seed,
+stop, and response_format json_object / json_schema (constrained decoding; see the engine README).
+Parameters that would change the reply but are not implemented get a 400 naming them, never
+silently ignored: tools / tool_choice and tool messages, unsupported JSON Schema keywords; echo /
+best_of / suffix on completions. role "developer" is taken as "system".
 A 429 carries Retry-After. A busy --port exits 2 naming the address.
 
   --prompt-cache N     keep N prompt-state snapshots (default 1; 0 = off): a request whose prompt

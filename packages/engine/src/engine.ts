@@ -408,6 +408,9 @@ export class Engine {
     const maxTokens = options.maxTokens ?? 256;
     if (!Number.isInteger(maxTokens) || maxTokens < 1 || maxTokens > 1 << 20) throw new UsageError(`max tokens ${maxTokens}: expected an integer >= 1`);
     const sampler = new Sampler(options, options.stream ?? 0);
+    for (const k of Object.keys(sampler.options.logitBias)) {
+      if (Number(k) >= this.config.vocabSize) throw new UsageError(`logit_bias: token id ${k} is not in the vocabulary (0..${this.config.vocabSize - 1})`);
+    }
     const promptIds = typeof input === "string" ? this.encodeText(input) : input;
     if (promptIds.length === 0) throw new UsageError("the prompt is empty");
     checkPromptLength(promptIds.length);

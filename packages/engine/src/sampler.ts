@@ -53,6 +53,8 @@ export interface SamplingOptions {
    */
   presencePenalty?: number;
   frequencyPenalty?: number;
+  /** OpenAI's logit_bias: token id → a number in [-100, 100] added to its logit before every draw. */
+  logitBias?: Record<number, number>;
 }
 
 /** Checks sampling options; a bad value is a UsageError naming the option. */
@@ -70,7 +72,17 @@ export function validateSampling(o: SamplingOptions): Required<SamplingOptions> 
   for (const [name, v] of [["presence_penalty", presencePenalty], ["frequency_penalty", frequencyPenalty]] as const) {
     if (!Number.isFinite(v) || v < -2 || v > 2) throw new UsageError(`${name} = ${v}: expected a number in [-2, 2]`);
   }
-  return { temperature, topK, topP, seed, presencePenalty, frequencyPenalty };
+  const logitBias: Record<number, number> = {};
+  if (o.logitBias !== undefined && o.logitBias !== null) {
+    if (typeof o.logitBias !== "object" || Array.isArray(o.logitBias)) throw new UsageError("logit_bias: expected a map of token id to a number in [-100, 100]");
+    for (const [k, v] of Object.entries(o.logitBias)) {
+      const id = Number(k);
+      if (!/^\d+$/.test(k) || !Number.isSafeInteger(id)) throw new UsageError(`logit_bias: key ${JSON.stringify(k)} is not a token id`);
+      if (typeof v !== "number" || !Number.isFinite(v) || v < -100 || v > 100) throw new UsageError(`logit_bias[${k}] = ${JSON.stringify(v)}: expected a number in [-100, 100]`);
+      logitBias[id] = v;
+    }
+  }
+  return { temperature, topK, topP, seed, presencePenalty, frequencyPenalty, logitBias };
 }
 
 /** Index of the largest logit; ties go to the lower id; NaN never wins. */
@@ -109,15 +121,22 @@ export class Sampler {
   }
 
   /**
-   * The row the sampler draws from: the logits minus OpenAI's penalties,
+   * The row the sampler draws from: the logits plus logit_bias, minus OpenAI's penalties,
    * `logit[j] - c[j] * frequency_penalty - (c[j] > 0) * presence_penalty` (c[j]: times token j
    * was generated, see accept). A fresh copy when a penalty applies; otherwise the row itself.
    */
   adjust(logits: Float32Array): Float32Array {
-    const { presencePenalty, frequencyPenalty } = this.options;
-    if ((presencePenalty === 0 && frequencyPenalty === 0) || this.counts.size === 0) return logits;
+    const { presencePenalty, frequencyPenalty, logitBias } = this.options;
+    const penalize = (presencePenalty !== 0 || frequencyPenalty !== 0) && this.counts.size > 0;
+    const bias = Object.entries(logitBias);
+    if (!penalize && bias.length === 0) return logits;
     const out = logits.slice();
-    for (const [id, c] of this.counts) if (id < out.length) out[id] = out[id] - c * frequencyPenalty - presencePenalty;
+    for (const [k, b] of bias) {
+      const id = Number(k);
+      if (id >= out.length) throw new UsageError(`logit_bias: token id ${id} is not in the vocabulary (0..${out.length - 1})`);
+      out[id] = out[id] + b;
+    }
+    if (penalize) for (const [id, c] of this.counts) if (id < out.length) out[id] = out[id] - c * frequencyPenalty - presencePenalty;
     return out;
   }
 

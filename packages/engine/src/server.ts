@@ -43,6 +43,8 @@ export interface CompletionJob {
   logprobs?: number | null;
   /** JSON mode (json-mode.ts); absent or text: free text. */
   responseFormat?: ResponseFormat;
+  /** OpenAI's logit_bias (token id → [-100, 100]), checked by validateSampling. */
+  logitBias?: Record<number, number>;
 }
 
 /** One generated content token's log-probability (OpenAI's shape is built from it). */
@@ -224,8 +226,6 @@ function refuseUnsupported(b: Record<string, unknown>, kind: "chat" | "text"): v
     if (!unset(b.best_of, [1])) refuse("best_of", "only best_of = 1 is supported");
     if (!unset(b.suffix, [""])) refuse("suffix", "insertion (suffix) is not supported");
   }
-  const bias = b.logit_bias;
-  if (!unset(bias) && !(typeof bias === "object" && !Array.isArray(bias) && Object.keys(bias as object).length === 0)) refuse("logit_bias", "logit bias is not supported yet");
 }
 
 /** Most choices one request may ask for (each is a full generation, run one after another). */
@@ -290,13 +290,14 @@ export function validateRequest(body: unknown, kind: "chat" | "text", modelId: s
     frequencyPenalty: num(b, "frequency_penalty", 0, Number.isFinite, "a number in [-2, 2]"),
     logprobs: logprobsParam(b, kind),
     responseFormat: responseFormatParam(b),
+    logitBias: (b.logit_bias ?? undefined) as Record<number, number> | undefined,
   };
   // One validation path for sampling (the CLI's and Engine's): its messages name the OpenAI field.
   try {
     validateSampling(job);
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;
-    throw new HttpError(400, e.message, /^(\w+) =/.exec(e.message)?.[1] ?? null);
+    throw new HttpError(400, e.message, /^[a-z_]+/.exec(e.message)?.[0] ?? null);
   }
   if (b.stream !== undefined) {
     if (typeof b.stream !== "boolean") throw new HttpError(400, "stream: expected true or false", "stream");

@@ -134,6 +134,7 @@ async function runChoice(engine: Engine, id: number, job: CompletionJob, prompt:
     stream: index,
     presencePenalty: job.presencePenalty,
     frequencyPenalty: job.frequencyPenalty,
+    logitBias: job.logitBias,
     stop: job.stop,
     cancelled,
     constraint,

@@ -131,3 +131,17 @@ describe("sortByLogit", () => {
     }
   });
 });
+
+describe("logit_bias", () => {
+  it("adds each bias to its logit (hand-computed), with the penalties after it; bad maps are refused naming the key", () => {
+    const s = new Sampler({ logitBias: { 0: 5, 2: -100 }, presencePenalty: 1 });
+    const row = Float32Array.from([1, 2, 3]);
+    expect(Array.from(s.adjust(row))).toEqual([6, 2, -97]);
+    s.accept(0);
+    expect(Array.from(s.adjust(row))).toEqual([5, 2, -97]);
+    expect(s.sample(s.adjust(row))).toBe(0);
+    expect(() => new Sampler({ logitBias: { 1: 101 } })).toThrow(/logit_bias\[1\] = 101: expected a number in \[-100, 100\]/);
+    expect(() => new Sampler({ logitBias: { x: 1 } as never })).toThrow(/logit_bias: key "x" is not a token id/);
+    expect(() => new Sampler({ logitBias: { 7: 1 } }).adjust(row)).toThrow(/token id 7 is not in the vocabulary \(0\.\.2\)/);
+  });
+});

@@ -161,6 +161,8 @@ describe("the official openai client", () => {
       response_format: { type: "json_schema", json_schema: { name: "person", strict: true, schema: { type: "object", properties: { name: { type: "string" } }, required: ["name"], additionalProperties: false } } },
     });
     expect(backend.jobs.at(-1)).toMatchObject({ presencePenalty: 0.5, frequencyPenalty: -1.25, n: 2, logprobs: 4, responseFormat: { type: "json_schema", name: "person" } });
+    await client.chat.completions.create({ model: "tiny-test", messages: [{ role: "user", content: "hi" }], logit_bias: { "42": -100, "7": 2.5 } });
+    expect(backend.jobs.at(-1)!.logitBias).toEqual({ "42": -100, "7": 2.5 });
     await client.chat.completions.create({ model: "tiny-test", messages: [{ role: "user", content: "hi" }], response_format: { type: "json_object" } });
     expect(backend.jobs.at(-1)).toMatchObject({ presencePenalty: 0, frequencyPenalty: 0, n: 1, logprobs: null, responseFormat: { type: "json_object" } });
   });
@@ -185,7 +187,8 @@ describe("parameters that would change the reply are refused by name, never igno
     ["top_logprobs over 20", { logprobs: true, top_logprobs: 21 }, "top_logprobs", /0\.\.20/],
     ["presence_penalty out of range", { presence_penalty: 2.5 }, "presence_penalty", /\[-2, 2\]/],
     ["frequency_penalty not a number", { frequency_penalty: "x" }, "frequency_penalty", /\[-2, 2\]/],
-    ["logit_bias", { logit_bias: { "42": 5 } }, "logit_bias", /not supported/],
+    ["logit_bias out of range", { logit_bias: { "42": 500 } }, "logit_bias", /logit_bias\[42\] = 500: expected a number in \[-100, 100\]/],
+    ["logit_bias with a key that is not a token id", { logit_bias: { abc: 1 } }, "logit_bias", /key "abc" is not a token id/],
     ["n = 0", { n: 0 }, "n", /1\.\.8/],
     ["n = 9", { n: 9 }, "n", /1\.\.8/],
   ];

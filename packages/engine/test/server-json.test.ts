@@ -7,6 +7,7 @@ import { WorkerBackend } from "../src/backend.js";
 import { Engine } from "../src/engine.js";
 import { argmax } from "../src/sampler.js";
 import { startServer, type RunningServer } from "../src/server.js";
+import { loadKimiTokenizer } from "@k3/tiktoken-bpe";
 import { TINY_K3 } from "./helpers.js";
 
 let backend: WorkerBackend;
@@ -142,6 +143,16 @@ describe("logprobs from the model", () => {
     lp.tokens!.forEach((t, i) => {
       if (!t.startsWith("bytes:")) expect(c.text.slice(lp.text_offset![i], lp.text_offset![i] + t.length)).toBe(t);
     });
+  });
+});
+
+describe("logit_bias", () => {
+  it("+100 on one token makes greedy decoding write only it; an id past the vocabulary is a 400 naming logit_bias", async () => {
+    const tok = loadKimiTokenizer(TINY_K3, { specials: "k3" });
+    const [a] = tok.encodeOrdinary("a");
+    const r = await client.completions.create({ model: "k3", prompt: "x", max_tokens: 3, temperature: 0, logit_bias: { [a]: 100 } });
+    expect(r.choices[0].text).toBe("aaa");
+    await expect(client.completions.create({ model: "k3", prompt: "x", max_tokens: 3, logit_bias: { "999999": 1 } })).rejects.toMatchObject({ status: 400, param: "logit_bias" });
   });
 });
 
