@@ -108,6 +108,17 @@ describe("gemvBf16", () => {
       }
   });
 
+  it("is bit-identical where the AVX2 spread tiles are capped at 4 MiB apart (a task of 2112 rows of 16000 bytes: blocks of 8 x 262 rows, then 8 x 2)", () => {
+    const rows = 8448, cols = 24, ld = 8000; // 135 MB of weights; only the first 24 columns of each row are read
+    const w = new Uint16Array(rows * ld);
+    const block = f32ToBf16(uniform(1 << 16, -1, 1, 41));
+    for (let i = 0; i < w.length; i += block.length) w.set(block.subarray(0, Math.min(block.length, w.length - i)), i);
+    const x = uniform(cols, -1, 1, 42);
+    const expected = run("scalar", 1, w, x, rows, cols, ld);
+    for (const level of available)
+      for (const threads of [1, 2]) expect(bytesEqual(run(level, threads, w, x, rows, cols, ld), expected), `${level} x${threads}`).toBe(true);
+  });
+
   it("is bit-identical for every start offset within a 64-byte line (4 KiB-multiple stride: the skewed, line-aligned tiles)", () => {
     const rows = 21, cols = 1100, ld = 2048;
     const base = f32ToBf16(uniform(rows * ld + 64, -1, 1, 31));

@@ -111,24 +111,30 @@ static void rows4(const uint16_t *w, size_t ld, const float *x, float *y, size_t
 static void rows2(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) { rows_tile(w, ld, x, y, 1, cols, 2); }
 static void rows1(const uint16_t *w, size_t ld, const float *x, float *y, size_t cols) { rows_tile(w, ld, x, y, 1, cols, 1); }
 
-/* Spread tiles, for rows of less than SPREAD_MAX_ROW_BYTES: of the n rows asked for, the first
-   8 * (n / 8) form n / 8 tiles whose eight rows lie n / 8 rows apart (tile j: rows j, j + n/8, ...,
-   j + 7n/8), so a tile's eight DRAM streams are far apart instead of a few KB apart. Harness,
-   DRAM-streamed, 11:08-11:12 UTC (8 consecutive rows -> spread): 1 thread 3072x3584 24.0 -> 26.4-27.0
-   GB/s, 3584x3072 23.0 -> 26.5-27.3, 12288x7168 25.8 -> 26.8-27.1, 512x7168 25.3 -> 25.8-26.4; 2 threads
-   3072x3584 34.8 -> 37.0-37.7, 12288x7168 36.1 -> 36.1-37.1 (a 4-stream read: 28-29 / 37-38.5).
-   kernels.bench 11:22 UTC: 3072x3584 / 3584x3072 1 thread 0.98 / 1.00 of the read ceiling (0.84 / 0.82
-   with consecutive rows at 10:48); but 7168x33792 (66 KB rows, already far apart) fell 28.0 -> 21.2
-   GB/s, hence the bound. */
+/* Spread tiles, for rows of less than SPREAD_MAX_ROW_BYTES: the task's rows go in blocks of 8 x d
+   rows, and tile j of a block takes its rows j, j + d, ..., j + 7d, so a tile's eight DRAM streams are
+   d rows apart instead of neighbours a few KB apart; d = (rows left) / 8, at most SPREAD_MAX_BYTES
+   of rows. kernels.bench (JS arrays, 4 KiB pages) at 11:22 UTC, uncapped d: 3072x3584 / 3584x3072 on
+   1 thread 0.98 / 1.00 of the read ceiling (0.84 / 0.82 with neighbour rows at 10:48), 12288x7168 0.94
+   -> 1.01; but 33792x7168 fell 0.97 -> 0.82 (d = 1056 rows, 15 MB) at 11:35, and 7168x33792 (66 KB
+   rows) 28.0 -> 21.2 GB/s. Harness on 4 KiB pages, 1 thread, 11:39 UTC, neighbour rows / uncapped /
+   d <= 64 / d <= 256 rows: 33792x7168 20.8 / 20.5 / 22.3 / 22.7 GB/s, 3072x3584 21.0 / 26.7 / 25.5 /
+   26.7 (d = 96 there). */
 #define SPREAD_MAX_ROW_BYTES (16 * 1024)
+#define SPREAD_MAX_BYTES ((size_t)4 << 20)
 
 void k3_gemv_bf16_rows_avx2(const uint16_t *w, size_t ld, const float *x, float *y,
                             size_t row_begin, size_t row_end, size_t cols) {
-    const size_t spread = ld * sizeof(uint16_t) < SPREAD_MAX_ROW_BYTES ? (row_end - row_begin) / 8 : 1;
+    const size_t row_bytes = ld * sizeof(uint16_t);
     size_t r = row_begin;
-    if (spread > 1) {
-        for (size_t j = 0; j < spread; j++) rows8(w + (r + j) * ld, ld * spread, x, y + r + j, spread, cols);
-        r += 8 * spread;
+    if (row_bytes > 0 && row_bytes < SPREAD_MAX_ROW_BYTES) {
+        const size_t d_max = SPREAD_MAX_BYTES / row_bytes;
+        while (row_end - r >= 16) {
+            size_t d = (row_end - r) / 8;
+            if (d > d_max) d = d_max;
+            for (size_t j = 0; j < d; j++) rows8(w + (r + j) * ld, ld * d, x, y + r + j, d, cols);
+            r += 8 * d;
+        }
     }
     for (; r + 8 <= row_end; r += 8) rows8(w + r * ld, ld, x, y + r, 1, cols);
     for (; r + 4 <= row_end; r += 4) rows4(w + r * ld, ld, x, y + r, cols);
