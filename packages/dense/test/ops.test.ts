@@ -134,6 +134,47 @@ describe("activations", () => {
     sameAtEveryLevel(() => silu(x, new Float32Array(x.length)));
   });
 
+  // k3_expf (ops_exp.h) replaced libm expf so sigmoid/SiLU/SiLU-GLU vectorise: its 8-lane form
+  // must give the scalar function's bits on every edge (clamps, overflow to inf, the subnormal
+  // results below e^-87.3, NaN, -0) and ragged lengths (the scalar tail after the last 8 lanes).
+  const edges = new Float32Array([
+    0, -0, 1e-30, -1e-30, 88, 88.7, 88.72, 88.73, 89, 90, 1e30, Infinity, -Infinity, NaN, -NaN,
+    -87, -87.33, -87.4, -88, -90, -95, -100, -103.2, -103.97, -104, -105, -1e30,
+    ...uniform(993, -110, 95, 103),
+  ]);
+  const sigmoid64 = (v: number) => (Number.isNaN(v) ? NaN : 1 / (1 + Math.exp(-v)));
+
+  it("sigmoid, silu and siluGlu keep their bits at every SIMD level on every edge and length", () => {
+    const up = uniform(edges.length, -4, 4, 104);
+    for (const n of [1, 7, 8, 9, 15, 16, 17, edges.length]) {
+      const e = edges.subarray(0, n), w = up.subarray(0, n);
+      sameAtEveryLevel(() => sigmoid(e, new Float32Array(n)));
+      sameAtEveryLevel(() => silu(e, new Float32Array(n)));
+      sameAtEveryLevel(() => siluGlu(e, w, new Float32Array(n)));
+    }
+  });
+
+  it("sigmoid is within 2 ulp of float64 wherever it is a normal float, NaN stays NaN", () => {
+    // sigmoid(x) = 1 / (1 + e^-x): for x <= -20 it is 1 / e^-x to far below f32 precision, so this
+    // checks k3_expf over [20, 88.7] up to its overflow (beyond, e^-x = inf and sigmoid is 0, as
+    // with libm, where the true value is below 2^-126).
+    for (const level of available) {
+      setSimdLevel(level);
+      const got = sigmoid(edges, new Float32Array(edges.length));
+      for (let i = 0; i < edges.length; i++) {
+        const want = sigmoid64(edges[i]);
+        if (Number.isNaN(want)) {
+          expect(Number.isNaN(got[i]), `${level} sigmoid(${edges[i]})`).toBe(true);
+          continue;
+        }
+        const tol = want < 2 ** -126 ? 2 ** -126 : 2 * want * 2 ** -23;
+        expect(Math.abs(got[i] - want), `${level} sigmoid(${edges[i]}) = ${got[i]}, float64 ${want}`).toBeLessThanOrEqual(tol);
+      }
+    }
+    setSimdLevel("scalar");
+    expect(sigmoid(new Float32Array([89, 1e30, -104, -1e30]), new Float32Array(4))).toEqual(new Float32Array([1, 1, 0, 0]));
+  });
+
   it("GLU activations split over the pool give the same bits at 1/2/3 threads, in place too", () => {
     // 3 pieces of the kernel's 8192 and a ragged tail, so every task boundary is crossed.
     const n = 3 * 8192 + 77;

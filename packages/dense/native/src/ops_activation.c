@@ -1,15 +1,24 @@
-/* ops_activation.c: sigmoid, SiLU, SiLU-GLU, SiTU-GLU and softmax with libm expf/tanhf. */
+/* ops_activation.c: sigmoid, SiLU, SiLU-GLU, SiTU-GLU and softmax. The exponentials of the
+   element-wise ones are k3_expf (ops_exp.h), whose 8-lane twin in ops_activation_avx2.c gives the
+   same bits, so these run vectorised at AVX2 and above; tanhf (SiTU) and softmax's expf stay libm. */
 #include <math.h>
+#include "cpu.h"
 #include "ops.h"
+#include "ops_exp.h"
+#include "ops_activation_avx2.h"
 #include "pool.h"
 
-static float sigmoid1(float x) { return 1.0f / (1.0f + expf(-x)); }
+static float sigmoid1(float x) { return k3_sigmoidf(x); }
+
+static int vector_activations(void) { return k3_cpu_level() >= K3_SIMD_AVX2; }
 
 void k3_sigmoid(const float *x, float *out, size_t n) {
+    if (vector_activations()) return k3_sigmoid_range_avx2(x, out, 0, n);
     for (size_t i = 0; i < n; i++) out[i] = sigmoid1(x[i]);
 }
 
 void k3_silu(const float *x, float *out, size_t n) {
+    if (vector_activations()) return k3_silu_range_avx2(x, out, 0, n);
     for (size_t i = 0; i < n; i++) out[i] = x[i] * sigmoid1(x[i]);
 }
 
@@ -29,6 +38,7 @@ typedef struct {
 } glu_job;
 
 static void silu_glu_range(const float *g, const float *u, float *out, size_t lo, size_t hi) {
+    if (vector_activations()) return k3_silu_glu_range_avx2(g, u, out, lo, hi);
     for (size_t i = lo; i < hi; i++) out[i] = (g[i] * sigmoid1(g[i])) * u[i];
 }
 

@@ -1,0 +1,11 @@
+/* ops_activation_avx2.h: the element-wise activations 8 lanes at a time (ops_activation_avx2.c);
+   each writes out[lo, hi) with the same bits as the scalar loops in ops_activation.c. */
+#ifndef K3_OPS_ACTIVATION_AVX2_H
+#define K3_OPS_ACTIVATION_AVX2_H
+#include <stddef.h>
+
+void k3_sigmoid_range_avx2(const float *x, float *out, size_t lo, size_t hi);
+void k3_silu_range_avx2(const float *x, float *out, size_t lo, size_t hi);
+void k3_silu_glu_range_avx2(const float *g, const float *u, float *out, size_t lo, size_t hi);
+
+#endif
