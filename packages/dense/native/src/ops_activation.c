@@ -1,10 +1,10 @@
 /* ops_activation.c: sigmoid, SiLU, SiLU-GLU, SiTU-GLU and softmax. The exponentials of the
-   element-wise ones are k3_expf (ops_exp.h), whose 8-lane twin in ops_activation_avx2.c gives the
+   element-wise ones are k3_expf (include/k3_exp.h, shared with @k3/kda), whose 8-lane twin in ops_activation_avx2.c gives the
    same bits, so these run vectorised at AVX2 and above; tanhf (SiTU) and softmax's expf stay libm. */
 #include <math.h>
 #include "cpu.h"
 #include "ops.h"
-#include "ops_exp.h"
+#include "k3_exp.h"
 #include "ops_activation_avx2.h"
 #include "pool.h"
 

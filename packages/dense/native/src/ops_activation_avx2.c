@@ -1,34 +1,12 @@
 /* ops_activation_avx2.c: sigmoid, SiLU and SiLU-GLU with k3_expf 8 lanes at a time.
  *
- * k3_expf8 is k3_expf (ops_exp.h) step for step: the same constants, the same fused and unfused
- * operations in the same order, so every lane has the bits the scalar function gives (the tests
- * compare the two at every level). The last n % 8 elements go through the scalar function. */
+ * k3_expf8 (include/k3_exp_avx2.h, shared with @k3/kda) is k3_expf step for step, so every lane has
+ * the scalar function's bits (the tests compare the two at every level). The last n % 8 elements go
+ * through the scalar function. */
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
-#include "ops_exp.h"
+#include "k3_exp_avx2.h"
 #include "ops_activation_avx2.h"
-
-static inline __m256 pow2i8(__m256i k) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
-}
-
-static inline __m256 k3_expf8(__m256 x) {
-    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(K3_EXP_MIN_X)), _mm256_set1_ps(K3_EXP_MAX_X));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(K3_EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-K3_EXP_LN2_HI), xc);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(K3_EXP_LN2_LO), r);
-    __m256 p = _mm256_set1_ps(K3_EXP_P0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(K3_EXP_P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(K3_EXP_P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(K3_EXP_P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(K3_EXP_P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(K3_EXP_P5));
-    __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-    __m256i ni = _mm256_cvtps_epi32(n); /* n is integral: exact */
-    __m256i n1 = _mm256_srai_epi32(ni, 1);
-    __m256 e = _mm256_mul_ps(_mm256_mul_ps(y, pow2i8(n1)), pow2i8(_mm256_sub_epi32(ni, n1)));
-    return _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); /* NaN in, the same NaN out */
-}
 
 static inline __m256 sigmoid8(__m256 x) {
     const __m256 one = _mm256_set1_ps(1.0f);

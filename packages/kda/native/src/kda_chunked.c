@@ -39,7 +39,7 @@ static void gemm_acc(size_t m, size_t n, size_t k, const float *A, size_t lda, c
 
 /* Largest |Gamma_i - Gamma_r| (per channel) a sub-block may span and still be factored around r:
    factors stay within [e^-64, e^64] = [1.6e-28, 6.2e27], normal fp32 with headroom for |k|, |q| up
-   to 5e10 before K_j e^(Gamma_r - Gamma_j) could overflow, and far above kexp's flush at -87. */
+   to 5e10 before K_j e^(Gamma_r - Gamma_j) could overflow, and far above k3_expf's flush at -87. */
 #define FACTOR_BOUND 64.0f
 
 typedef struct {

@@ -9,8 +9,8 @@
  *                e[j]   = v[j] - acc[j]
  *                s      = fmaf(beta * k[d], e[j], S[d][j]);  S[d][j] = s
  *                o[j]   = fmaf(q[d], s, o[j])                            (from 0)
- *   exp_diff   out[i] = kexp(a[i] - b[i]) (b NULL: kexp(a[i])), kexp = Cody-Waite + degree-5
- *              polynomial with fmaf (kda_exp.h); 0 for x <= -87, inf for x > 88, NaN kept
+ *   exp_diff   out[i] = k3_expf(a[i] - b[i]) (b NULL: k3_expf(a[i])), k3_expf (@k3/dense k3_exp.h) = Cody-Waite + degree-5
+ *              polynomial with fmaf; 0 for x <= -87, inf for x > 88, NaN kept
  *   step_head_bf16  step_head on a bf16-stored state: widen (exact), the same step in f32 (decayed
  *              rows kept in `work` [dk][dv]), o from the f32 values, then S rounded to nearest even
  *              (a NaN stays a quiet NaN with its sign)

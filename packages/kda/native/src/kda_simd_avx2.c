@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include "kda_exp.h"
+#include "k3_exp_avx2.h"
 #include "kda_simd.h"
 #include "state_bf16.h"
 
@@ -16,36 +16,17 @@
 
 /* ---------------------------------------------------------------- exp */
 
-static __m256 kexp8(__m256 x) {
-    __m256 xc = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(KEXP_HIGH)), _mm256_set1_ps(KEXP_LOW));
-    __m256 n = _mm256_floor_ps(_mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(KEXP_LOG2E)), _mm256_set1_ps(0.5f)));
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KEXP_LN2_HI), xc);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KEXP_LN2_LO), r);
-    __m256 p = _mm256_set1_ps(KEXP_P0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KEXP_P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KEXP_P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KEXP_P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KEXP_P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KEXP_P5));
-    __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    __m256 res = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-    res = _mm256_blendv_ps(res, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(KEXP_LOW), _CMP_LE_OQ));
-    res = _mm256_blendv_ps(res, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(x, _mm256_set1_ps(KEXP_HIGH), _CMP_GT_OQ));
-    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-
 static void exp_diff(const float *a, const float *b, float *out, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 x = _mm256_loadu_ps(a + i);
         if (b) x = _mm256_sub_ps(x, _mm256_loadu_ps(b + i));
-        _mm256_storeu_ps(out + i, kexp8(x));
+        _mm256_storeu_ps(out + i, k3_expf8(x));
     }
     if (i < n) { /* the tail through a padded buffer, so it runs the same vector formula */
         float buf[8] = {0};
         for (size_t t = 0; t < n - i; t++) buf[t] = b ? a[i + t] - b[i + t] : a[i + t];
-        _mm256_storeu_ps(buf, kexp8(_mm256_loadu_ps(buf)));
+        _mm256_storeu_ps(buf, k3_expf8(_mm256_loadu_ps(buf)));
         memcpy(out + i, buf, (n - i) * sizeof(float));
     }
 }

@@ -2,34 +2,14 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include "kda_exp.h"
+#include "k3_exp.h"
 #include "kda_simd.h"
 #include "state_bf16.h"
 
 /* ---------------------------------------------------------------- exp */
 
-static float kexp(float x) {
-    if (x != x) return x;
-    if (x <= KEXP_LOW) return 0.0f;
-    if (x > KEXP_HIGH) return INFINITY;
-    float n = floorf(x * KEXP_LOG2E + 0.5f);
-    float r = fmaf(n, -KEXP_LN2_HI, x);
-    r = fmaf(n, -KEXP_LN2_LO, r);
-    float p = KEXP_P0;
-    p = fmaf(p, r, KEXP_P1);
-    p = fmaf(p, r, KEXP_P2);
-    p = fmaf(p, r, KEXP_P3);
-    p = fmaf(p, r, KEXP_P4);
-    p = fmaf(p, r, KEXP_P5);
-    float y = fmaf(p, r * r, r) + 1.0f;
-    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return y * scale;
-}
-
 static void exp_diff(const float *a, const float *b, float *out, size_t n) {
-    for (size_t i = 0; i < n; i++) out[i] = kexp(b ? a[i] - b[i] : a[i]);
+    for (size_t i = 0; i < n; i++) out[i] = k3_expf(b ? a[i] - b[i] : a[i]);
 }
 
 /* ---------------------------------------------------------------- recurrence step */
