@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "k3_safetensors.h"
+#include "fuzz_common.h"
 
 /* ---------------------------------------------------------------- one parse */
 
@@ -21,24 +22,18 @@ typedef struct {
     uint64_t digest; /* FNV-1a over the columns */
 } outcome;
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static uint64_t table_digest(const st_table *t) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    h = fnv(h, t->dtype, t->count);
-    h = fnv(h, t->begin, t->count * sizeof(double));
-    h = fnv(h, t->end, t->count * sizeof(double));
-    h = fnv(h, t->shape_start, (t->count + 1) * sizeof(uint32_t));
-    h = fnv(h, t->dims, t->n_dims * sizeof(double));
-    h = fnv(h, t->name_start, (t->count + 1) * sizeof(uint32_t));
-    h = fnv(h, t->name_bytes, t->name_length);
-    h = fnv(h, t->layer, t->count * sizeof(int32_t));
-    h = fnv(h, t->expert, t->count * sizeof(int32_t));
-    h = fnv(h, t->kind, t->count);
+    uint64_t h = FUZZ_FNV_SEED;
+    h = fuzz_fnv(h, t->dtype, t->count);
+    h = fuzz_fnv(h, t->begin, t->count * sizeof(double));
+    h = fuzz_fnv(h, t->end, t->count * sizeof(double));
+    h = fuzz_fnv(h, t->shape_start, (t->count + 1) * sizeof(uint32_t));
+    h = fuzz_fnv(h, t->dims, t->n_dims * sizeof(double));
+    h = fuzz_fnv(h, t->name_start, (t->count + 1) * sizeof(uint32_t));
+    h = fuzz_fnv(h, t->name_bytes, t->name_length);
+    h = fuzz_fnv(h, t->layer, t->count * sizeof(int32_t));
+    h = fuzz_fnv(h, t->expert, t->count * sizeof(int32_t));
+    h = fuzz_fnv(h, t->kind, t->count);
     for (uint32_t i = 0; i < t->count; i++) { /* every name finds itself */
         const uint8_t *name = t->name_bytes + t->name_start[i];
         size_t len = t->name_start[i + 1] - t->name_start[i];
@@ -76,8 +71,7 @@ static int levels = 1;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
-    __builtin_cpu_init();
-    levels = __builtin_cpu_supports("avx512bw") ? 3 : __builtin_cpu_supports("avx2") ? 2 : 1;
+    levels = fuzz_simd_levels();
     return 0;
 }
 

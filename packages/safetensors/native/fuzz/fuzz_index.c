@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "k3_safetensors.h"
+#include "fuzz_common.h"
 
 typedef struct {
     st_code code;
@@ -16,26 +17,20 @@ typedef struct {
     uint64_t digest;
 } outcome;
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static uint64_t index_digest(const st_index *x) {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = FUZZ_FNV_SEED;
     for (uint32_t k = 0; k < x->count; k++) {
         const uint8_t *name;
         size_t len;
         st_index_name(x, k, &name, &len);
-        h = fnv(h, name, len);
+        h = fuzz_fnv(h, name, len);
         if (x->shard_of[k] >= x->n_shards) abort();
-        h = fnv(h, &x->shard_of[k], sizeof x->shard_of[k]);
+        h = fuzz_fnv(h, &x->shard_of[k], sizeof x->shard_of[k]);
     }
-    h = fnv(h, x->shard_start, (x->n_shards + 1) * sizeof(uint32_t));
-    h = fnv(h, x->shard_bytes, x->shard_length);
-    h = fnv(h, &x->metadata_begin, sizeof x->metadata_begin);
-    return fnv(h, &x->metadata_end, sizeof x->metadata_end);
+    h = fuzz_fnv(h, x->shard_start, (x->n_shards + 1) * sizeof(uint32_t));
+    h = fuzz_fnv(h, x->shard_bytes, x->shard_length);
+    h = fuzz_fnv(h, &x->metadata_begin, sizeof x->metadata_begin);
+    return fuzz_fnv(h, &x->metadata_end, sizeof x->metadata_end);
 }
 
 static outcome parse_once(const uint8_t *data, size_t size, int level) {
@@ -61,8 +56,7 @@ static int levels = 1;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
-    __builtin_cpu_init();
-    levels = __builtin_cpu_supports("avx512bw") ? 3 : __builtin_cpu_supports("avx2") ? 2 : 1;
+    levels = fuzz_simd_levels();
     return 0;
 }
 
