@@ -7,6 +7,7 @@ export { Tokenizer, type TokenizerOptions, type EncodeOptions, type SpecialSet, 
 export { getEncoding, loadKimiTokenizer, KIMI_RANKS_SHA256, KIMI_K2_SPECIALS, KIMI_K3_SPECIALS, type EncodingName, type GetEncodingOptions, type KimiLoadOptions } from "./presets.js";
 export { CL100K_PATTERN, O200K_PATTERN, KIMI_PATTERN } from "./patterns.js";
 export { parseRanks, readRankFile } from "./ranks.js";
+export { trainBpe, rankFileText, kimiTokenizerConfig, byteRankOrder, type TrainBpeOptions, type TrainedBpe } from "./train.js";
 export type { Vocabulary } from "./rank-table.js";
 export { kimiHfParts, pythonIsSpace, KIMI_MAX_ENCODE_CHARS, KIMI_MAX_RUN_CHARS } from "./kimi-hf.js";
 export { encodeChat, parseK3Output, K3_EFFORT_SENTENCE, type ChatMessage, type ChatOptions, type K3Output } from "./chat.js";
