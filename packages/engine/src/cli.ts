@@ -877,9 +877,11 @@ async function cmdPack(argv: string[]): Promise<number> {
   if (values.help) return print(HELP.pack);
   if (typeof values.model !== "string" || typeof values.out !== "string") throw new UsageError("k3 pack: --model DIR and --out DIR are required");
   const { packTrunk, progressPrinter } = await import("@k3/moe-stream");
+  const t0 = performance.now();
   const result = await packTrunk(resolve(values.model), resolve(values.out), { onProgress: progressPrinter(process.stderr), shardDirs: shardDirsOf(values) });
+  const seconds = (performance.now() - t0) / 1000;
   process.stderr.write(
-    `packed ${result.manifest.groups?.length ?? "?"} groups, ${(result.writtenBytes / GB).toFixed(3)} GB written (${result.resumedGroups} resumed) → ${result.file}\n`,
+    `packed ${result.manifest.groups?.length ?? "?"} groups, ${(result.writtenBytes / GB).toFixed(3)} GB written (${result.resumedGroups} resumed) in ${seconds.toFixed(1)} s (${(result.writtenBytes / GB / seconds).toFixed(2)} GB/s; read ${result.io.read}, write ${result.io.write}) → ${result.file}\n`,
   );
   return EXIT_OK;
 }

@@ -50,6 +50,33 @@ export interface DirectWriterOptions {
   direct?: boolean;
   /** Tests: act as if the filesystem refused O_DIRECT at open, or at the first write (EINVAL). */
   refuseDirect?: "open" | "write";
+  /**
+   * true: the all-zero HOLE_BLOCKs of each staging buffer (aligned from the buffer's start) are not
+   * written, so they stay holes of a file the caller truncated to its full length first (they read
+   * as zeros), and a sparse source copies into a sparse file. Real data costs one compare per block.
+   */
+  holes?: boolean;
+}
+
+/** Granule of the holes left by a `holes: true` writer. */
+const HOLE_BLOCK = 256 << 10;
+const ZEROS = new Uint8Array(HOLE_BLOCK);
+
+/** The [from, to) runs of `buf` that are not all-zero HOLE_BLOCKs, in order. */
+function nonZeroRuns(buf: Uint8Array): Array<[number, number]> {
+  const runs: Array<[number, number]> = [];
+  let run = -1;
+  for (let o = 0; o < buf.length; o += HOLE_BLOCK) {
+    const end = Math.min(o + HOLE_BLOCK, buf.length);
+    const nonZero = Buffer.compare(buf.subarray(o, end), ZEROS.subarray(0, end - o)) !== 0;
+    if (nonZero && run < 0) run = o;
+    if (!nonZero && run >= 0) {
+      runs.push([run, o]);
+      run = -1;
+    }
+  }
+  if (run >= 0) runs.push([run, buf.length]);
+  return runs;
 }
 
 /** The O_DIRECT alignment of `file` (statx STATX_DIOALIGN, shared with the O_DIRECT reads). */
@@ -80,6 +107,7 @@ export class DirectFileWriter {
   private waiters: Array<() => void> = [];
   private refuseHook: DirectWriterOptions["refuseDirect"];
   private closed = false;
+  private readonly holes: boolean;
 
   /** `fd`: the caller's (buffered) descriptor of `file`, open for writing; it stays the caller's. */
   constructor(
@@ -92,6 +120,7 @@ export class DirectFileWriter {
     this.staging.inUse = true;
     this.free = [...this.staging.buffers];
     this.refuseHook = options.refuseDirect;
+    this.holes = options.holes === true;
     let align = this.staging.align;
     if (options.direct !== false) {
       try {
@@ -174,6 +203,33 @@ export class DirectFileWriter {
     }
   }
 
+  /**
+   * Continues the file at `position` (a multiple of 4096, not before `end`) without writing the
+   * bytes in between: they stay whatever the file holds there (a hole in a file the caller
+   * truncated to its full length reads as zeros). What was pushed before goes out first, its last
+   * buffer rounded up to the alignment with zeros that land inside the skipped range.
+   */
+  async skipTo(position: number): Promise<void> {
+    this.check();
+    if (position < this.end || position % 4096 !== 0) throw new RangeError(`DirectFileWriter ${this.file}: skipTo(${position}) must be a multiple of 4096 at or after the end, ${this.end}`);
+    if (position === this.end) return;
+    if (this.cur && this.fill > this.flushed) {
+      const len = this.direct ? Math.ceil(this.fill / this.align) * this.align : this.fill;
+      this.cur.fill(0, this.fill, len);
+      this.submit(this.cur, len, this.curStart, this.fill - this.flushed, true);
+    } else if (this.cur) {
+      // Written whole by a drain(): its write (not releasing the buffer) must end before reuse.
+      const buf = this.cur;
+      this.cur = null;
+      while (this.running > 0) await new Promise<void>((res) => this.waiters.push(res));
+      this.free.push(buf);
+    }
+    this.cur = null;
+    this.curStart = position;
+    this.fill = 0;
+    this.flushed = 0;
+  }
+
   /** Closes the O_DIRECT descriptor and gives the staging buffers back (after drain()). */
   close(): void {
     if (this.closed) return;
@@ -199,11 +255,17 @@ export class DirectFileWriter {
     });
   }
 
-  /** Writes buf[0, len) at `position` (`bytes` of it new); `release` returns the buffer to the free list after. */
+  /**
+   * Writes buf[0, len) at `position` (`bytes` of it new; with `holes`, only its non-zero runs);
+   * `release` returns the buffer to the free list after.
+   */
   private submit(buf: Uint8Array, len: number, position: number, bytes: number, release: boolean): void {
+    const runs = this.holes ? nonZeroRuns(buf.subarray(0, len)) : [[0, len] as [number, number]];
     this.running++;
-    this.writeOut(buf, len, position, (err) => {
-      if (err) this.failure ??= err;
+    let left = runs.length;
+    let failed: unknown = null;
+    const finish = () => {
+      if (failed) this.failure ??= failed;
       else {
         this.written += bytes;
         this.padEnd = Math.max(this.padEnd, position + len);
@@ -213,7 +275,13 @@ export class DirectFileWriter {
       const w = this.waiters;
       this.waiters = [];
       for (const res of w) res();
-    });
+    };
+    if (left === 0) return void setImmediate(finish);
+    for (const [from, to] of runs)
+      this.writeOut(buf.subarray(from, to), to - from, position + from, (err) => {
+        if (err) failed ??= err;
+        if (--left === 0) finish();
+      });
   }
 
   /** One write; a short write continues with the rest; an O_DIRECT EINVAL switches to buffered and retries. */

@@ -17,8 +17,13 @@
  *    skips the journaled groups;
  *  - disk full / any write error: a PackError naming the group and the free space; the journal
  *    stays, so the next run resumes.
+ *
+ * I/O: the source is read, and the trunk written and read back, with O_DIRECT (DirectFileReader,
+ * DirectFileWriter), so neither passes through the page cache: on this VM a buffered GB costs
+ * ~1.7 s of kernel CPU to read and ~1.6 s to write, which was most of a pack's time. The read-back
+ * therefore checks what the disk returns, not a cached copy.
  */
-import { closeSync, existsSync, fstatSync, fsync, fsyncSync, ftruncateSync, mkdirSync, openSync, read, readFileSync, readSync, renameSync, rmSync, statfsSync, statSync, write, writeFileSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fsync, fsyncSync, ftruncateSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statfsSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { basename, join } from "node:path";
 import { createHash } from "node:crypto";
 import { crc32 } from "node:zlib";
@@ -26,6 +31,8 @@ import { openCheckpointIndex, type TensorInfo } from "./checkpoint.js";
 import { dtypeBits, isDtype } from "@k3/safetensors";
 import { ChecksumError, CheckpointError, PackError, formatBytes } from "./errors.js";
 import { ProgressMeter, type Progress } from "./progress.js";
+import { DirectFileReader, alignedReadBuffer } from "./direct-read.js";
+import { DIRECT_BUFFER_BYTES, DirectFileWriter, StagingBuffers } from "./direct-write.js";
 
 export const TRUNK_ALIGN = 4096;
 const TENSOR_ALIGN = 64;
@@ -76,12 +83,18 @@ export interface PackTrunkOptions {
   /** Test hook: a write fails with ENOSPC once this many bytes have been written in this run. */
   injectEnospcAfterBytes?: number;
   /**
-   * Bytes moved per read/write call (default 64 MiB; at most 1 GiB, a multiple of 4096). Data is
-   * copied one tensor at a time in pieces of this size through one reused buffer, whatever the
+   * Bytes moved per read call (default 64 MiB; at most 1 GiB, a multiple of 4096). Data is
+   * copied one tensor at a time in pieces of this size through two reused buffers, whatever the
    * tensor or group size: Node's readSync/writeSync take < 2 GiB per call and a typed array
    * <= 4 GiB, while K3's global group (embed_tokens + lm_head) is 4.70 GB.
    */
   pieceBytes?: number;
+  /**
+   * false: buffered reads and writes (through the page cache) instead of O_DIRECT. Default true:
+   * the source is read and the trunk written and read back with O_DIRECT, buffered only where the
+   * filesystem refuses it (PackTrunkResult.io says which).
+   */
+  direct?: boolean;
 }
 
 export interface PackTrunkResult {
@@ -91,6 +104,8 @@ export interface PackTrunkResult {
   /** Groups skipped because a previous run had finished them. */
   resumedGroups: number;
   writtenBytes: number;
+  /** How the source was read and the trunk written (O_DIRECT, or buffered and why). */
+  io: { read: string; write: string };
 }
 
 const LAYER_RE = /(?:^|\.)layers\.(\d+)\./;
@@ -204,8 +219,8 @@ export function checkTrunkSource(trunkDir: string, manifest: TrunkManifest, chec
 }
 
 export const DEFAULT_PACK_PIECE = 64 << 20;
-/** Piece buffers of a pack (pieces <= the default; larger pieces get 2). */
-const PACK_POOL = 4;
+/** Bytes per read when a written group is read back and checksummed. */
+const VERIFY_PIECE = 32 << 20;
 const MAX_PACK_PIECE = 1 << 30;
 
 function checkPiece(piece: number): number {
@@ -214,74 +229,22 @@ function checkPiece(piece: number): number {
   return piece;
 }
 
-/** Reads exactly `buf.length` bytes at `offset` of an open fd, or fails naming the file. */
-async function readExact(fd: number, buf: Uint8Array, offset: number, file: string): Promise<void> {
-  let got = 0;
-  while (got < buf.length) {
-    const n = await new Promise<number>((res, rej) => read(fd, buf, got, buf.length - got, offset + got, (e, k) => (e ? rej(e) : res(k))));
-    if (n === 0) throw new CheckpointError(file, `short read: ${got} of ${buf.length} bytes at offset ${offset} (file truncated?)`);
-    got += n;
-  }
-}
+/** Zeros for the alignment gaps and padding between tensors (each below 4 KiB). */
+const GAP_ZEROS = new Uint8Array(TRUNK_ALIGN);
 
-async function writeExact(fd: number, buf: Uint8Array, position: number): Promise<void> {
-  let off = 0;
-  while (off < buf.length) off += await new Promise<number>((res, rej) => write(fd, buf, off, buf.length - off, position + off, (e, k) => (e ? rej(e) : res(k))));
-}
-
-const ZERO_BLOCK = 256 << 10;
-
-/**
- * Writes `buf` at `position` except its all-zero 256 KiB blocks: those stay holes, which read as
- * zeros (the region was never written in this run, and the file was truncated before it), so a
- * sparse checkpoint packs into a sparse trunk. Real weights are one write per piece (the non-zero
- * runs coalesce). `zeros` is a never-written buffer >= ZERO_BLOCK: memcmp against zero pages.
- */
-async function writeNonZero(fd: number, buf: Uint8Array, position: number, zeros: Uint8Array): Promise<void> {
-  const runs: Array<[number, number]> = [];
-  let run = -1;
-  for (let o = 0; o < buf.length; o += ZERO_BLOCK) {
-    const end = Math.min(o + ZERO_BLOCK, buf.length);
-    const nonZero = Buffer.compare(buf.subarray(o, end), zeros.subarray(0, end - o)) !== 0;
-    if (nonZero && run < 0) run = o;
-    if (!nonZero && run >= 0) {
-      runs.push([run, o]);
-      run = -1;
-    }
-  }
-  if (run >= 0) runs.push([run, buf.length]);
-  await Promise.all(runs.map(([from, to]) => writeExact(fd, buf.subarray(from, to), position + from)));
-}
-
-/** Bytes read back per call when a written piece is compared with its source. */
-const READ_BACK = 4 << 20;
-
-/**
- * Reads `piece` back from `position` of `fd` (through `back`, in READ_BACK parts) and compares it
- * with the bytes written; a difference is a ChecksumError naming the tensor.
- */
-async function readBack(fd: number, file: string, piece: Uint8Array, position: number, back: Uint8Array, tensor: string): Promise<void> {
-  for (let at = 0; at < piece.length; at += back.length) {
-    const part = back.subarray(0, Math.min(back.length, piece.length - at));
-    await readExact(fd, part, position + at, file);
-    if (Buffer.compare(part, piece.subarray(at, at + part.length)) !== 0) {
-      throw new ChecksumError(file, tensor, crc32(piece.subarray(at, at + part.length)) >>> 0, crc32(part) >>> 0);
-    }
-  }
+/** Pushes `n` zero bytes at the writer's end. */
+async function pushZeros(writer: DirectFileWriter, n: number): Promise<void> {
+  for (; n > 0; n -= GAP_ZEROS.length) await writer.push(GAP_ZEROS.subarray(0, Math.min(n, GAP_ZEROS.length)), writer.end);
 }
 
 /**
- * crc32 of every tensor of `pieces` read from `fd` through the two buffers `bufs`, the read of the
- * next piece in flight while the current one is checksummed. `pieces` lists [key, offset, length]
- * with a tensor's pieces adjacent and in order; returns key -> crc32.
+ * crc32 of every tensor of `pieces` read from `reader` through the two buffers `bufs`, the read of
+ * the next piece in flight while the current one is checksummed. `pieces` lists [key, offset,
+ * length] with a tensor's pieces adjacent and in order; returns key -> crc32.
  */
-async function crcPieces(fd: number, file: string, pieces: Array<[string, number, number]>, bufs: [Uint8Array, Uint8Array], onPiece?: (key: string, length: number) => void): Promise<Map<string, number>> {
+async function crcPieces(reader: DirectFileReader, pieces: Array<[string, number, number]>, bufs: [Uint8Array, Uint8Array], onPiece?: (key: string, length: number) => void): Promise<Map<string, number>> {
   const crcs = new Map<string, number>();
-  const load = (i: number) => {
-    const [, offset, length] = pieces[i];
-    const piece = bufs[i & 1].subarray(0, length);
-    return readExact(fd, piece, offset, file).then(() => piece);
-  };
+  const load = (i: number) => reader.read(bufs[i & 1], pieces[i][1], pieces[i][2]);
   let next = pieces.length ? load(0) : null;
   for (let i = 0; i < pieces.length; i++) {
     const piece = await next!;
@@ -301,6 +264,13 @@ function piecesOf(key: string, offset: number, length: number, piece: number): A
     if (length === 0) break;
   }
   return out;
+}
+
+/** Reads `group` back from the trunk file and compares every tensor's crc32 with `crcs` (ChecksumError naming the tensor). */
+async function verifyGroupCrcs(reader: DirectFileReader, g: TrunkGroup, crcs: Record<string, number>, bufs: [Uint8Array, Uint8Array], piece: number): Promise<void> {
+  const pieces = Object.entries(g.tensors).flatMap(([name, t]) => piecesOf(name, g.offset + t.offset, t.byteLength, piece));
+  const got = await crcPieces(reader, pieces, bufs);
+  for (const name of Object.keys(g.tensors)) if (got.get(name) !== crcs[name]) throw new ChecksumError(reader.file, name, crcs[name], got.get(name) ?? 0);
 }
 
 interface JournalLine {
@@ -359,31 +329,23 @@ export async function packTrunk(checkpointDir: string, outDir: string, opts: Pac
   const journal = openSync(journalFile, resumedGroups > 0 ? "a" : "w");
   const meter = new ProgressMeter("pack", plan.bytes, resumedBytes);
   const pieceBytes = checkPiece(opts.pieceBytes ?? DEFAULT_PACK_PIECE);
-  // A pool of piece buffers: one being read (and checksummed) while the others are being written.
-  const pool: Uint8Array[] = Array.from({ length: pieceBytes <= DEFAULT_PACK_PIECE ? PACK_POOL : 2 }, () => new Uint8Array(pieceBytes));
-  const free = [...pool];
-  let wake: (() => void) | null = null;
-  const release = (b: Uint8Array) => {
-    free.push(b);
-    const w = wake;
-    wake = null;
-    w?.();
-  };
-  // One read-back buffer per piece buffer: each written piece is read back from trunk.bin and
-  // compared with the source bytes still in its buffer (the verification, done while the next
-  // pieces are copied).
-  const backs: Uint8Array[] = pool.map(() => new Uint8Array(Math.min(pieceBytes, READ_BACK)));
-  const zeros = new Uint8Array(Math.min(pieceBytes, ZERO_BLOCK)); // never written
+  // Two source buffers (the next piece is read while the current one is checksummed and copied into
+  // the writer's staging buffers) and two for reading a written group back.
+  const readBufs: [Uint8Array, Uint8Array] = [alignedReadBuffer(pieceBytes), alignedReadBuffer(pieceBytes)];
+  const verifyPiece = Math.min(pieceBytes, VERIFY_PIECE);
+  const verifyBufs: [Uint8Array, Uint8Array] = [alignedReadBuffer(verifyPiece), alignedReadBuffer(verifyPiece)];
   let written = 0;
   let failure: unknown = null;
-  const sourceFds = new Map<string, number>();
-  const fdOf = (file: string) => {
-    let fd = sourceFds.get(file);
-    if (fd === undefined) sourceFds.set(file, (fd = openSync(file, "r")));
-    return fd;
+  const sources = new Map<string, DirectFileReader>();
+  const sourceOf = (file: string) => {
+    let r = sources.get(file);
+    if (!r) sources.set(file, (r = new DirectFileReader(file, { direct: opts.direct })));
+    return r;
   };
+  const writer = new DirectFileWriter(out, partial, { staging: new StagingBuffers(DIRECT_BUFFER_BYTES, 4), direct: opts.direct, holes: true });
+  const readBack = new DirectFileReader(partial, { direct: opts.direct });
   const packError = (g: { name: string; offset: number }, e: unknown): Error => {
-    if (e instanceof PackError || e instanceof ChecksumError) return e;
+    if (e instanceof PackError || e instanceof ChecksumError || e instanceof CheckpointError) return e;
     const err = e as NodeJS.ErrnoException;
     return new PackError(
       err.code === "ENOSPC"
@@ -392,66 +354,58 @@ export async function packTrunk(checkpointDir: string, outDir: string, opts: Pac
       err.code,
     );
   };
-  // Groups are journaled in order, each after its own writes completed and an fsync that began
-  // after them (so a journaled group is on disk), while the next group is already being copied.
+  // Groups are read back (O_DIRECT: from the disk, not a cache) and journaled in order, each after
+  // its own writes completed and an fsync, while the next group is already being copied.
   let journaled: Promise<void> = Promise.resolve();
   try {
     ftruncateSync(out, resumedBytes); // drop whatever a killed run left after the last journaled group
-    ftruncateSync(out, plan.bytes); // the rest reads as zeros: alignment gaps and group padding stay holes
+    ftruncateSync(out, plan.bytes); // the rest reads as zeros: the writer leaves all-zero blocks as holes
+    await writer.skipTo(resumedBytes);
     for (const g of plan.groups.slice(resumedGroups)) {
       opts.beforeGroup?.(g.name);
       if (failure) throw failure;
       const crcs: Record<string, number> = {};
-      const writes: Promise<void>[] = [];
-      // One tensor at a time, piece by piece, straight to its place.
-      for (const t of g.sources) {
-        const at = g.offset + g.tensors[t.name].offset;
-        let crc = 0;
-        for (let off = 0; off < t.byteLength; off += pieceBytes) {
-          while (!free.length) await new Promise<void>((res) => (wake = res));
-          if (failure) throw failure;
-          const buf = free.pop()!;
-          const piece = buf.subarray(0, Math.min(pieceBytes, t.byteLength - off));
-          try {
-            await readExact(fdOf(t.file), piece, t.offset + off, t.file);
-          } catch (e) {
-            release(buf);
-            throw e;
+      try {
+        // One tensor at a time, piece by piece, in file order: the writer is sequential.
+        let next: Promise<Uint8Array> | null = null;
+        let slot = 0;
+        for (const t of g.sources) {
+          const at = g.offset + g.tensors[t.name].offset;
+          await pushZeros(writer, at - writer.end);
+          const src = sourceOf(t.file);
+          let crc = 0;
+          next = t.byteLength ? src.read(readBufs[slot], t.offset, Math.min(pieceBytes, t.byteLength)) : null;
+          for (let off = 0; off < t.byteLength; off += pieceBytes) {
+            const piece = await next!;
+            slot ^= 1;
+            const nextOff = off + pieceBytes;
+            next = nextOff < t.byteLength ? src.read(readBufs[slot], t.offset + nextOff, Math.min(pieceBytes, t.byteLength - nextOff)) : null;
+            crc = crc32(piece, crc);
+            if (opts.injectEnospcAfterBytes !== undefined && written + piece.length > opts.injectEnospcAfterBytes) {
+              const e = new Error("ENOSPC: no space left on device, write (injected)") as NodeJS.ErrnoException;
+              e.code = "ENOSPC";
+              await next?.catch(() => {});
+              throw e;
+            }
+            await writer.push(piece, at + off);
+            written += piece.length;
+            meter.add(piece.length);
+            if (t.byteLength > pieceBytes) opts.onProgress?.(meter.snapshot(g.name));
           }
-          crc = crc32(piece, crc);
-          if (opts.injectEnospcAfterBytes !== undefined && written + piece.length > opts.injectEnospcAfterBytes) {
-            const e = new Error("ENOSPC: no space left on device, write (injected)") as NodeJS.ErrnoException;
-            e.code = "ENOSPC";
-            release(buf);
-            throw packError(g, e);
-          }
-          written += piece.length;
-          // Settles without rejecting (the failure is kept and thrown by the loop or the journal).
-          writes.push(
-            writeNonZero(out, piece, at + off, zeros)
-              .then(() => readBack(out, partial, piece, at + off, backs[pool.indexOf(buf)], t.name))
-              .then(
-                () => {
-                  meter.add(piece.length);
-                  if (t.byteLength > pieceBytes) opts.onProgress?.(meter.snapshot(g.name));
-                  release(buf);
-                },
-                (e) => {
-                  failure ??= packError(g, e);
-                  release(buf);
-                },
-              ),
-          );
+          crcs[t.name] = crc >>> 0;
         }
-        crcs[t.name] = crc >>> 0;
+        await pushZeros(writer, g.offset + g.byteLength - writer.end);
+        await writer.drain();
+      } catch (e) {
+        throw packError(g, e);
       }
-      const groupWritten = Promise.all(writes);
+      const group: TrunkGroup = { name: g.name, layer: g.layer, offset: g.offset, byteLength: g.byteLength, tensors: g.tensors };
       journaled = journaled
         .then(async () => {
-          await groupWritten;
           if (failure) throw failure;
           try {
             await new Promise<void>((res, rej) => fsync(out, (e) => (e ? rej(e) : res())));
+            await verifyGroupCrcs(readBack, group, crcs, verifyBufs, verifyPiece);
             const line: JournalLine = { group: g.name, offset: g.offset, byteLength: g.byteLength, crcs, fingerprint };
             writeSync(journal, JSON.stringify(line) + "\n");
             fsyncSync(journal);
@@ -470,15 +424,21 @@ export async function packTrunk(checkpointDir: string, outDir: string, opts: Pac
     if (failure) throw failure;
   } catch (e) {
     failure ??= e;
-    // Nothing may still be writing to `out` when it is closed (every write holds a pool buffer).
-    while (free.length < pool.length) await new Promise<void>((res) => (wake = res));
+    // Nothing may still be writing to `out` when it is closed.
+    await writer.drain().catch(() => {});
     await journaled;
     throw failure;
   } finally {
-    for (const fd of sourceFds.values()) closeSync(fd);
+    for (const r of sources.values()) r.close();
+    writer.close();
+    readBack.close();
     closeSync(journal);
     closeSync(out);
   }
+  const io: PackTrunkResult["io"] = {
+    write: writer.direct ? "O_DIRECT" : `buffered (${writer.fallback ?? "asked"})`,
+    read: [...sources.values()].some((r) => !r.isDirect) ? `buffered (${[...sources.values()].find((r) => !r.isDirect)!.fallback})` : "O_DIRECT",
+  };
 
   // Verify every group against the checksums taken from the source, then publish atomically.
   const groups: TrunkGroup[] = plan.groups.map((g) => {
@@ -492,7 +452,7 @@ export async function packTrunk(checkpointDir: string, outDir: string, opts: Pac
   // earlier run wrote (every crc32 against its journal).
   const resumed = new Set(plan.groups.slice(0, resumedGroups).map((g) => g.name));
   if (statSync(partial).size !== manifest.bytes) throw new CheckpointError(partial, `trunk file does not have the planned ${manifest.bytes} bytes`);
-  if (resumed.size) await verifyGroups(partial, manifest, resumed, opts.onProgress, [pool[0], pool[1]]);
+  if (resumed.size) await verifyGroups(partial, manifest, resumed, opts.onProgress, readBufs, opts.direct);
   const manifestTmp = join(outDir, TRUNK_MANIFEST + ".partial");
   writeFileSync(manifestTmp, JSON.stringify(manifest, null, 1));
   const mfd = openSync(manifestTmp, "r");
@@ -502,7 +462,7 @@ export async function packTrunk(checkpointDir: string, outDir: string, opts: Pac
   renameSync(manifestTmp, join(outDir, TRUNK_MANIFEST));
   rmSync(journalFile, { force: true });
   opts.onProgress?.({ ...meter.snapshot("done", true), phase: "pack" });
-  return { manifest, file: join(outDir, TRUNK_FILE), manifestFile: join(outDir, TRUNK_MANIFEST), resumedGroups, writtenBytes: written };
+  return { manifest, file: join(outDir, TRUNK_FILE), manifestFile: join(outDir, TRUNK_MANIFEST), resumedGroups, writtenBytes: written, io };
 }
 
 function freeBytes(dir: string): number {
@@ -525,23 +485,22 @@ export async function verifyTrunkFile(file: string, manifest: TrunkManifest, onP
 }
 
 /** verifyTrunkFile of the groups named in `only` (null: all). */
-async function verifyGroups(file: string, manifest: TrunkManifest, only: Set<string> | null, onProgress?: (p: Progress) => void, buffers?: [Uint8Array, Uint8Array]): Promise<void> {
-  const fd = openSync(file, "r");
+async function verifyGroups(file: string, manifest: TrunkManifest, only: Set<string> | null, onProgress?: (p: Progress) => void, buffers?: [Uint8Array, Uint8Array], direct?: boolean): Promise<void> {
+  const reader = new DirectFileReader(file, { direct });
   try {
     const groups = manifest.groups.filter((g) => !only || only.has(g.name));
     const meter = new ProgressMeter("verify", groups.reduce((a, g) => a + g.byteLength, 0));
-    const bufs = buffers ?? [new Uint8Array(DEFAULT_PACK_PIECE), new Uint8Array(DEFAULT_PACK_PIECE)];
-    const piece = Math.min(bufs[0].length, bufs[1].length);
+    const bufs = buffers ?? [alignedReadBuffer(DEFAULT_PACK_PIECE), alignedReadBuffer(DEFAULT_PACK_PIECE)];
+    // Tensor by tensor in pieces (a group may be larger than any one buffer).
+    const piece = Math.min(bufs[0].length, bufs[1].length) - 4096;
     for (const g of groups) {
-      // Tensor by tensor in pieces (a group may be larger than any one buffer).
-      const pieces = Object.entries(g.tensors).flatMap(([name, t]) => piecesOf(name, g.offset + t.offset, t.byteLength, piece));
-      const got = await crcPieces(fd, file, pieces, bufs);
-      for (const [name, t] of Object.entries(g.tensors)) if (got.get(name) !== t.crc32) throw new ChecksumError(file, name, t.crc32, got.get(name) ?? 0);
+      const crcs = Object.fromEntries(Object.entries(g.tensors).map(([name, t]) => [name, t.crc32]));
+      await verifyGroupCrcs(reader, g, crcs, bufs, piece);
       meter.add(g.byteLength);
       onProgress?.(meter.snapshot(g.name));
     }
   } finally {
-    closeSync(fd);
+    reader.close();
   }
 }
 

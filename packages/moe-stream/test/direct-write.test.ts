@@ -1,7 +1,7 @@
 // DirectFileWriter: O_DIRECT writes from aligned staging buffers give the same file as buffered
 // writes, whatever the piece sizes, with an unaligned tail, a drain in the middle, and where the
 // filesystem refuses O_DIRECT (tmpfs, or a simulated EINVAL at open or at a write).
-import { closeSync, existsSync, fsyncSync, mkdtempSync, openSync, readFileSync, rmSync, statfsSync, statSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, ftruncateSync, mkdtempSync, openSync, readFileSync, rmSync, statfsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { DirectFileWriter, StagingBuffers, type DirectWriterOptions } from "../src/direct-write.js";
@@ -123,4 +123,40 @@ describe("DirectFileWriter", () => {
       closeSync(fd);
     }
   });
+
+  it("holes: all-zero 256 KiB blocks of a buffer stay holes of the pre-truncated file; skipTo continues further on", async () => {
+    const BLOCK = 256 << 10;
+    const big = new StagingBuffers(4 * BLOCK, 2);
+    // Block 1 and 2 of the first buffer zero, block 6 zero, a non-zero byte in the last 4 KiB of block 3.
+    const bytes = pattern(8 * BLOCK + 5000, 11);
+    bytes.fill(0, BLOCK, 3 * BLOCK);
+    bytes.fill(0, 3 * BLOCK, 4 * BLOCK - 1);
+    bytes.fill(0, 6 * BLOCK, 7 * BLOCK);
+    const skipFrom = bytes.length;
+    const skipTo = 12 * BLOCK;
+    const tail = pattern(3000, 12);
+    const path = join(disk, "holes.bin");
+    const fd = openSync(path, "w");
+    const w = new DirectFileWriter(fd, path, { staging: big, holes: true });
+    try {
+      ftruncateSync(fd, skipTo + tail.length);
+      for (let at = 0; at < bytes.length; at += 100_000) await w.push(bytes.subarray(at, Math.min(at + 100_000, bytes.length)), at);
+      await expect(w.skipTo(skipFrom + 1)).rejects.toThrow(/skipTo\(\d+\) must be a multiple of 4096 at or after the end/);
+      await w.skipTo(skipTo);
+      await w.push(tail, skipTo);
+      await w.drain();
+      fsyncSync(fd);
+    } finally {
+      w.close();
+      closeSync(fd);
+    }
+    const want = new Uint8Array(skipTo + tail.length);
+    want.set(bytes, 0);
+    want.set(tail, skipTo);
+    expect(Buffer.compare(readFileSync(path), want)).toBe(0);
+    expect(w.written).toBe(bytes.length + tail.length);
+    // Written: blocks 0, 3, 4, 5, 7, 8 (+ tail page) and the tail: the file has holes where nothing was written.
+    expect(statSync(path).blocks * 512).toBeLessThanOrEqual(7 * BLOCK + 16384);
+  });
 });
+

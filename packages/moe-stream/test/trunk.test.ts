@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statfsSync, writeFileSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -102,6 +102,18 @@ describe("packTrunk", () => {
     delete m.source; // shard mtimes
     expect(createHash("sha256").update(readFileSync(join(dir, "trunk.bin"))).digest("hex")).toBe("70472c965c243ffa7609061defa2479617c4098b476724bc42e76f6ed243845f");
     expect(createHash("sha256").update(JSON.stringify(m)).digest("hex")).toBe("e99cf12ae3c20fb7e74304b0d2929a533e4d0a4977f9a4679828f8cc71e93b0b");
+  });
+
+  it("O_DIRECT (the default on a disk) and buffered packs give the same files; the result says how it read and wrote", async () => {
+    const dir = await packedReady();
+    const out = scratch();
+    const r = await packTrunk(tinyK3Dir, out, { direct: false, pieceBytes: 8192 });
+    expect(r.io).toEqual({ read: "buffered (O_DIRECT not asked)", write: "buffered (asked)" });
+    expect(readFileSync(r.file).equals(readFileSync(join(dir, "trunk.bin")))).toBe(true);
+    expect(readFileSync(r.manifestFile, "utf8")).toBe(readFileSync(join(dir, "trunk.json"), "utf8"));
+    const d = await packTrunk(tinyK3Dir, scratch());
+    if (statfsSync(out).type === 0x01021994) expect(d.io.write).toMatch(/O_DIRECT|buffered \(O_DIRECT refused/);
+    else expect(d.io).toEqual({ read: "O_DIRECT", write: "O_DIRECT" });
   });
 
   it("resumes after the packer is killed mid-way, with an identical result", async () => {
