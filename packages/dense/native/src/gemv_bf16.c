@@ -23,9 +23,9 @@ static void gemv_task(void *ctx, int task_index) {
     job->rows_fn(job->w, job->ld, job->x, job->y, begin, end, job->cols);
 }
 
-static k3_gemv_bf16_rows_fn variant_for(k3_simd_level level, int threads) {
+static k3_gemv_bf16_rows_fn variant_for(k3_simd_level level) {
     switch (level) {
-        case K3_SIMD_AVX512: return threads > 1 ? k3_gemv_bf16_rows_avx512_narrow : k3_gemv_bf16_rows_avx512;
+        case K3_SIMD_AVX512: return k3_gemv_bf16_rows_avx512;
         case K3_SIMD_AVX2: return k3_gemv_bf16_rows_avx2;
         default: return k3_gemv_bf16_rows_scalar;
     }
@@ -38,7 +38,7 @@ static void gemv_bf16_run(const uint16_t *w, size_t ld, const float *x, float *y
     if (per_task < ROWS_PER_TASK_MIN) per_task = ROWS_PER_TASK_MIN;
     per_task = (per_task + 15) / 16 * 16; /* whole 16-row tiles (gemv_bf16_avx512.c) */
     int n_tasks = (int)((rows + per_task - 1) / per_task);
-    gemv_job job = {variant_for(k3_cpu_level(), n_tasks > 1 ? threads : 1), w, ld, x, y, rows, cols, per_task};
+    gemv_job job = {variant_for(k3_cpu_level()), w, ld, x, y, rows, cols, per_task};
     k3_pool_parallel_for(n_tasks, gemv_task, &job);
 }
 

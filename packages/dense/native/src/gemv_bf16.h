@@ -20,9 +20,6 @@ void k3_gemv_bf16_rows_avx2(const uint16_t *w, size_t ld, const float *x, float 
                             size_t row_begin, size_t row_end, size_t cols);
 void k3_gemv_bf16_rows_avx512(const uint16_t *w, size_t ld, const float *x, float *y,
                               size_t row_begin, size_t row_end, size_t cols);
-/* The same bits in 8-row tiles: for 2+ threads (fewer row streams per core; gemv_bf16_avx512.c). */
-void k3_gemv_bf16_rows_avx512_narrow(const uint16_t *w, size_t ld, const float *x, float *y,
-                                     size_t row_begin, size_t row_end, size_t cols);
 
 /* Threaded entry point; dispatches on the current SIMD level. */
 void k3_gemv_bf16(const uint16_t *w, size_t ld, const float *x, float *y, size_t rows, size_t cols);

@@ -10,11 +10,11 @@
  *   - a software prefetch a few hundred bytes ahead IN each row (one line per row per 64 bytes), not
  *     the next group: with K3's wide rows the group is 16 x 14-67 KB ahead and would fall out of
  *     L1/L2 before use; only near a row's end does it move to the next tile (see PREFETCH_AHEAD);
- *   - about sixteen row streams in flight on the whole machine: 16-row tiles on one thread, 8-row
- *     tiles per thread on two (k3_gemv_bf16_rows_avx512_narrow, picked in gemv_bf16.c). Harness over
- *     this file, DRAM-streamed, 2026-12-02 07:33 UTC: 1 thread 16 rows 33.0-33.2 GB/s vs 8 rows
- *     28.8-29.9 (12288x7168, 3072x3584, 3584x3072); 2 threads 8 rows 39.5-43.4 vs 16 rows 37.4-40.4
- *     (the same and 65536x7168): 32 streams lose on two threads what 16 gain on one.
+ *   - sixteen row streams (FMA chains) per core at every thread count. On the Zen 5 VM (harness over
+ *     this file, DRAM-streamed, 2 MiB pages, best of 4, 2026-12-02 13:35 UTC, 2 threads) 16-row tiles
+ *     read 53.2 / 47.2 / 53.9 / 44.4 GB/s against 46.0 / 44.2 / 45.4 / 42.7 for 8-row tiles
+ *     (12288x7168, 3584x3072, 7168x12288 skewed, 65536x7168); on the earlier VM two threads had
+ *     preferred 8 rows each (39.5-43.4 vs 37.4-40.4, 07:33 UTC), one thread 16 on both.
  */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #include <immintrin.h>
@@ -178,8 +178,8 @@ static void rows_tail(const uint16_t *w, size_t ld, const float *x, float *y, si
     for (; r < row_end; r++) y[r] = row1(w + r * ld, x, cols);
 }
 
-/* One thread: 16-row tiles (skewed and line-aligned where the stride would alias them in L1; short
-   aliased rows run 8-row tiles). */
+/* 16-row tiles (skewed and line-aligned where the stride would alias them in L1; short aliased rows
+   run 8-row tiles), at every thread count (file comment). */
 void k3_gemv_bf16_rows_avx512(const uint16_t *w, size_t ld, const float *x, float *y,
                               size_t row_begin, size_t row_end, size_t cols) {
     size_t r = row_begin;
@@ -198,10 +198,4 @@ void k3_gemv_bf16_rows_avx512(const uint16_t *w, size_t ld, const float *x, floa
         free(buf);
     }
     rows_tail(w, ld, x, y, r, row_end, cols);
-}
-
-/* Two or more threads: 8-row tiles on each (see the file comment). */
-void k3_gemv_bf16_rows_avx512_narrow(const uint16_t *w, size_t ld, const float *x, float *y,
-                                     size_t row_begin, size_t row_end, size_t cols) {
-    rows_tail(w, ld, x, y, row_begin, row_end, cols);
 }
