@@ -7,7 +7,9 @@
 //
 // Targets: native/fuzz/targets.mjs of @k3/safetensors (header scanner, index.json scanner) and
 // @k3/tiktoken-bpe (rank-file parser -> rank table -> BPE encode/decode round trip); then, in
-// process, the TypeScript readers of chat state files and packed-trunk manifests (scripts/fuzz-js.mjs).
+// process, the TypeScript readers of chat state files, packed-trunk manifests, config.json and
+// tokenizer_config.json, and HTTP requests to `k3 serve` on loopback (scripts/fuzz-js.mjs): these
+// print cases / accepted / refused / crashes / hangs / disagreements and need no clang.
 import { execFileSync, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -42,10 +44,6 @@ function clangOk() {
   writeFileSync(probe, "#include <stdint.h>\n#include <stddef.h>\nint LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n");
   return spawnSync("clang", ["-fsanitize=fuzzer,address,undefined", probe, "-o", join(work, "probe")], { stdio: "ignore" }).status === 0;
 }
-if (!clangOk()) {
-  process.stderr.write("pnpm fuzz needs clang with libFuzzer (Debian/Ubuntu: apt-get install clang libclang-rt-14-dev, or the version matching your clang)\n");
-  process.exit(2);
-}
 
 const packages = [
   { pkg: "safetensors", seeds: safetensorsSeeds },
@@ -58,9 +56,15 @@ for (const p of packages) {
   for (const t of mod.targets) targets.push({ ...t, native, seeds: p.seeds });
 }
 const only = values.only ? new Set(String(values.only).split(",")) : null;
-const JS_TARGETS = ["chat-state", "trunk-manifest"];
+const JS_TARGETS = ["chat-state", "trunk-manifest", "config", "tokenizer-config", "http"];
 if (only) for (const n of only) if (!targets.some((t) => t.name === n) && !JS_TARGETS.includes(n)) {
   process.stderr.write(`--only ${n}: no such target (${[...targets.map((t) => t.name), ...JS_TARGETS].join(", ")})\n`);
+  process.exit(2);
+}
+
+// The libFuzzer targets need clang; the in-process stages do not (run them alone with --only).
+if (targets.some((t) => !only || only.has(t.name)) && !clangOk()) {
+  process.stderr.write("pnpm fuzz needs clang with libFuzzer for its native targets (Debian/Ubuntu: apt-get install clang libclang-rt-14-dev, or the version matching your clang); --only chat-state,trunk-manifest,config,tokenizer-config,http runs the in-process stages without it\n");
   process.exit(2);
 }
 
@@ -173,6 +177,9 @@ function run(t, exe) {
 const jsTargets = [
   { name: "chat-state", run: (w, s, log) => import("./fuzz-js.mjs").then((m) => m.fuzzChatState(root, w, s, log)) },
   { name: "trunk-manifest", run: (w, s, log) => import("./fuzz-js.mjs").then((m) => m.fuzzTrunkManifest(root, w, s, log)) },
+  { name: "config", run: (w, s, log) => import("./fuzz-js.mjs").then((m) => m.fuzzConfig(root, w, s, log)) },
+  { name: "tokenizer-config", run: (w, s, log) => import("./fuzz-js.mjs").then((m) => m.fuzzTokenizerConfig(root, w, s, log)) },
+  { name: "http", run: (w, s, log) => import("./fuzz-js.mjs").then((m) => m.fuzzHttp(root, w, s, log)) },
 ];
 
 const results = [];
@@ -199,10 +206,12 @@ console.log("\ntarget               execs        seconds  exec/s   corpus  findi
 for (const r of results) {
   console.log(`${r.target.padEnd(20)} ${String(r.execs).padStart(11)}  ${r.seconds.toFixed(0).padStart(7)}  ${String(Math.round(r.execs / r.seconds)).padStart(6)}  ${String(r.corpus).padStart(6)}  ${r.findings.length ? r.findings.map((f) => join(".fuzz", "findings", r.target, f)).join(" ") : "0"}`);
 }
+if (jsResults.length) console.log("\nin process           cases        seconds  case/s  accepted  refused  crashes  hangs  disagreements");
 for (const r of jsResults) {
-  console.log(`${r.target.padEnd(20)} ${String(r.cases).padStart(11)}  ${r.seconds.toFixed(0).padStart(7)}  ${String(Math.round(r.cases / r.seconds)).padStart(6)}       -  ${r.crashes.length} (accepted ${r.accepted}, refused ${r.refused}${r.slow ? `, ${r.slow} over 10 s` : ""})`);
+  console.log(`${r.target.padEnd(20)} ${String(r.cases).padStart(11)}  ${r.seconds.toFixed(0).padStart(7)}  ${String(Math.round(r.cases / r.seconds)).padStart(6)}  ${String(r.accepted).padStart(8)}  ${String(r.refused).padStart(7)}  ${String(r.crashes.length).padStart(7)}  ${String(r.slow).padStart(5)}  ${String(r.disagreements.length).padStart(13)}`);
 }
 const bad = results.filter((r) => r.findings.length || r.errors.length || (r.status !== 0 && r.status !== null));
 for (const r of bad) console.log(`\n${r.target}: ${r.errors.join("\n  ") || `exit ${r.status}`} (log: .fuzz/${r.target}.log)`);
 for (const r of jsResults) for (const c of r.crashes.slice(0, 5)) console.log(`\n${r.target} case ${c.case}: ${c.error}\n  ${c.stack} (all: .fuzz/${r.target}.json)`);
-process.exit(bad.length || jsResults.some((r) => r.crashes.length || r.slow) ? 1 : 0);
+for (const r of jsResults) for (const c of r.disagreements.slice(0, 5)) console.log(`\n${r.target} case ${c.case} disagrees: ${c.error} (all: .fuzz/${r.target}.json)`);
+process.exit(bad.length || jsResults.some((r) => r.crashes.length || r.slow || r.disagreements.length) ? 1 : 0);

@@ -7,6 +7,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import { CHAT_PAGE, CHAT_PAGE_CSP } from "./web-ui.js";
 import { HttpGuard } from "./http-guard.js";
@@ -159,6 +160,25 @@ function sendError(res: ServerResponse, err: HttpError): void {
   // 401/403/413/415 are sent before the body is read (see sendJson on an unread body).
   const unread = err.status === 413 || err.status === 403 || err.status === 415 || err.status === 401;
   sendJson(res, err.status, { error: { message: err.message, type: err.type, param: err.param, code: err.code } }, unread, err.headers);
+}
+
+/**
+ * A reply written straight to the socket, for what never reaches the request handler: bytes Node's
+ * parser refuses (its own reply is a bare 400 with no body), CONNECT and Upgrade requests (Node
+ * drops those connections unanswered when nobody listens). The same OpenAI-shaped error as every
+ * other refusal, then the connection is closed.
+ */
+function refuseOnSocket(socket: Duplex, status: number, reason: string, message: string, param: string | null = null): void {
+  if (!socket.writable || socket.destroyed) return;
+  const text = JSON.stringify({ error: { message, type: "invalid_request_error", param, code: null } });
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+}
+
+/** The status Node's parser error maps to (llhttp codes: HPE_*), and its reason phrase. */
+function parseErrorStatus(code: string | undefined): [number, string, string] {
+  if (code === "HPE_HEADER_OVERFLOW") return [431, "Request Header Fields Too Large", "the request's headers exceed the server's limit"];
+  if (code === "ERR_HTTP_REQUEST_TIMEOUT") return [408, "Request Timeout", "the request did not arrive in time"];
+  return [400, "Bad Request", `malformed HTTP request (${code ?? "parse error"})`];
 }
 
 async function readBody(req: IncomingMessage, limit: number): Promise<unknown> {
@@ -447,7 +467,9 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
   const keyDigest = options.apiKey !== undefined ? digest(options.apiKey) : null;
   if (options.apiKey !== undefined && options.apiKey.length === 0) throw new Error("apiKey: expected a non-empty string");
 
-  const server = createServer((req, res) => {
+  // requireHostHeader off: Node's own refusal of a Host-less HTTP/1.1 request is a bare 400 with no
+  // body; handle() refuses it with the usual JSON error instead.
+  const server = createServer({ requireHostHeader: false }, (req, res) => {
     res.on("finish", () => metrics.countRequest(routeLabel((req.url ?? "/").split("?")[0]), res.statusCode));
     handle(req, res).catch((err) => {
       const e = err instanceof HttpError ? err : new HttpError(500, `internal error: ${(err as Error).message ?? String(err)}`);
@@ -456,8 +478,17 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
     });
   });
 
+  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
+    if (err.code === "ECONNRESET") return socket.destroy();
+    const [status, reason, message] = parseErrorStatus(err.code);
+    refuseOnSocket(socket, status, reason, message);
+  });
+  server.on("connect", (_req: IncomingMessage, socket: Duplex) => refuseOnSocket(socket, 405, "Method Not Allowed", "CONNECT is not served here", "method"));
+  server.on("upgrade", (_req: IncomingMessage, socket: Duplex) => refuseOnSocket(socket, 400, "Bad Request", "protocol upgrades are not served here", "upgrade"));
+
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? "/").split("?")[0];
+    if (req.headers.host === undefined && req.httpVersion === "1.1") throw new HttpError(400, "the request has no Host header (HTTP/1.1 requires one)", "host");
     const refused = guard!.check({ host: req.headers.host, origin: req.headers.origin });
     if (refused) throw new HttpError(refused.status, refused.message, refused.param);
     const origin = req.headers.origin;

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startServer, validateRequest, type CompletionBackend, type CompletionJob, type RunningServer } from "../src/server.js";
 import { request as httpRequest } from "node:http";
+import { connect as netConnect } from "node:net";
 
 /** A scripted backend: emits the words of a fixed reply, one per tick, honouring the signal. */
 class ScriptedBackend implements CompletionBackend {
@@ -257,6 +258,58 @@ describe("the chat page", () => {
   });
 });
 
+describe("server against bytes that are not a request (pnpm fuzz http)", () => {
+  /** Writes `bytes` on a fresh connection and returns everything the server sends until it closes. */
+  function rawBytes(bytes: string): Promise<string> {
+    const u = new URL(srv.url);
+    return new Promise((resolve, reject) => {
+      const s = netConnect({ host: u.hostname, port: Number(u.port) }, () => s.write(bytes));
+      let got = "";
+      s.setEncoding("latin1");
+      s.on("data", (d) => (got += d));
+      s.on("error", reject);
+      s.on("close", () => resolve(got));
+      setTimeout(() => s.destroy(new Error(`no close in 10 s: ${JSON.stringify(got)}`)), 10_000).unref();
+    });
+  }
+  function openAiError(reply: string, status: number) {
+    const [head, body] = reply.split("\r\n\r\n");
+    expect(head.split("\r\n")[0]).toBe(`HTTP/1.1 ${status} ${head.split("\r\n")[0].slice(13)}`);
+    expect(head).toMatch(/content-type: application\/json/i);
+    expect(Number(/content-length: (\d+)/i.exec(head)?.[1])).toBe(Buffer.byteLength(body));
+    const e = JSON.parse(body).error;
+    expect(typeof e.message).toBe("string");
+    expect(e).toMatchObject({ type: "invalid_request_error" });
+    expect(e).toHaveProperty("param");
+    expect(e).toHaveProperty("code");
+    return e;
+  }
+  const host = () => new URL(srv.url).host;
+
+  it("a request line Node's parser refuses gets a 400 with an OpenAI-shaped error (it was a bare 400 with no body)", async () => {
+    for (const line of ["G\u0000T /health HTTP/1.1", "GET /health HTTP/1.1x", "GET /he alth HTTP/1.1", "GET  HTTP/1.1"]) {
+      const reply = await rawBytes(`${line}\r\nhost: ${host()}\r\nconnection: close\r\n\r\n`);
+      expect(openAiError(reply, 400).message).toMatch(/malformed HTTP request/);
+    }
+    const badLength = await rawBytes(`POST /v1/completions HTTP/1.1\r\nhost: ${host()}\r\ncontent-type: application/json\r\ncontent-length: abc\r\n\r\n{}`);
+    openAiError(badLength, 400);
+  });
+
+  it("headers past Node's limit get a 431 with an OpenAI-shaped error", async () => {
+    const reply = await rawBytes(`GET /health HTTP/1.1\r\nhost: ${host()}\r\nx-long: ${"v".repeat(20_000)}\r\n\r\n`);
+    expect(openAiError(reply, 431).message).toMatch(/headers/);
+  });
+
+  it("CONNECT gets a 405 and an Upgrade request a 400 (Node closed both connections without a reply)", async () => {
+    const connect = await rawBytes(`CONNECT /v1/models HTTP/1.1\r\nhost: ${host()}\r\nconnection: close\r\n\r\n`);
+    expect(openAiError(connect, 405).param).toBe("method");
+    const upgrade = await rawBytes(`GET /v1/models HTTP/1.1\r\nhost: ${host()}\r\nconnection: upgrade\r\nupgrade: websocket\r\n\r\n`);
+    expect(openAiError(upgrade, 400).param).toBe("upgrade");
+    // The server still answers.
+    expect((await fetch(srv.url + "/health")).status).toBe(200);
+  });
+});
+
 /** A raw HTTP request with exactly the headers given (Host included: fetch would set its own). */
 function raw(url: string, method: string, path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; headers: Record<string, unknown>; body: any }> {
   const u = new URL(url);
@@ -318,7 +371,9 @@ describe("server against a hostile web page", () => {
     expect((await raw(srv.url, "GET", "/v1/models", { host: `evil.example:${port}` })).status).toBe(403);
     // The right name at another port is another origin.
     expect((await raw(srv.url, "GET", "/v1/models", { host: "127.0.0.1:1" })).status).toBe(403);
-    expect((await raw(srv.url, "GET", "/v1/models", {})).status).toBe(400); // Node refuses a missing Host itself
+    const noHost = await raw(srv.url, "GET", "/v1/models", {});
+    expect(noHost.status).toBe(400); // Node's own refusal had no body (pnpm fuzz http): now the JSON error
+    expect(noHost.body.error).toMatchObject({ type: "invalid_request_error", param: "host" });
     expect(backend.jobs.length).toBe(before);
     for (const h of [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`, `LOCALHOST:${port}`]) {
       expect((await raw(srv.url, "GET", "/v1/models", { host: h })).status).toBe(200);
