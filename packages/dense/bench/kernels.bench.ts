@@ -1,6 +1,7 @@
-// node --import tsx bench/kernels.bench.ts [--quick] [--gemv | --gemm-exact], under `flock -x /tmp/k3-bench.lock`
+// node --import tsx bench/kernels.bench.ts [--quick] [--gemv | --gemm | --gemm-exact], under `flock -x /tmp/k3-bench.lock`
 // (--gemv: only the GEMV rows, every K3 decode shape at 1 and 2 threads beside ggml; --shapes=MxK,...;
-// --gemm-exact: only the exact batched GEMM rows at n = 16 / 32 / 64, one short exclusive stretch).
+// --gemm: every GEMM and two-core row, no GEMV; --gemm-exact: only the exact batched GEMM rows at
+// n = 16 / 32 / 64, one short exclusive stretch).
 // Issue 18 rows for @k3/dense, each beside the ceiling measured right next to it in the same run:
 //   - exact batched bf16 GEMM (prefill) at n = 4..64, the opt-in rounded one (vdpbf16ps), f32 GEMM:
 //     GFLOP/s against the FMA peak (fmaPeak at the same thread count and SIMD level);
@@ -32,6 +33,7 @@ import { ggmlBin, ggmlNote, runGgmlMulMat } from "../../../scripts/ggml-runner.m
 const quick = process.argv.includes("--quick");
 const gemvOnly = process.argv.includes("--gemv");
 const gemmExactOnly = process.argv.includes("--gemm-exact");
+const gemmOnly = process.argv.includes("--gemm");
 const MiB = 2 ** 20;
 const bin: string | null = ggmlBin();
 type Row = Record<string, string | number>;
@@ -132,7 +134,7 @@ const gemvShapes: Array<[number, number]> = shapeArg ? shapeArg.split(",").map((
     [12288, 7168], [7168, 12288], [33792, 7168], [7168, 33792], [163840, 7168],
     [1536, 7168], [512, 7168], [3072, 3584], [3584, 3072],
   ];
-for (const [m, k] of gemmExactOnly ? [] : gemvShapes) {
+for (const [m, k] of gemmExactOnly || gemmOnly ? [] : gemvShapes) {
   const bytes1 = m * k * 2;
   const copies = Math.max(1, Math.ceil((quick ? 128 : 512) * MiB / bytes1));
   const ws = Array.from({ length: copies }, (_, c) => bf16Weights(m * k, c + 1));
@@ -241,7 +243,7 @@ notes.push(
 );
 writeReport("dense-kernels", {
   title: "@k3/dense issue-18 kernels: batched GEMM vs FMA peak, GEMV vs read ceiling, ggml beside",
-  command: `${bin ? "K3_GGML_BIN=<test-backend-ops> " : ""}flock -x /tmp/k3-bench.lock node --import tsx bench/kernels.bench.ts${quick ? " --quick" : ""}${gemvOnly ? " --gemv" : ""}${gemmExactOnly ? " --gemm-exact" : ""}${shapeArg ? ` --shapes=${shapeArg}` : ""}`,
+  command: `${bin ? "K3_GGML_BIN=<test-backend-ops> " : ""}flock -x /tmp/k3-bench.lock node --import tsx bench/kernels.bench.ts${quick ? " --quick" : ""}${gemvOnly ? " --gemv" : ""}${gemmOnly ? " --gemm" : ""}${gemmExactOnly ? " --gemm-exact" : ""}${shapeArg ? ` --shapes=${shapeArg}` : ""}`,
   rows,
   notes,
 });
