@@ -416,7 +416,10 @@ export class Model {
     const t = options.trunk;
     const all = new Set(t.pinnedLayers);
     const streamed = [...Array(withLayers(readConfig(dir), options.layers).numLayers).keys()].filter((l) => !all.has(l));
-    const streamer = await TrunkStreamer.open({ dir: t.dir, pinnedLayers: [], ringSlots: Math.max(1, t.ringSlots), schedule: streamed, chunkBytes: t.chunkBytes ?? 64 << 20, direct: options.directIo ?? true, readers: TRUNK_READERS });
+    // Every ring read is checked against the manifest's crc32 on the reader threads. K3_TRUNK_VERIFY=pinned
+    // turns that off (for measuring its cost: the trunk's bytes are then trusted as they are).
+    const verify = process.env.K3_TRUNK_VERIFY === "pinned" ? "pinned" : "all";
+    const streamer = await TrunkStreamer.open({ dir: t.dir, pinnedLayers: [], ringSlots: Math.max(1, t.ringSlots), schedule: streamed, chunkBytes: t.chunkBytes ?? 64 << 20, direct: options.directIo ?? true, readers: TRUNK_READERS, verify });
     try {
       return Model.load(dir, options, streamer);
     } catch (err) {

@@ -5,7 +5,7 @@
  * through a 1-slot ring (ultra) and a 2-slot ring with read-ahead (laptop).
  */
 import { execFile, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -49,6 +49,38 @@ describe("exit codes in a child process", () => {
   beforeAll(async () => {
     expectClean(await k3(["pack", "--model", TINY_K3, "--out", trunk]), "k3 pack");
   }, 60_000);
+
+  it("run --trunk on a corrupted trunk.bin (100 flipped bytes, or two same-size tensors swapped) exits 1 naming the file, layer, tensor and offset (was: exit 0, other tokens)", async () => {
+    const m = JSON.parse(readFileSync(join(trunk, "trunk.json"), "utf8"));
+    const layers = m.groups.filter((g: { layer: number | null }) => g.layer !== null);
+    for (const how of ["flip", "swap"] as const) {
+      const bad = join(dir, `trunk-${how}`);
+      cpSync(trunk, bad, { recursive: true });
+      const file = join(bad, "trunk.bin");
+      const bytes = readFileSync(file);
+      for (const g of layers) {
+        const ts = Object.values(g.tensors as Record<string, { offset: number; byteLength: number; crc32: number }>).sort((a, b) => b.byteLength - a.byteLength);
+        if (how === "flip") {
+          const at = g.offset + ts[0].offset;
+          for (let i = 0; i < 100; i++) bytes[at + i] ^= 0xa5;
+        } else {
+          const pair = ts.find((a) => ts.some((b) => b !== a && b.byteLength === a.byteLength && b.crc32 !== a.crc32));
+          if (!pair) continue;
+          const other = ts.find((b) => b !== pair && b.byteLength === pair.byteLength && b.crc32 !== pair.crc32)!;
+          const a = Buffer.from(bytes.subarray(g.offset + pair.offset, g.offset + pair.offset + pair.byteLength));
+          bytes.copy(bytes, g.offset + pair.offset, g.offset + other.offset, g.offset + other.offset + other.byteLength);
+          a.copy(bytes, g.offset + other.offset);
+        }
+      }
+      writeFileSync(file, bytes);
+      for (const slots of [ONE_SLOT, TWO_SLOTS]) {
+        const r = await k3(["run", ...RUN, ...slots.map((x) => (x === trunk ? bad : x))]);
+        expect({ code: r.code, signal: r.signal }, `${how}: ${r.stderr.slice(-1500)}`).toEqual({ code: 1, signal: null });
+        expect(r.stderr).toContain(file);
+        expect(r.stderr).toMatch(/checksum mismatch in \S+ \(layer \d+, offset \d+ \(\+\d+ bytes\)/);
+      }
+    }
+  }, 120_000);
 
   it("run: resident, streamed through a 1-slot ring and through a 2-slot ring", async () => {
     expectClean(await k3(["run", ...RUN]), "run (resident)");

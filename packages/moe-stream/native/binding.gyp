@@ -7,6 +7,8 @@
         "src/arena.c",
         "src/ceiling.c",
         "src/compute_addon.cc",
+        "src/crc32.c",
+        "src/crc32_pclmul.c",
         "src/direct_file.c",
         "src/moe_compute.c",
         "src/moe_mxfp4.c",
@@ -14,6 +16,7 @@
         "src/read_pool.c",
         "src/resident_load.c",
         "src/synth_block.c",
+        "src/trunk_check.c",
         "src/uring.c",
         "src/uring_reader.c"
       ],

@@ -51,9 +51,10 @@ export class ExpertReadError extends MoeStreamError {
 export class ChecksumError extends MoeStreamError {
   readonly file: string;
   readonly tensor: string;
-  constructor(file: string, tensor: string, expected: number, got: number) {
+  /** `where`: the tensor's place when known (e.g. "layer 3, offset 8192 (+4096 bytes)"). */
+  constructor(file: string, tensor: string, expected: number, got: number, where?: string) {
     super(
-      `${file}: checksum mismatch in ${tensor}: expected crc32 ${hex(expected)}, got ${hex(got)} (the file is corrupt; re-run packTrunk)`,
+      `${file}: checksum mismatch in ${tensor}${where ? ` (${where})` : ""}: expected crc32 ${hex(expected)}, got ${hex(got)} (the file is corrupt; re-run packTrunk)`,
     );
     this.file = file;
     this.tensor = tensor;

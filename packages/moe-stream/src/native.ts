@@ -16,6 +16,11 @@ export interface NativeReadDone {
   startNs: number;
   endNs: number;
   message: string;
+  /**
+   * Set by readChecked when a tensor's crc32 does not match (status EBADMSG): its index in the
+   * tensors passed, both crc32s, and how many further tensors of the load differ.
+   */
+  checksum?: { tensor: number; expected: number; got: number; others: number };
 }
 
 export interface NativePoolStats {
@@ -37,6 +42,13 @@ export interface NativePoolStats {
 
 export interface NativeExpertStore {
   read(id: number, file: number, offset: number, length: number, slot: number, prefetch: boolean, base?: number): void;
+  /**
+   * The reads of one load ([id, file, offset, length, slot, base?] each), every tensor's crc32
+   * ([name, file offset, length, crc32] each, inside the reads) checked on the reader threads as the
+   * bytes land; the last read of the load to finish reports a mismatch (status EBADMSG, `checksum`).
+   * `label` names the load in the message ("layer 3").
+   */
+  readChecked(label: string, tensors: Array<[string, number, number, number]>, reads: Array<[number, number, number, number, number, number?]>, prefetch: boolean): void;
   cancelPrefetch(): number;
   stats(): NativePoolStats;
   injectFault(afterReads: number, kind: "eio" | "short" | "direct-einval" | "split"): void;
@@ -116,6 +128,11 @@ export interface MoeStreamBinding {
   /** Test hook: every later io_uring setup fails with this errno (0 = off), as under seccomp. */
   simulateUringUnavailable(errno: number): void;
   supersetBytes(length: number, align: number): number;
+  /** zlib's crc32 of `bytes` continuing `crc` (default 0): PCLMULQDQ folding when present, or the table reference with `scalar`. */
+  crc32(bytes: ArrayBufferView, crc?: number, scalar?: boolean): number;
+  /** crc32(A ‖ B) from crc32(A), crc32(B) and B's length. */
+  crc32Combine(crcA: number, crcB: number, lengthB: number): number;
+  crc32UsesPclmul(): boolean;
   /** `bytes` of native memory aligned to `align` (a power of two >= 512), for O_DIRECT writes; freed with the buffer. */
   alignedBuffer(bytes: number, align: number): ArrayBuffer;
   /** The O_DIRECT alignment of `path` (statx STATX_DIOALIGN, at least 4096). */

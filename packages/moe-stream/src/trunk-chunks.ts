@@ -13,7 +13,6 @@
  * (the slot size is the largest chunk). Each chunk is one aligned O_DIRECT read.
  */
 import { join } from "node:path";
-import { crc32 } from "node:zlib";
 import { BudgetError, ChecksumError, MoeStreamError, StoreStateError, formatBytes } from "./errors.js";
 import { type NativeExpertStore, type NativeReadDone } from "./native.js";
 import { openNativeStore, type IoEngine, type IoEngineInUse } from "./io-engine.js";
@@ -43,6 +42,7 @@ export interface TrunkChunkStreamerOptions {
   direct?: boolean;
   /** "auto" (default; io_uring else pread threads), "io_uring" (fails when unavailable) or "pread". */
   ioEngine?: IoEngine;
+  /** Check every tensor's crc32 as its chunk lands, on the reader threads (default true). */
   verify?: boolean;
   budgetBytes?: number;
   prefault?: boolean;
@@ -108,6 +108,8 @@ export class TrunkChunkStreamer {
   private readonly slots: Slot[] = [];
   private readonly order: ChunkPlan[]; // every chunk of the schedule, in streaming order
   private readonly verify: boolean;
+  /** The packed trunk file (named in errors). */
+  readonly file: string;
   private readonly jobs = new Map<number, (d: NativeReadDone) => void>();
   private readonly waiters: Array<() => void> = [];
   private nextJob = 1;
@@ -132,7 +134,8 @@ export class TrunkChunkStreamer {
     this.arenaBytes = this.slotBytes * ringSlots;
     if (opts.budgetBytes !== undefined && this.arenaBytes > opts.budgetBytes)
       throw new BudgetError(`trunk chunk ring (${ringSlots} slots of ${formatBytes(this.slotBytes)})`, this.arenaBytes, opts.budgetBytes);
-    this.verify = opts.verify ?? false;
+    this.verify = opts.verify ?? true;
+    this.file = join(opts.dir, TRUNK_FILE);
     this.nativeStore = openNativeStore({
       files: [join(opts.dir, TRUNK_FILE)], slotBytes: this.slotBytes, slots: ringSlots, readers: opts.readers ?? 8,
       direct: opts.direct ?? true, maxPrefetchInflight: 1, prefault: opts.prefault ?? true, ioEngine: opts.ioEngine,
@@ -249,13 +252,6 @@ export class TrunkChunkStreamer {
       () => {
         if (slot.loading === p) slot.loading = null;
         this.counters.bytesRead += c.length;
-        if (this.verify) {
-          for (const [name, t] of c.tensors) {
-            if (this.closed) return;
-            const got = crc32(this.arena.bytes(slot.index * this.slotBytes, this.slotBytes, t.abs - c.start, t.byteLength)) >>> 0;
-            if (got !== t.crc32) throw new ChecksumError(TRUNK_FILE, name, t.crc32, got);
-          }
-        }
         this.wake();
       },
       (e) => {
@@ -269,15 +265,20 @@ export class TrunkChunkStreamer {
     slot.loading = p;
   }
 
+  /** One chunk's read; with verify, its tensors' crc32s are checked on the reader thread that finishes it. */
   private read(offset: number, length: number, slot: number, c: ChunkPlan): Promise<void> {
     return new Promise((resolve, reject) => {
       const id = this.nextJob++;
       this.jobs.set(id, (d) => {
-        if (d.status !== 0 || d.cancelled) reject(new MoeStreamError(`trunk layer ${c.layer} chunk ${c.index}: ${d.cancelled ? "read cancelled (closed)" : d.message}`));
+        if (d.checksum) {
+          const [name, t] = c.tensors[d.checksum.tensor];
+          reject(new ChecksumError(this.file, name, d.checksum.expected, d.checksum.got, `layer ${c.layer} chunk ${c.index}, offset ${t.abs} (+${t.byteLength} bytes)${d.checksum.others ? `; ${d.checksum.others} more tensor(s) of the chunk differ` : ""}`));
+        } else if (d.status !== 0 || d.cancelled) reject(new MoeStreamError(`trunk layer ${c.layer} chunk ${c.index}: ${d.cancelled ? "read cancelled (closed)" : d.message}`));
         else resolve();
       });
       if (this.pending++ === 0) this.nativeStore.ref();
-      this.nativeStore.read(id, 0, offset, length, slot, false, offset);
+      if (this.verify) this.nativeStore.readChecked(`layer ${c.layer} chunk ${c.index}`, c.tensors.map(([name, t]) => [name, t.abs, t.byteLength, t.crc32]), [[id, 0, offset, length, slot, offset]], false);
+      else this.nativeStore.read(id, 0, offset, length, slot, false, offset);
     });
   }
 

@@ -9,7 +9,6 @@
  * once on the store's reader threads.
  */
 import { join } from "node:path";
-import { crc32 } from "node:zlib";
 import { BudgetError, ChecksumError, MoeStreamError, StoreStateError, formatBytes } from "./errors.js";
 import { type NativeExpertStore, type NativeReadDone } from "./native.js";
 import { openNativeStore, type IoEngine, type IoEngineInUse } from "./io-engine.js";
@@ -29,7 +28,10 @@ export interface TrunkStreamerOptions {
   direct?: boolean;
   /** "auto" (default; io_uring else pread threads), "io_uring" (fails when unavailable) or "pread". */
   ioEngine?: IoEngine;
-  /** Check every tensor's crc32 when its layer is loaded: "pinned" (default), "all", or "none". */
+  /**
+   * Check every tensor's crc32 as its layer's reads land, on the reader threads: "all" (default:
+   * pinned and ring reads), "pinned" (ring reads unchecked), or "none".
+   */
   verify?: "pinned" | "all" | "none";
   /** Fails with BudgetError before loading anything when the arena would exceed it. */
   budgetBytes?: number;
@@ -146,7 +148,8 @@ export class TrunkStreamer {
     this.arenaBytes = bytes;
     this.ringSlotBytes = ringSlotBytes;
     this.pinnedBytes = pinnedBytes;
-    this.verify = opts.verify ?? "pinned";
+    this.verify = opts.verify ?? "all";
+    if (!["all", "pinned", "none"].includes(this.verify)) throw new MoeStreamError(`TrunkStreamer: verify must be "all", "pinned" or "none", got ${JSON.stringify(opts.verify)}`);
     const chunks = Math.max(1, bytes / chunkBytes);
     this.nativeStore = openNativeStore({
       files: [this.file], slotBytes: chunkBytes, slots: chunks, readers: this.readers,
@@ -322,35 +325,43 @@ export class TrunkStreamer {
     await Promise.all([...this.pinned].map(([l, c]) => this.readGroup(this.groups.get(l)!, c, this.verify !== "none")));
   }
 
-  /** Reads a group in chunk-sized pieces, all in flight at once; optionally verifies crc32s. */
+  /**
+   * Reads a group in chunk-sized pieces, all in flight at once. With `verify`, the reader threads
+   * check every tensor's crc32 as the pieces land (the last piece to finish reports a mismatch), so
+   * the compute thread never hashes.
+   */
   private async readGroup(g: TrunkGroup, firstChunk: number, verify: boolean): Promise<void> {
     const n = Math.ceil(g.byteLength / this.chunkBytes);
-    const reads: Promise<void>[] = [];
+    const names = Object.keys(g.tensors);
+    const reads: Array<[number, number, number, number, number]> = [];
+    const done: Promise<void>[] = [];
     for (let i = 0; i < n; i++) {
       const off = i * this.chunkBytes;
-      const len = Math.min(this.chunkBytes, g.byteLength - off);
-      reads.push(this.readChunk(g.offset + off, len, firstChunk + i, g));
+      const id = this.nextJob++;
+      reads.push([id, 0, g.offset + off, Math.min(this.chunkBytes, g.byteLength - off), firstChunk + i]);
+      done.push(this.expect(id, g.offset + off, g, names));
     }
-    await Promise.all(reads);
+    if (verify) {
+      const tensors = names.map((name): [string, number, number, number] => [name, g.offset + g.tensors[name].offset, g.tensors[name].byteLength, g.tensors[name].crc32]);
+      this.nativeStore.readChecked(`layer ${g.layer}`, tensors, reads, false);
+    } else for (const [id, file, offset, length, slot] of reads) this.nativeStore.read(id, file, offset, length, slot, false);
+    await Promise.all(done);
     this.counters.bytesRead += g.byteLength;
-    if (!verify) return;
-    if (this.closed) return;
-    for (const [name, t] of Object.entries(g.tensors)) {
-      const got = crc32(this.tensorBytes(g, firstChunk, t)) >>> 0;
-      if (got !== t.crc32) throw new ChecksumError(TRUNK_FILE, name, t.crc32, got);
-    }
   }
 
-  private readChunk(offset: number, length: number, slot: number, g: TrunkGroup): Promise<void> {
+  /** The completion of read `id` (of group `g`, at file `offset`): resolves when its bytes are in. */
+  private expect(id: number, offset: number, g: TrunkGroup, names: string[]): Promise<void> {
     return new Promise((resolve, reject) => {
-      const id = this.nextJob++;
       this.jobs.set(id, (d) => {
-        if (d.status !== 0 || d.cancelled) reject(new MoeStreamError(`trunk layer ${g.layer}: ${d.cancelled ? "read cancelled (closed)" : d.message}`));
+        if (d.checksum) {
+          const t = g.tensors[names[d.checksum.tensor]];
+          const where = `layer ${g.layer}, offset ${g.offset + t.offset} (+${t.byteLength} bytes)${d.checksum.others ? `; ${d.checksum.others} more tensor(s) of the layer differ` : ""}`;
+          reject(new ChecksumError(this.file, names[d.checksum.tensor], d.checksum.expected, d.checksum.got, where));
+        } else if (d.status !== 0 || d.cancelled) reject(new MoeStreamError(`trunk layer ${g.layer}: ${d.cancelled ? "read cancelled (closed)" : d.message}`));
         else if (d.dataOffset !== 0) reject(new MoeStreamError(`trunk layer ${g.layer}: chunk at ${offset} is not 4 KiB-aligned in the file`));
         else resolve();
       });
       if (this.pending++ === 0) this.nativeStore.ref();
-      this.nativeStore.read(id, 0, offset, length, slot, false);
     });
   }
 

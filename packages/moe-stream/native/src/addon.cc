@@ -13,6 +13,7 @@
 extern "C" {
 #include "arena.h"
 #include "ceiling.h"
+#include "crc32.h"
 #include "direct_file.h"
 #include "pool_bench.h"
 #include "read_pool.h"
@@ -38,6 +39,14 @@ static void CallJs(Napi::Env env, Napi::Function callback, std::nullptr_t *, k3_
         o["startNs"] = Napi::Number::New(env, (double)done->start_ns);
         o["endNs"] = Napi::Number::New(env, (double)done->end_ns);
         o["message"] = Napi::String::New(env, done->result.message);
+        if (done->verdict.failed) {
+            Napi::Object v = Napi::Object::New(env);
+            v["tensor"] = Napi::Number::New(env, done->verdict.tensor);
+            v["expected"] = Napi::Number::New(env, done->verdict.expect);
+            v["got"] = Napi::Number::New(env, done->verdict.got);
+            v["others"] = Napi::Number::New(env, done->verdict.others);
+            o["checksum"] = v;
+        }
         callback.Call({o});
     }
     free(done);
@@ -73,7 +82,7 @@ class Store : public Napi::ObjectWrap<Store> {
   public:
     static Napi::Function Define(Napi::Env env) {
         return DefineClass(env, "NativeExpertStore",
-                           {InstanceMethod("read", &Store::Read), InstanceMethod("cancelPrefetch", &Store::CancelPrefetch),
+                           {InstanceMethod("read", &Store::Read), InstanceMethod("readChecked", &Store::ReadChecked), InstanceMethod("cancelPrefetch", &Store::CancelPrefetch),
                             InstanceMethod("stats", &Store::Stats), InstanceMethod("injectFault", &Store::InjectFault),
                             InstanceMethod("fileInfo", &Store::FileInfo), InstanceMethod("ref", &Store::Ref),
                             InstanceMethod("unref", &Store::Unref), InstanceMethod("close", &Store::Close),
@@ -227,32 +236,33 @@ class Store : public Napi::ObjectWrap<Store> {
         return k3::fail(env, fn, "the store is closed");
     }
 
-    // read(id, file, offset, length, slot, prefetch, base?)
-    Napi::Value Read(const Napi::CallbackInfo &info) {
-        Napi::Env env = info.Env();
-        const char *fn = "ExpertStore.read";
-        if (!Open(env, fn)) return env.Undefined();
-        size_t id, file, offset, length, slot;
-        if (!k3::get_size(info, 0, fn, "id", &id) || !k3::get_size(info, 1, fn, "file", &file) ||
-            !k3::get_size(info, 2, fn, "offset", &offset) || !k3::get_size(info, 3, fn, "length", &length) ||
-            !k3::get_size(info, 4, fn, "slot", &slot))
-            return env.Undefined();
-        if (id > INT32_MAX) return k3::fail(env, fn, "id must be < 2^31", true), env.Undefined();
-        if (file >= files_.size())
-            return k3::fail(env, fn, "file index " + std::to_string(file) + " out of range", true), env.Undefined();
-        if (slot >= n_slots_)
-            return k3::fail(env, fn, "slot " + std::to_string(slot) + " out of range", true), env.Undefined();
+    // A read job from (id, file, offset, length, slot, base) as JS numbers (base: undefined =
+    // K3_BASE_AUTO), checked: false with a JS exception pending when a value is out of range.
+    bool MakeJob(Napi::Env env, const char *fn, const Napi::Value *v, bool prefetch, k3_read_job *job) {
+        size_t n[5];
+        static const char *names[5] = {"id", "file", "offset", "length", "slot"};
+        for (int i = 0; i < 5; i++) {
+            if (!v[i].IsNumber()) return k3::fail(env, fn, std::string(names[i]) + " must be a number");
+            double d = v[i].As<Napi::Number>().DoubleValue();
+            if (!(d >= 0) || d > 9007199254740992.0 || d != (double)(uint64_t)d)
+                return k3::fail(env, fn, std::string(names[i]) + " must be a non-negative integer", true);
+            n[i] = (size_t)d;
+        }
+        size_t id = n[0], file = n[1], offset = n[2], length = n[3], slot = n[4];
+        if (id > INT32_MAX) return k3::fail(env, fn, "id must be < 2^31", true);
+        if (file >= files_.size()) return k3::fail(env, fn, "file index " + std::to_string(file) + " out of range", true);
+        if (slot >= n_slots_) return k3::fail(env, fn, "slot " + std::to_string(slot) + " out of range", true);
         // base (optional): the file offset mapped to slot byte 0, aligned, <= offset; lets several
         // pieces of one expert fill one slot. The aligned span from base must fit the slot.
         uint64_t a = files_[file].offset_align;
-        if (offset > UINT64_MAX / 2 || length > UINT64_MAX / 4) return k3::fail(env, fn, "offset + length overflows", true), env.Undefined();
+        if (offset > UINT64_MAX / 2 || length > UINT64_MAX / 4) return k3::fail(env, fn, "offset + length overflows", true);
         uint64_t base = K3_BASE_AUTO;
-        if (info.Length() > 6 && !info[6].IsUndefined()) {
-            size_t b;
-            if (!k3::get_size(info, 6, fn, "base", &b)) return env.Undefined();
-            if (b > offset || b % a != 0)
-                return k3::fail(env, fn, "base must be <= offset and a multiple of the direct-I/O alignment", true), env.Undefined();
-            base = b;
+        if (!v[5].IsUndefined()) {
+            if (!v[5].IsNumber()) return k3::fail(env, fn, "base must be a number");
+            double b = v[5].As<Napi::Number>().DoubleValue();
+            if (!(b >= 0) || b != (double)(uint64_t)b || (uint64_t)b > offset || (uint64_t)b % a != 0)
+                return k3::fail(env, fn, "base must be <= offset and a multiple of the direct-I/O alignment", true);
+            base = (uint64_t)b;
         }
         uint64_t from = base == K3_BASE_AUTO ? offset / a * a : base;
         uint64_t span = (offset + length + a - 1) / a * a - from;
@@ -260,17 +270,91 @@ class Store : public Napi::ObjectWrap<Store> {
             return k3::fail(env, fn,
                             "length " + std::to_string(length) + " (plus alignment) does not fit a " +
                                 std::to_string(slot_bytes_) + "-byte slot",
-                            true),
-                   env.Undefined();
-        k3_read_job job = {};
-        job.id = (int32_t)id;
-        job.file = (uint32_t)file;
-        job.offset = offset;
-        job.length = length;
-        job.slot = (uint32_t)slot;
-        job.base = base;
-        job.priority = info.Length() > 5 && info[5].ToBoolean() ? K3_PRIORITY_PREFETCH : K3_PRIORITY_DEMAND;
+                            true);
+        *job = k3_read_job{};
+        job->id = (int32_t)id;
+        job->file = (uint32_t)file;
+        job->offset = offset;
+        job->length = length;
+        job->slot = (uint32_t)slot;
+        job->base = base;
+        job->priority = prefetch ? K3_PRIORITY_PREFETCH : K3_PRIORITY_DEMAND;
+        return true;
+    }
+
+    // read(id, file, offset, length, slot, prefetch, base?)
+    Napi::Value Read(const Napi::CallbackInfo &info) {
+        Napi::Env env = info.Env();
+        const char *fn = "ExpertStore.read";
+        if (!Open(env, fn)) return env.Undefined();
+        Napi::Value v[6] = {info[0], info[1], info[2], info[3], info[4], info.Length() > 6 ? info[6] : env.Undefined()};
+        k3_read_job job;
+        if (!MakeJob(env, fn, v, info.Length() > 5 && info[5].ToBoolean(), &job)) return env.Undefined();
         if (k3_read_pool_submit(pool_, &job) != 0) return k3::fail(env, fn, "cannot queue the read"), env.Undefined();
+        return env.Undefined();
+    }
+
+    // readChecked(label, tensors: Array<[name, fileOffset, length, crc32]>,
+    //             reads: Array<[id, file, offset, length, slot, base?]>, prefetch)
+    // The reads of one load, each tensor's crc32 checked on the reader threads as the bytes land
+    // (trunk_check.h): the last read to finish reports a mismatch (status EBADMSG, `verdict`).
+    Napi::Value ReadChecked(const Napi::CallbackInfo &info) {
+        Napi::Env env = info.Env();
+        const char *fn = "ExpertStore.readChecked";
+        if (!Open(env, fn)) return env.Undefined();
+        if (info.Length() < 3 || !info[0].IsString() || !info[1].IsArray() || !info[2].IsArray())
+            return k3::fail(env, fn, "expected (label, tensors[], reads[], prefetch)"), env.Undefined();
+        std::string label = info[0].As<Napi::String>();
+        Napi::Array ts = info[1].As<Napi::Array>(), rs = info[2].As<Napi::Array>();
+        bool prefetch = info.Length() > 3 && info[3].ToBoolean();
+        if (rs.Length() == 0 || rs.Length() > (1u << 20) || ts.Length() > (1u << 20))
+            return k3::fail(env, fn, "between 1 and 2^20 reads and at most 2^20 tensors", true), env.Undefined();
+        std::vector<std::string> names(ts.Length());
+        std::vector<const char *> cnames(ts.Length());
+        std::vector<uint64_t> toff(ts.Length()), tlen(ts.Length());
+        std::vector<uint32_t> crcs(ts.Length());
+        for (uint32_t i = 0; i < ts.Length(); i++) {
+            Napi::Value e = ts[i];
+            if (!e.IsArray() || e.As<Napi::Array>().Length() < 4) return k3::fail(env, fn, "tensors[" + std::to_string(i) + "] must be [name, offset, length, crc32]"), env.Undefined();
+            Napi::Array t = e.As<Napi::Array>();
+            Napi::Value name = t[0u], off = t[1u], len = t[2u], crc = t[3u];
+            if (!name.IsString() || !off.IsNumber() || !len.IsNumber() || !crc.IsNumber())
+                return k3::fail(env, fn, "tensors[" + std::to_string(i) + "] must be [name, offset, length, crc32]"), env.Undefined();
+            double o = off.As<Napi::Number>().DoubleValue(), l = len.As<Napi::Number>().DoubleValue(), c = crc.As<Napi::Number>().DoubleValue();
+            if (!(o >= 0) || !(l >= 0) || o + l > 9007199254740992.0 || o != (double)(uint64_t)o || l != (double)(uint64_t)l || !(c >= 0) || c >= 4294967296.0 || c != (double)(uint32_t)c)
+                return k3::fail(env, fn, "tensors[" + std::to_string(i) + "]: offset/length must be non-negative integers, crc32 a 32-bit unsigned integer", true), env.Undefined();
+            names[i] = name.As<Napi::String>();
+            toff[i] = (uint64_t)o;
+            tlen[i] = (uint64_t)l;
+            crcs[i] = (uint32_t)c;
+        }
+        for (uint32_t i = 0; i < ts.Length(); i++) cnames[i] = names[i].c_str();
+        std::vector<k3_read_job> jobs(rs.Length());
+        std::vector<uint64_t> roff(rs.Length()), rlen(rs.Length());
+        for (uint32_t i = 0; i < rs.Length(); i++) {
+            Napi::Value e = rs[i];
+            if (!e.IsArray() || e.As<Napi::Array>().Length() < 5) return k3::fail(env, fn, "reads[" + std::to_string(i) + "] must be [id, file, offset, length, slot, base?]"), env.Undefined();
+            Napi::Array r = e.As<Napi::Array>();
+            Napi::Value v[6] = {r[0u], r[1u], r[2u], r[3u], r[4u], r.Length() > 5 ? r.Get(5u) : env.Undefined()};
+            if (!MakeJob(env, fn, v, prefetch, &jobs[i])) return env.Undefined();
+            roff[i] = jobs[i].offset;
+            rlen[i] = jobs[i].length;
+        }
+        char message[K3_ERR_MESSAGE] = "";
+        k3_check_load *load = k3_check_load_new(label.c_str(), ts.Length(), cnames.data(), toff.data(), tlen.data(), crcs.data(),
+                                                rs.Length(), roff.data(), rlen.data(), message, sizeof message);
+        if (!load) return k3::fail(env, fn, message, true), env.Undefined();
+        uint32_t submitted = 0;
+        for (; submitted < jobs.size(); submitted++) {
+            jobs[submitted].check = load;
+            jobs[submitted].check_read = submitted;
+            if (k3_read_pool_submit(pool_, &jobs[submitted]) != 0) break; // that job's check was counted down
+        }
+        if (submitted < jobs.size()) {
+            // The rest never reach the pool: count them down too (the load frees itself at the last).
+            for (uint32_t i = submitted + 1; i < jobs.size(); i++) k3_check_read_done(load, i, nullptr, "", nullptr, nullptr);
+            return k3::fail(env, fn, "cannot queue the reads"), env.Undefined();
+        }
         return env.Undefined();
     }
 
@@ -745,6 +829,28 @@ static Napi::Value SimulateUringUnavailable(const Napi::CallbackInfo &info) {
 
 void RegisterCompute(Napi::Env env, Napi::Object exports); // compute_addon.cc
 
+// crc32(bytes, crc = 0, scalar = false): k3_crc32 (PCLMULQDQ when present) or the table reference.
+static Napi::Value Crc32(const Napi::CallbackInfo &info) {
+    k3::Bytes b;
+    if (!k3::get_bytes(info, 0, "crc32", "bytes", &b)) return info.Env().Undefined();
+    size_t crc = 0;
+    if (info.Length() > 1 && !info[1].IsUndefined() && (!k3::get_size(info, 1, "crc32", "crc", &crc) || crc > UINT32_MAX))
+        return info.Env().IsExceptionPending() ? info.Env().Undefined() : (k3::fail(info.Env(), "crc32", "crc must be a 32-bit unsigned integer", true), info.Env().Undefined());
+    bool scalar = info.Length() > 2 && info[2].ToBoolean();
+    uint32_t c = scalar ? k3_crc32_scalar((uint32_t)crc, b.data, b.length) : k3_crc32((uint32_t)crc, b.data, b.length);
+    return Napi::Number::New(info.Env(), c);
+}
+
+// crc32Combine(crcA, crcB, lengthB)
+static Napi::Value Crc32Combine(const Napi::CallbackInfo &info) {
+    size_t a, b, n;
+    if (!k3::get_size(info, 0, "crc32Combine", "crcA", &a) || !k3::get_size(info, 1, "crc32Combine", "crcB", &b) ||
+        !k3::get_size(info, 2, "crc32Combine", "lengthB", &n))
+        return info.Env().Undefined();
+    if (a > UINT32_MAX || b > UINT32_MAX) return k3::fail(info.Env(), "crc32Combine", "crcs are 32-bit", true), info.Env().Undefined();
+    return Napi::Number::New(info.Env(), k3_crc32_combine((uint32_t)a, (uint32_t)b, n));
+}
+
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     RegisterCompute(env, exports);
     exports["simulateUringUnavailable"] = Napi::Function::New(env, SimulateUringUnavailable);
@@ -758,6 +864,9 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["alignedBuffer"] = Napi::Function::New(env, AlignedBuffer);
     exports["dioAlignment"] = Napi::Function::New(env, DioAlignment);
     exports["synthBlock"] = Napi::Function::New(env, SynthBlock);
+    exports["crc32"] = Napi::Function::New(env, Crc32);
+    exports["crc32Combine"] = Napi::Function::New(env, Crc32Combine);
+    exports["crc32UsesPclmul"] = Napi::Function::New(env, [](const Napi::CallbackInfo &info) { return Napi::Boolean::New(info.Env(), k3_crc32_uses_pclmul() != 0); });
     return exports;
 }
 

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define K3_ERR_MESSAGE 256
+#define K3_ERR_MESSAGE 512
 
 typedef struct k3_file {
     char *path;

@@ -53,7 +53,7 @@ static double wall_now(void) {
 static int run(k3_read_pool *p, bench_tally *t, const uint32_t *file, const uint64_t *offset, const uint64_t *length,
                int n, int slots) {
     for (int i = 0; i < n; i++) {
-        k3_read_job j = {i, file[i], (uint32_t)(i % slots), K3_PRIORITY_DEMAND, offset[i], length[i], K3_BASE_AUTO, NULL};
+        k3_read_job j = {i, file[i], (uint32_t)(i % slots), K3_PRIORITY_DEMAND, offset[i], length[i], K3_BASE_AUTO, NULL, 0, NULL};
         if (k3_read_pool_submit(p, &j) != 0) return ENOMEM;
     }
     pthread_mutex_lock(&t->lock);

@@ -105,7 +105,20 @@ int k3_pool_take(k3_read_pool *p, int wait, k3_taken *out) {
     return 0;
 }
 
+/*
+ * The job's crc32 check, on the engine thread that finished the read (pread worker or io_uring
+ * reaper), before anyone is told the bytes are there. A failed read counts down with no data.
+ */
+static void check_read(k3_read_pool *p, k3_read_job *j, k3_read_done *d) {
+    if (!j->check) return;
+    int ok = d && d->result.status == 0 && !d->cancelled;
+    const uint8_t *data = ok ? p->cfg.arena + (uint64_t)j->slot * p->cfg.slot_bytes + d->result.data_offset : NULL;
+    k3_check_read_done(j->check, j->check_read, data, p->cfg.files[j->file].path, d ? &d->verdict : NULL, d ? &d->result : NULL);
+    j->check = NULL;
+}
+
 void k3_pool_finish(k3_read_pool *p, k3_read_job *j, k3_read_done *d) {
+    check_read(p, j, d);
     pthread_mutex_lock(&p->lock);
     if (--p->inflight == 0) p->busy_ns += k3_now_ns() - p->busy_since;
     if (j->priority == K3_PRIORITY_PREFETCH) p->inflight_prefetch--;
@@ -221,11 +234,15 @@ k3_read_pool *k3_read_pool_create(const k3_read_pool_config *cfg, char *message,
 
 int k3_read_pool_submit(k3_read_pool *p, const k3_read_job *job) {
     k3_read_job *j = malloc(sizeof(*j));
-    if (!j) return ENOMEM;
+    if (!j) {
+        if (job->check) k3_check_read_done(job->check, job->check_read, NULL, "", NULL, NULL);
+        return ENOMEM;
+    }
     *j = *job;
     pthread_mutex_lock(&p->lock);
     if (p->stopping) {
         pthread_mutex_unlock(&p->lock);
+        if (j->check) k3_check_read_done(j->check, j->check_read, NULL, "", NULL, NULL);
         free(j);
         return ECANCELED;
     }
@@ -249,8 +266,9 @@ static void report_cancelled(k3_read_pool *p, k3_read_job *j) {
         d->slot = j->slot;
         d->cancelled = 1;
         d->result.status = ECANCELED;
-        p->cfg.on_done(p->cfg.ctx, d);
     }
+    check_read(p, j, d);
+    if (d) p->cfg.on_done(p->cfg.ctx, d);
     free(j);
 }
 

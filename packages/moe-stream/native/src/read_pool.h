@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "direct_file.h"
+#include "trunk_check.h"
 
 enum { K3_PRIORITY_DEMAND = 0, K3_PRIORITY_PREFETCH = 1 };
 
@@ -20,6 +21,8 @@ typedef struct k3_read_job {
     uint64_t offset;
     uint64_t length;
     uint64_t base; /* file offset mapped to slot byte 0, or K3_BASE_AUTO */
+    struct k3_check_load *check; /* crc32s to check once the bytes land (trunk_check.h), or NULL */
+    uint32_t check_read;         /* this read's index in `check` */
     struct k3_read_job *next;
 } k3_read_job;
 
@@ -29,6 +32,7 @@ typedef struct k3_read_done {
     int cancelled;
     int64_t start_ns, end_ns;
     k3_read_result result;
+    k3_check_verdict verdict; /* a crc32 mismatch found by this read's check (result.status EBADMSG) */
 } k3_read_done;
 
 /* Called on a pool thread when a job finishes (or is cancelled); takes ownership of `done`. */
@@ -57,7 +61,7 @@ typedef struct k3_read_pool_config {
 
 /* NULL on failure with `message` filled (e.g. io_uring asked for explicitly but unavailable). */
 k3_read_pool *k3_read_pool_create(const k3_read_pool_config *cfg, char *message, size_t message_len);
-/* Queues a job (copied). 0 ok. */
+/* Queues a job (copied). 0 ok; on failure the job's check (if any) is counted down as a failed read. */
 int k3_read_pool_submit(k3_read_pool *p, const k3_read_job *job);
 /* Drops every queued prefetch job (reported with cancelled=1); returns how many. */
 int k3_read_pool_cancel_prefetch(k3_read_pool *p);

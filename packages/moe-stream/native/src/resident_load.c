@@ -212,7 +212,7 @@ int k3_resident_load(const k3_load_config *cfg, k3_load_block *blocks, int n_blo
             if (to <= from) continue; /* alignment tail only */
             load_piece *q = &pieces[np++];
             /* The id carries the piece length (< 2^31) so completions can count bytes without a table. */
-            k3_read_job j = {(int32_t)(to - from), k->file, slot0 + (uint32_t)i, K3_PRIORITY_DEMAND, from, to - from, lo, NULL};
+            k3_read_job j = {(int32_t)(to - from), k->file, slot0 + (uint32_t)i, K3_PRIORITY_DEMAND, from, to - from, lo, NULL, 0, NULL};
             q->job = j;
             q->mem = k->data + i * P;
             q->mem_bytes = (k->end - lo < P ? k->end - lo : P);
