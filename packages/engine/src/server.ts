@@ -168,10 +168,10 @@ function sendError(res: ServerResponse, err: HttpError): void {
  * drops those connections unanswered when nobody listens). The same OpenAI-shaped error as every
  * other refusal, then the connection is closed.
  */
-function refuseOnSocket(socket: Duplex, status: number, reason: string, message: string, param: string | null = null): void {
+function refuseOnSocket(socket: Duplex, status: number, reason: string, message: string, param: string | null = null, head = false): void {
   if (!socket.writable || socket.destroyed) return;
   const text = JSON.stringify({ error: { message, type: "invalid_request_error", param, code: null } });
-  socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${head ? "" : text}`);
 }
 
 /** The status Node's parser error maps to (llhttp codes: HPE_*), and its reason phrase. */
@@ -182,6 +182,10 @@ function parseErrorStatus(code: string | undefined): [number, string, string] {
 }
 
 async function readBody(req: IncomingMessage, limit: number): Promise<unknown> {
+  // A declared length past the limit is refused before any of it is read (waiting for 1 MiB that
+  // never comes held the connection open until Node's request timeout).
+  const declared = Number(req.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > limit) throw new HttpError(413, `request body of ${declared} bytes exceeds ${limit} bytes`);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
@@ -478,10 +482,18 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
     });
   });
 
-  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
+  server.on("clientError", (err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Duplex) => {
     if (err.code === "ECONNRESET") return socket.destroy();
     const [status, reason, message] = parseErrorStatus(err.code);
-    refuseOnSocket(socket, status, reason, message);
+    // A reply to HEAD has no body; a response still being written on this socket (pipelined
+    // requests) goes out whole first, else the two would interleave.
+    const head = /^HEAD /i.test(err.rawPacket?.toString("latin1", 0, 5) ?? "");
+    const inflight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+    const refuse = () => refuseOnSocket(socket, status, reason, message, null, head);
+    if (inflight && !inflight.writableFinished) {
+      inflight.once("finish", refuse);
+      inflight.once("close", () => socket.destroy());
+    } else refuse();
   });
   server.on("connect", (_req: IncomingMessage, socket: Duplex) => refuseOnSocket(socket, 405, "Method Not Allowed", "CONNECT is not served here", "method"));
   server.on("upgrade", (_req: IncomingMessage, socket: Duplex) => refuseOnSocket(socket, 400, "Bad Request", "protocol upgrades are not served here", "upgrade"));
@@ -523,7 +535,12 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
       return;
     }
     if (req.method === "GET" && path.startsWith("/v1/models/")) {
-      const id = decodeURIComponent(path.slice("/v1/models/".length));
+      let id: string;
+      try {
+        id = decodeURIComponent(path.slice("/v1/models/".length));
+      } catch {
+        throw new HttpError(404, `model ${JSON.stringify(path.slice("/v1/models/".length))} is not a valid percent-encoded name`, "model", "invalid_request_error", "model_not_found");
+      }
       if (id !== backend.modelId && id !== "k3") throw new HttpError(404, `model ${JSON.stringify(id)} is not served here (this server has ${JSON.stringify(backend.modelId)})`, "model", "invalid_request_error", "model_not_found");
       sendJson(res, 200, model);
       return;

@@ -295,6 +295,18 @@ describe("server against bytes that are not a request (pnpm fuzz http)", () => {
     openAiError(badLength, 400);
   });
 
+  it("found by the 10-minute run: a bad percent-encoding in /v1/models/ID is a 404 (was a 500), a declared body past the limit a 413 at once (was a wait for bytes that never come), a malformed HEAD gets no body", async () => {
+    const bad = await rawBytes(`GET /v1/models/k3%ff%fe HTTP/1.1\r\nhost: ${host()}\r\nconnection: close\r\n\r\n`);
+    expect(openAiError(bad, 404).param).toBe("model");
+    const t0 = Date.now();
+    const big = await rawBytes(`POST /v1/completions HTTP/1.1\r\nhost: ${host()}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${(1 << 20) + 1}\r\n\r\n{"prompt":"hi"}`);
+    expect(openAiError(big, 413).message).toMatch(/exceeds 1048576 bytes/);
+    expect(Date.now() - t0).toBeLessThan(5000);
+    const head = await rawBytes(`HEAD /health HTTP/1.1\r\nhost: ${host()}\r\ncontent-length: abc\r\n\r\n`);
+    expect(head).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(head.endsWith("\r\n\r\n")).toBe(true); // headers only
+  });
+
   it("headers past Node's limit get a 431 with an OpenAI-shaped error", async () => {
     const reply = await rawBytes(`GET /health HTTP/1.1\r\nhost: ${host()}\r\nx-long: ${"v".repeat(20_000)}\r\n\r\n`);
     expect(openAiError(reply, 431).message).toMatch(/headers/);
