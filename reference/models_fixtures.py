@@ -6,6 +6,7 @@ import torch
 
 from k3ref import st
 from k3ref import tokenizer as tk
+from k3ref.evaluate import sequence_nll, summary
 from k3ref.model import Model
 
 T_TF = 24
@@ -23,6 +24,11 @@ TEXTS = {
                   "<|im_assistant|>assistant<|im_middle|>",
     },
 }
+# Perplexity case (`k3 eval`): [BOS] + this text, scored with carried state; long enough (> 64 tokens)
+# that the engine's prefill crosses a chunk boundary.
+EVAL_TEXT = ("A small model reads the text one token at a time and keeps a state for every layer. "
+             "The router picks a few experts for each token; the shared expert always runs. "
+             "def add(a, b):\n    return a + b\n今天天气很好，我们一起去公园散步。Numbers like 12, 345 and 2026.")
 TOKENIZER_CASES = ["Hello world", "Hello, world!", "It's 2026-11-30; we're testing.", "中文English混合",
                    "HTTPRequestHandler", "   \t\n   ", "def add(a, b):\n    return a + b\n", "今天天气很好，我们一起去公园散步。"]
 
@@ -48,6 +54,8 @@ def model_fixture(model_dir, name):
     final_hidden = m.last_final_hidden
     route = torch.stack([idx for _, idx, _ in stats])          # [n_moe_layers, T, k]
     gen_ids, gen_logits = m.greedy(prompt, N_GREEDY, incremental=True)
+    eval_ids = [bos] + tok.encode(EVAL_TEXT, allow_special=False)
+    eval_nll = sequence_nll(m, eval_ids, chunk=64)
     gstats = []
     m.forward(prompt + gen_ids[:-1], stats=gstats)
     # health
@@ -79,6 +87,9 @@ def model_fixture(model_dir, name):
         "layer_types": ["KDA" if k else "MLA" for k in c.is_kda],
         "moe_layers": [l for l in range(c.n_layers) if c.is_moe(l)],
         "health": health,
+        "eval": {"text": EVAL_TEXT, "ids": eval_ids, **summary(eval_nll),
+                 "note": "k3 eval: [BOS] + text, position p scores token p+1 (log-softmax, float64), mean over "
+                         "len(ids)-1 tokens; perplexity = exp(mean_nll)"},
         "tokenizer_cases": [{"text": s, "ids": tok.encode(s, allow_special=False)} for s in TOKENIZER_CASES],
         "tensors": {
             "tf.ids I64[24]": "teacher-forcing input (BOS + encoded tf_text, truncated to 24)",
@@ -92,7 +103,7 @@ def model_fixture(model_dir, name):
             "greedy.prompt_ids I64[P]": "chat-formatted prompt", "greedy.ids I64[20]": "greedy continuation",
             "greedy.logits F64[20,1024]": "logits each greedy token was chosen from"},
         "tolerance": {"tf.logits": {"atol": 1e-4, "rtol": 1e-4}, "tf.hidden": {"atol": 1e-4, "rtol": 1e-4},
-                      "greedy.ids": "exact", "tf.argmax": "exact"},
+                      "greedy.ids": "exact", "tf.argmax": "exact", "eval.mean_nll": {"rtol": 1e-4}},
     }
     return items, meta
 

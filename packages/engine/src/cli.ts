@@ -11,7 +11,8 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { bestSimdLevel, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
 import { WorkerBackend } from "./backend.js";
 import { ChatSession } from "./chat.js";
-import { checkPromptLength, Engine, type EngineOptions } from "./engine.js";
+import { checkPromptLength, Engine, MAX_PROMPT_TOKENS, type EngineOptions } from "./engine.js";
+import { formatNll } from "./perplexity.js";
 import { EXIT_DROPPED_EXPERT, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, exitCodeOf, UsageError } from "./errors.js";
 import { validateSampling } from "./sampler.js";
 import { runDoctor } from "./doctor.js";
@@ -37,6 +38,7 @@ usage: k3 <command> [options]        (k3 <command> --help for details)
 
 commands:
   run            generate from a prompt and print the run report (default model: embedded tiny K3)
+  eval           perplexity of a text file (mean NLL per token, chunked prefill) and the run report
   chat           interactive chat REPL (/reset, /save FILE, /load FILE, /exit)
   serve          OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models)
   pack           pack the trunk (non-expert weights) into one aligned file for streaming
@@ -183,6 +185,20 @@ A 429 carries Retry-After. A busy --port exits 2 naming the address.
   --prompt-cache-mb M  cap on the bytes all snapshots hold (default 1024; one K3 snapshot is about
                        0.46 GB of KDA state + 55 kB per MLA-cached token; the memory plan reserves
                        min(this cap, N snapshots at the full context) and refuses if it does not fit)
+
+${MODEL_OPTIONS}
+`,
+  eval: `usage: k3 eval --text FILE [--max-tokens N] [--json FILE] [options]
+
+Perplexity of a text: [BOS] + the text (specials not interpreted), one chunked prefill keeping
+every position's logits; each position scores the next token (log-softmax in float64). Prints the
+number of tokens scored, the mean negative log-likelihood in nats, exp(mean) = perplexity, and the
+run report (the sequence counts as prompt tokens).
+
+  --text FILE          the text (UTF-8)          --ids 1,2,3   ids instead (used verbatim)
+  --max-tokens N       score only the first N tokens after [BOS] (default: all; at most ${MAX_PROMPT_TOKENS - 1} in one pass)
+  --json FILE          write {tokens, scored, mean_nll, perplexity, report} ("-" = stdout)
+  --quiet              no plan/report on stderr
 
 ${MODEL_OPTIONS}
 `,
@@ -554,6 +570,57 @@ async function runLoaded(
     return EXIT_DROPPED_EXPERT;
   }
   return r.value.stopReason === "abort" ? EXIT_RUNTIME : EXIT_OK;
+}
+
+// ---------------------------------------------------------------- eval
+
+async function cmdEval(argv: string[]): Promise<number> {
+  const { values, tokens } = parse("eval", argv, {
+    text: { type: "string" },
+    ids: { type: "string" },
+    "max-tokens": { type: "string" },
+    json: { type: "string" },
+    quiet: { type: "boolean" },
+  });
+  if (values.help) return print(HELP.eval);
+  const err = (l: string) => values.quiet || process.stderr.write(l + "\n");
+  if ((values.text === undefined) === (values.ids === undefined)) throw new UsageError("k3 eval: give exactly one of --text FILE, --ids 1,2,3");
+  const maxTokens = num(values, "max-tokens", MAX_PROMPT_TOKENS - 1, (x) => Number.isInteger(x) && x >= 1 && x < MAX_PROMPT_TOKENS, `an integer in 1..${MAX_PROMPT_TOKENS - 1}`);
+  let text = "";
+  if (values.text !== undefined) {
+    try {
+      text = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync(String(values.text)));
+    } catch (e) {
+      throw new UsageError(`--text ${values.text}: ${(e as NodeJS.ErrnoException).code ?? "not valid UTF-8"}`);
+    }
+  }
+  const { dir, embedded } = modelDir(values);
+  if (embedded) err(EMBEDDED_NOTE);
+  const eo = engineOptions(values, tokens, err);
+  if (embedded && eo.threads === undefined) eo.threads = 1;
+  const engine = await Engine.load(dir, eo);
+  try {
+    let ids: number[];
+    if (values.ids !== undefined) {
+      ids = String(values.ids).split(",").map((s) => {
+        const x = Number(s.trim());
+        if (s.trim() === "" || !Number.isInteger(x) || x < 0 || x >= engine.config.vocabSize) throw new UsageError(`--ids: ${JSON.stringify(s)} is not a token id in 0..${engine.config.vocabSize - 1}`);
+        return x;
+      });
+    } else ids = engine.encodeText(text);
+    if (ids.length > maxTokens + 1) {
+      if (values["max-tokens"] === undefined) throw new UsageError(`k3 eval: the text is ${ids.length - 1} tokens; at most ${MAX_PROMPT_TOKENS - 1} in one pass (pass --max-tokens N to score the first N)`);
+      ids = ids.slice(0, maxTokens + 1);
+    }
+    checkPromptLength(ids.length);
+    const r = await engine.evaluate(ids);
+    err(formatReport(r.report));
+    process.stdout.write(formatNll(r, r.report.wall_seconds) + "\n");
+    writeJson(values.json as string | undefined, { model: dir, tokens: r.tokens, scored: r.nll.length, mean_nll: r.meanNll, perplexity: r.perplexity, report: r.report });
+    return r.report.expert_drops > 0 ? EXIT_DROPPED_EXPERT : EXIT_OK;
+  } finally {
+    engine.close();
+  }
 }
 
 /** `k3 run --tf-check`: teacher-forced agreement with a reference; exit 0 when it reaches `min`. */
@@ -1061,6 +1128,9 @@ export async function main(argv: string[]): Promise<number> {
         );
       case "run":
         return await cmdRun(rest);
+      case "eval":
+      case "perplexity":
+        return await cmdEval(rest);
       case "chat":
         return await cmdChat(rest);
       case "serve":

@@ -27,6 +27,7 @@ import { Sampler, type SamplingOptions, type TokenConstraint } from "./sampler.j
 import { finishGemvProbe, gemvProbeEnabled, startGemvProbe, type GemvProbeReport } from "./gemv-probe.js";
 import { cpuSnapshot, threadCpuBetween, type CpuSnapshot, type ThreadCpuReport } from "./thread-cpu.js";
 import { SpeculativeDecoder, type Drafter } from "./speculative.js";
+import { sequenceNll, type NllResult } from "./perplexity.js";
 
 /**
  * Each layer's bytes in a packed trunk's manifest (the census estimate for a layer it lacks: the
@@ -554,6 +555,25 @@ export class Engine {
    * between. Both calls start at multiples of the chunk size, so every chunk boundary is where one
    * forward(prompt) from position 0 puts it: the logits are the same bits as a cold prefill.
    */
+  /**
+   * Perplexity of `input` (text is encoded with a BOS, ids are used verbatim): one chunked prefill
+   * with every position's logits, each scoring the next token (perplexity.ts). The run report counts
+   * the sequence as prompt tokens and its time as prefill.
+   */
+  async evaluate(input: string | number[], options: { signal?: AbortSignal } = {}): Promise<NllResult & { report: RunReport }> {
+    const t0 = performance.now();
+    const ids = typeof input === "string" ? this.encodeText(input) : input;
+    checkContextFits(this.plan, ids.length, this.census.kvBytesPerToken);
+    const counters = this.model.counters;
+    Object.assign(counters, emptyCounters());
+    counters.promptTokens = ids.length;
+    this.model.phase = "prefill";
+    const result = await sequenceNll(this.model, ids, { chunkSize: this.chunkSize, signal: options.signal });
+    counters.prefillSeconds = (performance.now() - t0) / 1000;
+    const report = this.report(ids, [], "", "length", counters, (performance.now() - t0) / 1000);
+    return { ...result, report };
+  }
+
   private async prefillCached(promptIds: number[], state: ModelState, cache: PromptCache, fwd: { chunkSize: number; signal?: AbortSignal; cancelled?: () => boolean }): Promise<Float32Array> {
     const start = state.pos;
     if (start % this.chunkSize !== 0) throw new Error(`prompt cache: a restored state at position ${start} is not a multiple of the chunk size ${this.chunkSize}`);

@@ -23,6 +23,7 @@ export { jsonConstraint, schemaFor, K3Channels, ThinkThenJson, type ResponseForm
 export { tokenString } from "./token-text.js";
 export { WorkerBackend, type WorkerInit } from "./backend.js";
 export { embeddedModelDir } from "./embedded.js";
+export { sequenceNll, tokenNll, formatNll, type NllResult } from "./perplexity.js";
 export { teacherForced, loadReference, formatTeacherForcing, type TeacherForcingResult, type TeacherForcingMismatch, type TeacherForcingOptions } from "./teacher-forcing.js";
 export { downloadCheckpoint, listRevision, DownloadError, type DownloadOptions, type DownloadResult, type HubFile } from "./download.js";
 export { LogitsDumper, readLogits, compareLogits, formatComparison, LOGITS_FORMAT, type LogitsFile, type LogitsComparison } from "./logits-dump.js";
