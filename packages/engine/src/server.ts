@@ -485,12 +485,13 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
   server.on("clientError", (err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Duplex) => {
     if (err.code === "ECONNRESET") return socket.destroy();
     const [status, reason, message] = parseErrorStatus(err.code);
-    // A reply to HEAD has no body; a response still being written on this socket (pipelined
-    // requests) goes out whole first, else the two would interleave.
+    // A reply to HEAD has no body; a response already being written on this socket (pipelined
+    // requests) goes out whole first, else the two would interleave. One that has sent nothing yet
+    // (its handler still reading the broken body) is answered now: waiting for it hung (pnpm fuzz).
     const head = /^HEAD /i.test(err.rawPacket?.toString("latin1", 0, 5) ?? "");
     const inflight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
     const refuse = () => refuseOnSocket(socket, status, reason, message, null, head);
-    if (inflight && !inflight.writableFinished) {
+    if (inflight && inflight.headersSent && !inflight.writableFinished) {
       inflight.once("finish", refuse);
       inflight.once("close", () => socket.destroy());
     } else refuse();

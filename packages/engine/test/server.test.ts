@@ -302,6 +302,8 @@ describe("server against bytes that are not a request (pnpm fuzz http)", () => {
     const big = await rawBytes(`POST /v1/completions HTTP/1.1\r\nhost: ${host()}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${(1 << 20) + 1}\r\n\r\n{"prompt":"hi"}`);
     expect(openAiError(big, 413).message).toMatch(/exceeds 1048576 bytes/);
     expect(Date.now() - t0).toBeLessThan(5000);
+    const chunked = await rawBytes(`POST /v1/completions HTTP/1.1\r\nhost: ${host()}\r\nconnection: close\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{"a":\r\nzz\r\n`);
+    expect(openAiError(chunked, 400).message).toMatch(/malformed HTTP request/);
     const head = await rawBytes(`HEAD /health HTTP/1.1\r\nhost: ${host()}\r\ncontent-length: abc\r\n\r\n`);
     expect(head).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
     expect(head.endsWith("\r\n\r\n")).toBe(true); // headers only
