@@ -26,29 +26,47 @@ static const char *kFn = "ExpertStore";
 
 // ---------------------------------------------------------------- completions
 
-static void CallJs(Napi::Env env, Napi::Function callback, std::nullptr_t *, k3_read_done *done) {
-    if (env != nullptr && callback != nullptr) {
-        Napi::Object o = Napi::Object::New(env);
-        o["id"] = Napi::Number::New(env, done->id);
-        o["slot"] = Napi::Number::New(env, done->slot);
-        o["status"] = Napi::Number::New(env, done->result.status);
-        o["cancelled"] = Napi::Boolean::New(env, done->cancelled != 0);
-        o["dataOffset"] = Napi::Number::New(env, (double)done->result.data_offset);
-        o["deviceBytes"] = Napi::Number::New(env, (double)done->result.device_bytes);
-        o["direct"] = Napi::Boolean::New(env, done->result.direct != 0);
-        o["startNs"] = Napi::Number::New(env, (double)done->start_ns);
-        o["endNs"] = Napi::Number::New(env, (double)done->end_ns);
-        o["message"] = Napi::String::New(env, done->result.message);
-        if (done->verdict.failed) {
-            Napi::Object v = Napi::Object::New(env);
-            v["tensor"] = Napi::Number::New(env, done->verdict.tensor);
-            v["expected"] = Napi::Number::New(env, done->verdict.expect);
-            v["got"] = Napi::Number::New(env, done->verdict.got);
-            v["others"] = Napi::Number::New(env, done->verdict.others);
-            o["checksum"] = v;
-        }
-        callback.Call({o});
+// Builds the completion object with raw N-API and gives up quietly at the first failed call: while
+// a worker thread is being terminated N-API calls fail (JS can no longer run), a node-addon-api call
+// that fails throws, and a throw that fails there is a fatal error (seen in a test that closed a
+// server's worker with reads in flight: "FATAL ERROR: Error::ThrowAsJavaScriptException napi_throw").
+static bool set_number(napi_env env, napi_value o, const char *key, double v) {
+    napi_value x;
+    return napi_create_double(env, v, &x) == napi_ok && napi_set_named_property(env, o, key, x) == napi_ok;
+}
+
+static bool set_bool(napi_env env, napi_value o, const char *key, bool v) {
+    napi_value x;
+    return napi_get_boolean(env, v, &x) == napi_ok && napi_set_named_property(env, o, key, x) == napi_ok;
+}
+
+static bool set_string(napi_env env, napi_value o, const char *key, const char *v) {
+    napi_value x;
+    return napi_create_string_utf8(env, v, NAPI_AUTO_LENGTH, &x) == napi_ok && napi_set_named_property(env, o, key, x) == napi_ok;
+}
+
+static void deliver_done(napi_env env, napi_value callback, const k3_read_done *done) {
+    napi_value o, undefined, result;
+    if (napi_create_object(env, &o) != napi_ok) return;
+    bool ok = set_number(env, o, "id", done->id) && set_number(env, o, "slot", done->slot) &&
+              set_number(env, o, "status", done->result.status) && set_bool(env, o, "cancelled", done->cancelled != 0) &&
+              set_number(env, o, "dataOffset", (double)done->result.data_offset) &&
+              set_number(env, o, "deviceBytes", (double)done->result.device_bytes) &&
+              set_bool(env, o, "direct", done->result.direct != 0) && set_number(env, o, "startNs", (double)done->start_ns) &&
+              set_number(env, o, "endNs", (double)done->end_ns) && set_string(env, o, "message", done->result.message);
+    if (ok && done->verdict.failed) {
+        napi_value v;
+        ok = napi_create_object(env, &v) == napi_ok && set_number(env, v, "tensor", done->verdict.tensor) &&
+             set_number(env, v, "expected", done->verdict.expect) && set_number(env, v, "got", done->verdict.got) &&
+             set_number(env, v, "others", done->verdict.others) && napi_set_named_property(env, o, "checksum", v) == napi_ok;
     }
+    if (!ok || napi_get_undefined(env, &undefined) != napi_ok) return;
+    // An exception the callback throws stays pending and surfaces as an uncaught one, as before.
+    napi_call_function(env, undefined, callback, 1, &o, &result);
+}
+
+static void CallJs(Napi::Env env, Napi::Function callback, std::nullptr_t *, k3_read_done *done) {
+    if (env != nullptr && callback != nullptr) deliver_done(env, callback, done);
     free(done);
 }
 
