@@ -1,7 +1,9 @@
 // Closing a server's worker while a reply is being generated (expert reads in flight, their
-// completions queued for the worker's JS thread) must not kill the process: the native read
-// completions of a terminating worker are dropped quietly. Before, one such close in the server
-// tests ended in "FATAL ERROR: Error::ThrowAsJavaScriptException napi_throw" (exit 134).
+// completions queued for the worker's JS thread, a kernel call running) must not kill the process.
+// Before, such a close ended in "FATAL ERROR: Error::ThrowAsJavaScriptException napi_throw" (exit
+// 134): a node-addon-api call that fails because the worker's JS can no longer run throws, and that
+// throw fails too. Every addon now builds with NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS (node-addon-api
+// drops a throw that cannot happen) and the read completions use raw N-API that gives up quietly.
 import { describe, expect, it } from "vitest";
 import { WorkerBackend } from "../src/backend.js";
 import { TINY_K3 } from "./helpers.js";
