@@ -5,7 +5,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #include <immintrin.h>
 #include <stdint.h>
-#include "k3_exp.h"
+#include "k3_exp_avx512.h"
 #include "kda_simd.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -13,28 +13,6 @@
 static __mmask16 mask_for(size_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
 
 /* ---------------------------------------------------------------- exp */
-
-/* k3_expf (@k3/dense k3_exp.h) 16 lanes at a time, step for step. */
-static __m512 k3_expf16(__m512 x) {
-    __m512 xc = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(K3_EXP_HIGH)), _mm512_set1_ps(K3_EXP_LOW));
-    __m512 n = _mm512_roundscale_ps(_mm512_add_ps(_mm512_mul_ps(xc, _mm512_set1_ps(K3_EXP_LOG2E)), _mm512_set1_ps(0.5f)),
-                                    _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-K3_EXP_LN2_HI), xc);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-K3_EXP_LN2_LO), r);
-    __m512 p = _mm512_set1_ps(K3_EXP_P0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(K3_EXP_P1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(K3_EXP_P2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(K3_EXP_P3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(K3_EXP_P4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(K3_EXP_P5));
-    __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    __m512 res = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
-    res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, _mm512_set1_ps(K3_EXP_LOW), _CMP_LE_OQ), _mm512_setzero_ps());
-    res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, _mm512_set1_ps(K3_EXP_HIGH), _CMP_GT_OQ),
-                             _mm512_set1_ps(__builtin_inff()));
-    return _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
-}
 
 static void exp_diff(const float *a, const float *b, float *out, size_t n) {
     for (size_t i = 0; i < n; i += 16) {
