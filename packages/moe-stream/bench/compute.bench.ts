@@ -16,12 +16,12 @@
  * Run: /work/bin/k3-excl node --import tsx bench/compute.bench.ts [--tokens N] [--threads N]
  */
 import { memoryReadCeiling, setThreadCount, simdLevel, threadCount } from "@k3/dense";
-import type { ExpertLocation } from "../src/checkpoint.js";
-import { denseMatrix } from "../src/dense-weight.js";
-import { denseExpertCompute, mxfp4ExpertCompute } from "../src/expert-compute.js";
-import type { ExpertHandle, ExpertRequest } from "../src/expert-store.js";
-import { MoeLayer, type ExpertProvider } from "../src/moe-layer.js";
-import { Router } from "../src/router.js";
+import type { ExpertLocation } from "../src/store/checkpoint.js";
+import { denseMatrix } from "../src/moe/dense-weight.js";
+import { denseExpertCompute, mxfp4ExpertCompute } from "../src/moe/expert-compute.js";
+import type { ExpertHandle, ExpertRequest } from "../src/store/expert-store.js";
+import { MoeLayer, type ExpertProvider } from "../src/moe/moe-layer.js";
+import { Router } from "../src/moe/router.js";
 
 const arg = (name: string, dflt: number) => {
   const i = process.argv.indexOf(`--${name}`);

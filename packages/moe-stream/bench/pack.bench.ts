@@ -16,9 +16,9 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 // @ts-expect-error: plain .mjs helper shared by every package's bench
 import { writeReport } from "../../../scripts/bench-report.mjs";
-import { DirectFileReader, alignedReadBuffer } from "../src/direct-read.js";
-import { DIRECT_BUFFER_BYTES, DirectFileWriter } from "../src/direct-write.js";
-import { packTrunk, planTrunk } from "../src/trunk-pack.js";
+import { DirectFileReader, alignedReadBuffer } from "../src/io/direct-read.js";
+import { DIRECT_BUFFER_BYTES, DirectFileWriter } from "../src/io/direct-write.js";
+import { packTrunk, planTrunk } from "../src/trunk/trunk-pack.js";
 
 const { values } = parseArgs({ options: { model: { type: "string" }, out: { type: "string" }, rounds: { type: "string" } } });
 if (!values.model) throw new Error("usage: pack.bench.ts --model DIR [--out DIR] [--rounds N]");

@@ -22,11 +22,11 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, rmSync, statSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
-import { openCheckpointIndex, type ExpertLocation } from "../src/checkpoint.js";
-import { mxfp4ExpertCompute } from "../src/expert-compute.js";
-import { ExpertStore } from "../src/expert-store.js";
-import type { IoEngine } from "../src/io-engine.js";
-import { dropPageCache, measureReadCeiling, measureReadEngine, peakRssBytes, procIo } from "../src/io-stats.js";
+import { openCheckpointIndex, type ExpertLocation } from "../src/store/checkpoint.js";
+import { mxfp4ExpertCompute } from "../src/moe/expert-compute.js";
+import { ExpertStore } from "../src/store/expert-store.js";
+import type { IoEngine } from "../src/io/io-engine.js";
+import { dropPageCache, measureReadCeiling, measureReadEngine, peakRssBytes, procIo } from "../src/io/io-stats.js";
 import { expertBytes, writeSyntheticK3 } from "../test/make-checkpoint.js";
 import { globalLruHitRate, routingTrace } from "./trace.js";
 // @ts-expect-error plain JS module shared by every package's bench

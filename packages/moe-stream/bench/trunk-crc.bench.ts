@@ -12,7 +12,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { native } from "../src/native.js";
-import { TrunkStreamer } from "../src/trunk-stream.js";
+import { TrunkStreamer } from "../src/trunk/trunk-stream.js";
 
 const { values } = parseArgs({ options: { dir: { type: "string" }, rounds: { type: "string" }, engine: { type: "string" } } });
 if (!values.dir) throw new Error("--dir TRUNK_DIR is required");

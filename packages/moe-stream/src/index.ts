@@ -7,9 +7,9 @@
  * - `openCheckpointIndex`: where every tensor and expert lives (header-only).
  */
 export * from "./errors.js";
-export { openCheckpointIndex, type CheckpointIndex, type ExpertLocation, type TensorInfo, type Dtype } from "./checkpoint.js";
-export { denseMatrix, denseVector, matmul, type DenseMatrix } from "./dense-weight.js";
-export { Router, selectExperts, type RouterConfig, type Routing } from "./router.js";
+export { openCheckpointIndex, type CheckpointIndex, type ExpertLocation, type TensorInfo, type Dtype } from "./store/checkpoint.js";
+export { denseMatrix, denseVector, matmul, type DenseMatrix } from "./moe/dense-weight.js";
+export { Router, selectExperts, type RouterConfig, type Routing } from "./moe/router.js";
 export {
   ExpertStore,
   type ExpertStoreOptions,
@@ -17,7 +17,7 @@ export {
   type ExpertRequest,
   type ExpertSource,
   type ExpertStoreStats,
-} from "./expert-store.js";
+} from "./store/expert-store.js";
 export {
   applyGlu,
   denseExpertCompute,
@@ -31,7 +31,7 @@ export {
   type SituBetas,
   type Mxfp4Kernels,
   type Mxfp4MatrixView,
-} from "./expert-compute.js";
+} from "./moe/expert-compute.js";
 export {
   MoeLayer,
   overlapOf,
@@ -41,8 +41,8 @@ export {
   type SharedExperts,
   type LatentProjection,
   type DroppedExpert,
-} from "./moe-layer.js";
-export { ProgressMeter, progressPrinter, redrawLine, type Progress, type ProgressStream } from "./progress.js";
+} from "./moe/moe-layer.js";
+export { ProgressMeter, progressPrinter, redrawLine, type Progress, type ProgressStream } from "./io/progress.js";
 export {
   packTrunk,
   planTrunk,
@@ -58,15 +58,15 @@ export {
   type TrunkManifest,
   type TrunkGroup,
   type TrunkTensor,
-} from "./trunk-pack.js";
-export { RangeReader, type RangeReaderOptions, type RangeReaderStats } from "./range-reader.js";
-export { TrunkStreamer, type TrunkStreamerOptions, type TrunkLayer, type TrunkStreamerStats } from "./trunk-stream.js";
+} from "./trunk/trunk-pack.js";
+export { RangeReader, type RangeReaderOptions, type RangeReaderStats } from "./io/range-reader.js";
+export { TrunkStreamer, type TrunkStreamerOptions, type TrunkLayer, type TrunkStreamerStats } from "./trunk/trunk-stream.js";
 export { planMemory, censusFromConfig, type PlanOptions, type MemoryPlan, type ModelCensus } from "./plan.js";
-export { resolveIoEngine, type IoEngine, type IoEngineInUse } from "./io-engine.js";
-export { procIo, peakRssBytes, dropPageCache, measureReadCeiling, measureReadEngine } from "./io-stats.js";
-export { packExperts, openPackedExperts, verifyPackedExperts, EXPERTS_FILE, EXPERTS_INDEX, type PackedExpertsIndex } from "./expert-pack.js";
-export { DirectFileWriter, StagingBuffers, dioAlignment, synthBlock, DIRECT_BUFFER_BYTES, type DirectWriterOptions } from "./direct-write.js";
-export { TrunkChunkStreamer, planTrunkChunks, type TrunkChunk, type TrunkChunkStreamerOptions } from "./trunk-chunks.js";
+export { resolveIoEngine, type IoEngine, type IoEngineInUse } from "./io/io-engine.js";
+export { procIo, peakRssBytes, dropPageCache, measureReadCeiling, measureReadEngine } from "./io/io-stats.js";
+export { packExperts, openPackedExperts, verifyPackedExperts, EXPERTS_FILE, EXPERTS_INDEX, type PackedExpertsIndex } from "./store/expert-pack.js";
+export { DirectFileWriter, StagingBuffers, dioAlignment, synthBlock, DIRECT_BUFFER_BYTES, type DirectWriterOptions } from "./io/direct-write.js";
+export { TrunkChunkStreamer, planTrunkChunks, type TrunkChunk, type TrunkChunkStreamerOptions } from "./trunk/trunk-chunks.js";
 export {
   simulateCache,
   simulateCacheSizes,
@@ -76,7 +76,7 @@ export {
   type CachePolicy,
   type CacheTraceRequest,
   type CacheSimResult,
-} from "./cache-sim.js";
+} from "./store/cache-sim.js";
 export {
   loadResidentRanges,
   loadCeiling,
@@ -88,4 +88,4 @@ export {
   type ResidentLoadOptions,
   type ResidentLoadStats,
   type Prefault,
-} from "./resident-load.js";
+} from "./store/resident-load.js";

@@ -9,7 +9,7 @@
  * then layers are pinned largest first, and whatever is left becomes expert cache slots per layer.
  */
 import { BudgetError, MoeStreamError, formatBytes } from "./errors.js";
-import type { TrunkManifest } from "./trunk-pack.js";
+import type { TrunkManifest } from "./trunk/trunk-pack.js";
 
 /** The census the plan needs; `censusFromConfig` derives it from a K3 / Kimi-Linear config. */
 export interface ModelCensus {

@@ -1,7 +1,7 @@
 // ArenaViews over a fake store: the windowed mode (ExpertStore) makes its few views up front and
 // serves every range as a subarray of the right bytes; the per-region mode makes a view on first use.
 import { describe, expect, it } from "vitest";
-import { ArenaViews } from "../src/arena-views.js";
+import { ArenaViews } from "../src/io/arena-views.js";
 import type { NativeExpertStore } from "../src/native.js";
 
 // An "arena" of `bytes` whose byte i is i mod 251; view() counts its calls.

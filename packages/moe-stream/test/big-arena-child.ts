@@ -3,12 +3,12 @@
 // argv: dir (holding the sparse file `data.bin`, with pattern pages written by the parent)
 import { closeSync, openSync, readFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { ArenaViews } from "../src/arena-views.js";
-import { ExpertStore } from "../src/expert-store.js";
-import { openNativeStore } from "../src/io-engine.js";
+import { ArenaViews } from "../src/io/arena-views.js";
+import { ExpertStore } from "../src/store/expert-store.js";
+import { openNativeStore } from "../src/io/io-engine.js";
 import type { NativeReadDone } from "../src/native.js";
-import { TrunkStreamer } from "../src/trunk-stream.js";
-import { TRUNK_FILE, TRUNK_MANIFEST, type TrunkManifest } from "../src/trunk-pack.js";
+import { TrunkStreamer } from "../src/trunk/trunk-stream.js";
+import { TRUNK_FILE, TRUNK_MANIFEST, type TrunkManifest } from "../src/trunk/trunk-pack.js";
 
 const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"))![1]) * 1024;
 const gc = (globalThis as { gc?: () => void }).gc!;

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { crc32 } from "node:zlib";
 import { afterAll, describe, expect, it } from "vitest";
-import { DEFAULT_PACK_PIECE, packTrunk, readTrunkManifest, TRUNK_FILE } from "../src/trunk-pack.js";
+import { DEFAULT_PACK_PIECE, packTrunk, readTrunkManifest, TRUNK_FILE } from "../src/trunk/trunk-pack.js";
 
 const GiB = 2 ** 30;
 const root = mkdtempSync(join(tmpdir(), "k3-big-pack-"));

@@ -1,6 +1,6 @@
 /** The offline expert-cache simulator: hand-checked traces, properties on random traces, the trace format. */
 import { describe, expect, it } from "vitest";
-import { CACHE_POLICIES, encodeCacheTrace, parseCacheTrace, simulateCache, simulateCacheSizes, type CacheTraceRequest } from "../src/cache-sim.js";
+import { CACHE_POLICIES, encodeCacheTrace, parseCacheTrace, simulateCache, simulateCacheSizes, type CacheTraceRequest } from "../src/store/cache-sim.js";
 
 const one = (layer: number, ...experts: number[]): CacheTraceRequest => ({ layer, experts });
 /** A single-expert-per-request trace on layer 0. */

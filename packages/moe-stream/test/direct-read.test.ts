@@ -4,7 +4,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, statfsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { DirectFileReader, alignedReadBuffer, windowBytes } from "../src/direct-read.js";
+import { DirectFileReader, alignedReadBuffer, windowBytes } from "../src/io/direct-read.js";
 import { diskDir, pattern, TMPFS_MAGIC } from "./fixtures.js";
 
 const dirs: string[] = [];

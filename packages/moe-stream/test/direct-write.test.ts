@@ -4,7 +4,7 @@
 import { closeSync, existsSync, fsyncSync, ftruncateSync, mkdtempSync, openSync, readFileSync, rmSync, statfsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { DirectFileWriter, StagingBuffers, type DirectWriterOptions } from "../src/direct-write.js";
+import { DirectFileWriter, StagingBuffers, type DirectWriterOptions } from "../src/io/direct-write.js";
 import { native } from "../src/native.js";
 import { diskDir, pattern, TMPFS_MAGIC } from "./fixtures.js";
 

@@ -2,10 +2,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openCheckpointIndex } from "../src/checkpoint.js";
+import { openCheckpointIndex } from "../src/store/checkpoint.js";
 import { CheckpointError } from "../src/errors.js";
-import { openPackedExperts, packExperts } from "../src/expert-pack.js";
-import { ExpertStore } from "../src/expert-store.js";
+import { openPackedExperts, packExperts } from "../src/store/expert-pack.js";
+import { ExpertStore } from "../src/store/expert-store.js";
 import { tinyK3Dir } from "./fixtures.js";
 
 let out: string;

@@ -6,13 +6,13 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { bestSimdLevel, rmsNorm, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
 import { quantize } from "@k3/mxfp4";
-import type { ExpertLocation } from "../src/checkpoint.js";
-import { denseMatrix, matmul } from "../src/dense-weight.js";
-import { applyGlu, denseExpertCompute, mxfp4ExpertCompute, type GluActivation } from "../src/expert-compute.js";
-import type { ExpertHandle } from "../src/expert-store.js";
-import { MoeLayer, type ExpertProvider } from "../src/moe-layer.js";
+import type { ExpertLocation } from "../src/store/checkpoint.js";
+import { denseMatrix, matmul } from "../src/moe/dense-weight.js";
+import { applyGlu, denseExpertCompute, mxfp4ExpertCompute, type GluActivation } from "../src/moe/expert-compute.js";
+import type { ExpertHandle } from "../src/store/expert-store.js";
+import { MoeLayer, type ExpertProvider } from "../src/moe/moe-layer.js";
 import { native } from "../src/native.js";
-import { Router } from "../src/router.js";
+import { Router } from "../src/moe/router.js";
 
 const level0 = simdLevel();
 const threads0 = threadCount();

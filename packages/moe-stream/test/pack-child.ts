@@ -1,5 +1,5 @@
 // Child process for the kill-during-pack test: packs slowly so the parent can kill it mid-way.
-import { packTrunk } from "../src/trunk-pack.js";
+import { packTrunk } from "../src/trunk/trunk-pack.js";
 
 const [src, out, delayMs] = process.argv.slice(2);
 const sleeper = new Int32Array(new SharedArrayBuffer(4));

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MoeStreamError, StoreStateError } from "../src/errors.js";
-import { RangeReader } from "../src/range-reader.js";
+import { RangeReader } from "../src/io/range-reader.js";
 import { diskDir, pattern } from "./fixtures.js";
 
 

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MoeStreamError } from "../src/errors.js";
-import { loadCeiling, loadResidentRanges, planBlocks, type ResidentRange } from "../src/resident-load.js";
+import { loadCeiling, loadResidentRanges, planBlocks, type ResidentRange } from "../src/store/resident-load.js";
 import { diskDir, TMPFS_MAGIC } from "./fixtures.js";
 
 const MIB = 1 << 20;

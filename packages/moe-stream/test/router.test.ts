@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { denseMatrix } from "../src/dense-weight.js";
-import { Router, selectExperts, type RouterConfig } from "../src/router.js";
+import { denseMatrix } from "../src/moe/dense-weight.js";
+import { Router, selectExperts, type RouterConfig } from "../src/moe/router.js";
 import { loadFixture, worstRatio } from "./fixtures.js";
 
 function routerFrom(name: string, cfg: Omit<RouterConfig, "numExperts">) {

@@ -1,7 +1,7 @@
 // Child for the RSS test: opens a store over a test checkpoint, reads every expert, prints RSS figures.
 import { readFileSync } from "node:fs";
-import { openCheckpointIndex } from "../src/checkpoint.js";
-import { ExpertStore } from "../src/expert-store.js";
+import { openCheckpointIndex } from "../src/store/checkpoint.js";
+import { ExpertStore } from "../src/store/expert-store.js";
 
 const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync("/proc/self/status", "utf8"))![1]) * 1024;
 const [dir, layersArg] = process.argv.slice(2);

@@ -2,8 +2,8 @@
 // not only dense layer 0: with bounds other than K3's 4 / 25 the experts' GLU must use them.
 import { describe, expect, it } from "vitest";
 import { gemvF32, situGlu } from "@k3/dense";
-import type { ExpertLocation } from "../src/checkpoint.js";
-import { denseExpertCompute } from "../src/expert-compute.js";
+import type { ExpertLocation } from "../src/store/checkpoint.js";
+import { denseExpertCompute } from "../src/moe/expert-compute.js";
 
 const IN = 16, INTER = 24;
 

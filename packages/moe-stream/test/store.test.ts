@@ -2,9 +2,9 @@ import { closeSync, existsSync, mkdtempSync, openSync, rmSync, statSync, truncat
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openCheckpointIndex, type ExpertLocation } from "../src/checkpoint.js";
+import { openCheckpointIndex, type ExpertLocation } from "../src/store/checkpoint.js";
 import { BudgetError, CheckpointError, ExpertReadError } from "../src/errors.js";
-import { ExpertStore, type ExpertHandle } from "../src/expert-store.js";
+import { ExpertStore, type ExpertHandle } from "../src/store/expert-store.js";
 import { EXPERT_TENSORS, expectedByte, expertBytes, expertSeed, writeSyntheticK3 } from "./make-checkpoint.js";
 
 const spec = { layers: [1, 2, 3], experts: 24, hidden: 64, latent: 128, inter: 96 };

@@ -11,9 +11,9 @@ import { crc32 as zlibCrc32 } from "node:zlib";
 import { afterAll, describe, expect, it } from "vitest";
 import { ChecksumError } from "../src/errors.js";
 import { native } from "../src/native.js";
-import { packTrunk, readTrunkManifest, type TrunkManifest } from "../src/trunk-pack.js";
-import { TrunkStreamer } from "../src/trunk-stream.js";
-import { TrunkChunkStreamer } from "../src/trunk-chunks.js";
+import { packTrunk, readTrunkManifest, type TrunkManifest } from "../src/trunk/trunk-pack.js";
+import { TrunkStreamer } from "../src/trunk/trunk-stream.js";
+import { TrunkChunkStreamer } from "../src/trunk/trunk-chunks.js";
 import { tinyK3Dir } from "./fixtures.js";
 
 const root = mkdtempSync(join(tmpdir(), "k3-trunk-crc-"));

@@ -5,11 +5,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { openCheckpointIndex } from "../src/checkpoint.js";
+import { openCheckpointIndex } from "../src/store/checkpoint.js";
 import { BudgetError, ChecksumError, CheckpointError, PackError } from "../src/errors.js";
-import { progressPrinter, type Progress } from "../src/progress.js";
-import { packTrunk, readTrunkManifest, verifyTrunkFile } from "../src/trunk-pack.js";
-import { TrunkStreamer } from "../src/trunk-stream.js";
+import { progressPrinter, type Progress } from "../src/io/progress.js";
+import { packTrunk, readTrunkManifest, verifyTrunkFile } from "../src/trunk/trunk-pack.js";
+import { TrunkStreamer } from "../src/trunk/trunk-stream.js";
 import { tinyK3Dir } from "./fixtures.js";
 
 const dirs: string[] = [];
@@ -286,7 +286,7 @@ describe("TrunkStreamer", () => {
 
 describe("TrunkChunkStreamer", () => {
   it("streams every layer in chunks smaller than a layer, byte-exact, reading ahead with 2 slots", async () => {
-    const { TrunkChunkStreamer } = await import("../src/trunk-chunks.js");
+    const { TrunkChunkStreamer } = await import("../src/trunk/trunk-chunks.js");
     const s = new TrunkChunkStreamer({ dir: (await packedReady()), chunkBytes: 32 << 10, ringSlots: 2, verify: true });
     try {
       const m = readTrunkManifest((await packedReady()));
@@ -317,7 +317,7 @@ describe("TrunkChunkStreamer", () => {
   });
 
   it("one slot: no async reader; a chunk not released before the next is an error", async () => {
-    const { TrunkChunkStreamer } = await import("../src/trunk-chunks.js");
+    const { TrunkChunkStreamer } = await import("../src/trunk/trunk-chunks.js");
     const s = new TrunkChunkStreamer({ dir: (await packedReady()), chunkBytes: 32 << 10, ringSlots: 1 });
     try {
       for (let l = 0; l < 13; l++) for await (const c of s.layer(l)) c.release();

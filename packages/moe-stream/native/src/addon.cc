@@ -742,7 +742,7 @@ static Napi::Value DropFileCache(const Napi::CallbackInfo &info) {
 // ---------------------------------------------------------------- O_DIRECT write buffers
 
 // alignedBuffer(bytes, align) -> ArrayBuffer on k3_arena_alloc memory (aligned to `align`, at least
-// 4096; 2 MiB from 8 MiB up): the staging buffers of the O_DIRECT writer (src/direct-write.ts),
+// 4096; 2 MiB from 8 MiB up): the staging buffers of the O_DIRECT writer (src/io/direct-write.ts),
 // which JS fills and hands to fs.write. Freed by the buffer's finalizer.
 struct AlignedOwner {
     uint8_t *data;

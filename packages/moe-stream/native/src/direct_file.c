@@ -13,7 +13,7 @@
 /* ---------------------------------------------------------------- alignment query */
 
 /* statx(STATX_DIOALIGN) on Linux >= 6.1; 4096 (safe for every common device) otherwise. Shared by
-   the reads here and the O_DIRECT writer (src/direct-write.ts, through the addon's dioAlignment). */
+   the reads here and the O_DIRECT writer (src/io/direct-write.ts, through the addon's dioAlignment). */
 void k3_dio_alignment(int fd, uint32_t *mem_align, uint32_t *offset_align) {
     *mem_align = 4096;
     *offset_align = 4096;

@@ -2,7 +2,7 @@
  * A dense matrix as stored in a checkpoint (bf16 bits or f32), multiplied through @k3/dense only.
  */
 import { gemmBf16, gemmF32, gemvBf16, gemvF32 } from "@k3/dense";
-import { MoeStreamError } from "./errors.js";
+import { MoeStreamError } from "../errors.js";
 
 export interface DenseMatrix {
   /** Row-major [rows, cols]: a Float32Array (F32) or the raw bytes/bits of BF16. */

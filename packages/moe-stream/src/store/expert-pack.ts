@@ -12,8 +12,8 @@ import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, re
 import { join, resolve } from "node:path";
 import { crc32 } from "node:zlib";
 import { openCheckpointIndex, type ExpertLocation } from "./checkpoint.js";
-import { ChecksumError, CheckpointError, PackError } from "./errors.js";
-import { ProgressMeter, type Progress } from "./progress.js";
+import { ChecksumError, CheckpointError, PackError } from "../errors.js";
+import { ProgressMeter, type Progress } from "../io/progress.js";
 
 export const EXPERTS_FILE = "experts.bin";
 export const EXPERTS_INDEX = "experts.json";

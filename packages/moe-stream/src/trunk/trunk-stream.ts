@@ -9,10 +9,10 @@
  * once on the store's reader threads.
  */
 import { join } from "node:path";
-import { BudgetError, ChecksumError, MoeStreamError, StoreStateError, formatBytes } from "./errors.js";
-import { type NativeExpertStore, type NativeReadDone } from "./native.js";
-import { openNativeStore, type IoEngine, type IoEngineInUse } from "./io-engine.js";
-import { ArenaViews } from "./arena-views.js";
+import { BudgetError, ChecksumError, MoeStreamError, StoreStateError, formatBytes } from "../errors.js";
+import { type NativeExpertStore, type NativeReadDone } from "../native.js";
+import { openNativeStore, type IoEngine, type IoEngineInUse } from "../io/io-engine.js";
+import { ArenaViews } from "../io/arena-views.js";
 import { readTrunkManifest, TRUNK_FILE, type TrunkGroup, type TrunkManifest, type TrunkTensor } from "./trunk-pack.js";
 
 export interface TrunkStreamerOptions {

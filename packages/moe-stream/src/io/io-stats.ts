@@ -4,7 +4,7 @@
  * own ceiling for an access pattern.
  */
 import { readFileSync } from "node:fs";
-import { native } from "./native.js";
+import { native } from "../native.js";
 
 /** /proc/self/io: read_bytes (from the device) and rchar (all read() bytes, cache hits included). */
 export function procIo(): { readBytes: number; rchar: number } {

@@ -3,7 +3,7 @@
  * packed expert file), into a fixed arena, with a per-layer cache under a byte budget.
  *
  * - Reads run on the store's own engine (queue depth = `readers`): io_uring, or pread threads
- *   where io_uring is blocked (see io-engine.ts); O_DIRECT with an aligned-superset read when the
+ *   where io_uring is blocked (see ../io/io-engine.ts); O_DIRECT with an aligned-superset read when the
  *   shard offset is unaligned, buffered + POSIX_FADV_DONTNEED where the filesystem refuses O_DIRECT.
  * - `request(layer, ids)` looks every id up first (scan resistance: nothing of this request is
  *   evicted to make room for the rest of it), then submits all misses at once in disk order and
@@ -16,11 +16,11 @@
  * Arena = (layers x slotsPerLayer + ioSlots) slots; ioSlots >= 1. A request whose misses exceed the
  * free slots is served in waves: the caller must `release()` each handle after using it.
  */
-import { StoreStateError, ExpertReadError, BudgetError, CheckpointError, MoeStreamError, formatBytes } from "./errors.js";
+import { StoreStateError, ExpertReadError, BudgetError, CheckpointError, MoeStreamError, formatBytes } from "../errors.js";
 import type { ExpertLocation } from "./checkpoint.js";
-import { native, type NativeExpertStore, type NativeReadDone } from "./native.js";
-import { openNativeStore, type IoEngine, type IoEngineInUse } from "./io-engine.js";
-import { ArenaViews } from "./arena-views.js";
+import { native, type NativeExpertStore, type NativeReadDone } from "../native.js";
+import { openNativeStore, type IoEngine, type IoEngineInUse } from "../io/io-engine.js";
+import { ArenaViews } from "../io/arena-views.js";
 
 export interface ExpertStoreOptions {
   /** Every expert the store may serve (all layers). */

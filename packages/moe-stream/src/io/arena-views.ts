@@ -14,8 +14,8 @@
  * a full mark-compact ("external memory pressure"), every 20-50 ms while the cache filled,
  * with its marking threads taking ~15 ms of CPU per decoded token on 2 cores (issue 13 item 3).
  */
-import { MoeStreamError } from "./errors.js";
-import type { NativeExpertStore } from "./native.js";
+import { MoeStreamError } from "../errors.js";
+import type { NativeExpertStore } from "../native.js";
 
 /** The most bytes one view may span (Node 20's buffer.constants.MAX_LENGTH). */
 export const MAX_VIEW_BYTES = 2 ** 32;

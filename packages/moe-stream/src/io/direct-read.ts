@@ -12,8 +12,8 @@
  */
 import { closeSync, constants, openSync, read } from "node:fs";
 import { dioAlignment } from "./direct-write.js";
-import { CheckpointError } from "./errors.js";
-import { native } from "./native.js";
+import { CheckpointError } from "../errors.js";
+import { native } from "../native.js";
 
 /** Alignment of the read buffers (and the largest O_DIRECT alignment served). */
 const BUFFER_ALIGN = 4096;

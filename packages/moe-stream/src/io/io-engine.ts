@@ -11,8 +11,8 @@
  * io_uring for a kernel submission-polling thread (plain io_uring when refused). An explicit
  * `ioEngine: "io_uring"` in code is kept even under K3_NOURING, and fails when io_uring cannot run.
  */
-import { MoeStreamError } from "./errors.js";
-import { native, type NativeExpertStore, type NativeReadDone } from "./native.js";
+import { MoeStreamError } from "../errors.js";
+import { native, type NativeExpertStore, type NativeReadDone } from "../native.js";
 
 export type IoEngine = "auto" | "io_uring" | "pread";
 /** The engine actually serving reads. */

@@ -11,11 +11,11 @@
  * block keeps the file's alignment modulo 4096, so a tensor at an 8-aligned file offset is an
  * 8-aligned view; one at an odd offset is still exact, only not element-aligned.
  */
-import { MoeStreamError } from "./errors.js";
-import { resolveIoEngine, type IoEngine, type IoEngineInUse } from "./io-engine.js";
-import { dropPageCache, measureReadEngine } from "./io-stats.js";
-import { native } from "./native.js";
-import { ProgressMeter, type Progress } from "./progress.js";
+import { MoeStreamError } from "../errors.js";
+import { resolveIoEngine, type IoEngine, type IoEngineInUse } from "../io/io-engine.js";
+import { dropPageCache, measureReadEngine } from "../io/io-stats.js";
+import { native } from "../native.js";
+import { ProgressMeter, type Progress } from "../io/progress.js";
 
 export interface ResidentRange {
   file: string;

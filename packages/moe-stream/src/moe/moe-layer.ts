@@ -14,12 +14,12 @@
  */
 import { rmsNorm } from "@k3/dense";
 import { type DenseMatrix, matmul } from "./dense-weight.js";
-import { ChecksumError, ExpertReadError, MoeStreamError } from "./errors.js";
+import { ChecksumError, ExpertReadError, MoeStreamError } from "../errors.js";
 import { applyGlu, DEFAULT_SITU_BETAS, denseExperts, type ExpertCompute, type GluActivation, type SituBetas } from "./expert-compute.js";
-import type { ExpertHandle, ExpertRequest } from "./expert-store.js";
+import type { ExpertHandle, ExpertRequest } from "../store/expert-store.js";
 import type { Router, Routing } from "./router.js";
-import { procIo } from "./io-stats.js";
-import { native } from "./native.js";
+import { procIo } from "../io/io-stats.js";
+import { native } from "../native.js";
 import { Mxfp4Error } from "@k3/mxfp4";
 import { Scratch } from "@k3/dense";
 

@@ -13,10 +13,10 @@
  * (the slot size is the largest chunk). Each chunk is one aligned O_DIRECT read.
  */
 import { join } from "node:path";
-import { BudgetError, ChecksumError, MoeStreamError, StoreStateError, formatBytes } from "./errors.js";
-import { type NativeExpertStore, type NativeReadDone } from "./native.js";
-import { openNativeStore, type IoEngine, type IoEngineInUse } from "./io-engine.js";
-import { ArenaViews } from "./arena-views.js";
+import { BudgetError, ChecksumError, MoeStreamError, StoreStateError, formatBytes } from "../errors.js";
+import { type NativeExpertStore, type NativeReadDone } from "../native.js";
+import { openNativeStore, type IoEngine, type IoEngineInUse } from "../io/io-engine.js";
+import { ArenaViews } from "../io/arena-views.js";
 import { readTrunkManifest, TRUNK_FILE, type TrunkManifest, type TrunkTensor } from "./trunk-pack.js";
 
 export interface TrunkChunk {

@@ -10,7 +10,7 @@
  */
 import { sigmoid, topK } from "@k3/dense";
 import { type DenseMatrix, matmul } from "./dense-weight.js";
-import { MoeStreamError } from "./errors.js";
+import { MoeStreamError } from "../errors.js";
 
 export interface RouterConfig {
   numExperts: number;

@@ -10,8 +10,8 @@
  *   const bytes = await r.read(shard, offset, length, 0);   // a view into slot 0, valid until slot 0 is read again
  */
 import { ArenaViews } from "./arena-views.js";
-import { MoeStreamError, StoreStateError } from "./errors.js";
-import { native, type NativeExpertStore, type NativeReadDone } from "./native.js";
+import { MoeStreamError, StoreStateError } from "../errors.js";
+import { native, type NativeExpertStore, type NativeReadDone } from "../native.js";
 import { openNativeStore, type IoEngine, type IoEngineInUse } from "./io-engine.js";
 
 export interface RangeReaderOptions {

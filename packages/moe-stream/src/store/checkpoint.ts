@@ -5,7 +5,7 @@
  */
 import { openCheckpointSync, SafetensorsError, type Checkpoint } from "@k3/safetensors";
 import { resolve } from "node:path";
-import { CheckpointError } from "./errors.js";
+import { CheckpointError } from "../errors.js";
 
 export type Dtype = string;
 

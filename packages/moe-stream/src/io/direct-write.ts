@@ -21,7 +21,7 @@
  * SafetensorsWriter takes it through its `queue` option.
  */
 import { closeSync, constants, ftruncateSync, openSync, write } from "node:fs";
-import { native } from "./native.js";
+import { native } from "../native.js";
 
 /** Default staging buffer: 32 MiB (8-64 MiB writes keep this virtio disk's queue full). */
 export const DIRECT_BUFFER_BYTES = 32 << 20;

@@ -27,12 +27,12 @@ import { closeSync, existsSync, fsync, fsyncSync, ftruncateSync, mkdirSync, open
 import { basename, join } from "node:path";
 import { createHash } from "node:crypto";
 import { crc32 } from "node:zlib";
-import { openCheckpointIndex, type TensorInfo } from "./checkpoint.js";
+import { openCheckpointIndex, type TensorInfo } from "../store/checkpoint.js";
 import { dtypeBits, isDtype } from "@k3/safetensors";
-import { ChecksumError, CheckpointError, PackError, formatBytes } from "./errors.js";
-import { ProgressMeter, type Progress } from "./progress.js";
-import { DirectFileReader, alignedReadBuffer } from "./direct-read.js";
-import { DIRECT_BUFFER_BYTES, DirectFileWriter, StagingBuffers } from "./direct-write.js";
+import { ChecksumError, CheckpointError, PackError, formatBytes } from "../errors.js";
+import { ProgressMeter, type Progress } from "../io/progress.js";
+import { DirectFileReader, alignedReadBuffer } from "../io/direct-read.js";
+import { DIRECT_BUFFER_BYTES, DirectFileWriter, StagingBuffers } from "../io/direct-write.js";
 
 export const TRUNK_ALIGN = 4096;
 const TENSOR_ALIGN = 64;

@@ -9,11 +9,11 @@
  */
 import { siluGlu, situGlu } from "@k3/dense";
 import { matmul as mxfp4Matmul, Mxfp4Error, validateScales } from "@k3/mxfp4";
-import type { ExpertLocation } from "./checkpoint.js";
+import type { ExpertLocation } from "../store/checkpoint.js";
 import { denseMatrix, matmul, type DenseMatrix } from "./dense-weight.js";
-import { MoeStreamError } from "./errors.js";
+import { MoeStreamError } from "../errors.js";
 import { Scratch } from "@k3/dense";
-import { native } from "./native.js";
+import { native } from "../native.js";
 
 export type GluActivation = "situ" | "silu";
 
