@@ -1,7 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `k3` command: run, chat, serve, pack, doctor, bench. Exit codes: 0 ok, 1 runtime failure or
- * a memory plan that does not fit, 2 usage/config error, 4 finished with a dropped expert.
+ * The `k3` command: run, chat, serve, pack, doctor, bench. Exit codes: errors.ts (EXIT_KINDS).
  */
 import { existsSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -13,7 +12,7 @@ import { WorkerBackend } from "./backend.js";
 import { ChatSession } from "./chat.js";
 import { checkPromptLength, Engine, MAX_PROMPT_TOKENS, type EngineOptions } from "./engine.js";
 import { formatNll } from "./perplexity.js";
-import { EXIT_DROPPED_EXPERT, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, exitCodeOf, UsageError } from "./errors.js";
+import { EXIT_CODES_HELP, EXIT_DROPPED_EXPERT, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, exitCodeOf, UsageError } from "./errors.js";
 import { validateSampling } from "./sampler.js";
 import { runDoctor } from "./doctor.js";
 import { embeddedModelDir } from "./embedded.js";
@@ -52,8 +51,7 @@ commands:
   synth          write a synthetic checkpoint at the published K3 (or Kimi-Linear-48B) widths
 
 global: --help, --version, --list-presets
-exit codes: 0 ok; 1 runtime failure or memory plan exceeds 95% of MemAvailable;
-            2 usage or config error (also a context that does not fit); 4 a routed expert was dropped
+${EXIT_CODES_HELP}
 `;
 
 const MODEL_OPTIONS = `model and memory:

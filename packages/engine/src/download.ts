@@ -15,13 +15,13 @@ import { createHash } from "node:crypto";
 import { createReadStream, existsSync, mkdirSync, readFileSync, renameSync, statSync, statfsSync, writeFileSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { dirname, join, relative, resolve, sep } from "node:path";
-import { K3Error, UsageError, EXIT_RUNTIME } from "./errors.js";
+import { K3Error, UsageError, EXIT_IO } from "./errors.js";
 import { fmtBytes } from "./presets.js";
 
-/** A failed download (network, verification): exit 1; the message names the file. */
+/** A failed download (network, verification): io, exit 5; the message names the file. */
 export class DownloadError extends K3Error {
   constructor(message: string) {
-    super(message, EXIT_RUNTIME);
+    super(message, EXIT_IO);
   }
 }
 

@@ -1,13 +1,27 @@
 /**
- * Typed errors with the exit code the CLI maps them to (anchor.md §4):
- * 0 ok, 1 runtime failure or a memory plan that does not fit, 2 usage/config error,
- * 4 the run finished but at least one routed expert was dropped.
+ * Typed errors with the exit code the CLI maps them to. Every failure is one of four kinds, so a
+ * script can tell who has to act: usage (the command line or request), config (config.json, or a
+ * checkpoint/state file that does not match it), io (a file or download missing, unreadable or with
+ * the wrong bytes), runtime (everything else: a plan that does not fit, a NaN, an abort, a bug).
+ * Exit 4 is not a failure kind: the run finished, but a routed expert was dropped (anchor.md §4).
  */
 
 export const EXIT_OK = 0;
 export const EXIT_RUNTIME = 1;
 export const EXIT_USAGE = 2;
+export const EXIT_CONFIG = 3;
 export const EXIT_DROPPED_EXPERT = 4;
+export const EXIT_IO = 5;
+
+/** The failure kinds and their exit codes (documented in `k3 --help` and the engine README). */
+export const EXIT_KINDS = { runtime: EXIT_RUNTIME, usage: EXIT_USAGE, config: EXIT_CONFIG, io: EXIT_IO } as const;
+export type ExitKind = keyof typeof EXIT_KINDS;
+
+/** The `k3 --help` lines that document the exit codes (one text, also quoted by the README). */
+export const EXIT_CODES_HELP = `exit codes: 0 ok; 1 runtime (memory plan exceeds 95% of MemAvailable, non-finite values, Ctrl-C, a bug);
+            2 usage (bad flag or value, a context that does not fit); 3 config (config.json, or a
+            checkpoint / state file that does not match it); 4 finished but a routed expert was dropped;
+            5 io (a file missing, unreadable or corrupt; a download or checksum that does not match)`;
 
 /** Base class: every engine error carries the exit code the CLI should use. */
 export class K3Error extends Error {
@@ -26,12 +40,12 @@ export class UsageError extends K3Error {
   }
 }
 
-/** config.json is missing keys or inconsistent; `problems` lists every one of them (exit 2). */
+/** config.json is missing keys or inconsistent; `problems` lists every one of them (exit 3). */
 export class ConfigError extends K3Error {
   readonly problems: string[];
   readonly file: string;
   constructor(file: string, problems: string[]) {
-    super(`${file}: ${problems.length} problem(s), refusing to guess:\n  - ${problems.join("\n  - ")}`, EXIT_USAGE);
+    super(`${file}: ${problems.length} problem(s), refusing to guess:\n  - ${problems.join("\n  - ")}`, EXIT_CONFIG);
     this.problems = problems;
     this.file = file;
   }
@@ -55,10 +69,10 @@ export class ContextError extends K3Error {
   }
 }
 
-/** A state file that does not belong to this model/config, or is corrupt (exit 2). */
+/** A state file that does not belong to this model/config, or is corrupt (exit 3). */
 export class StateFileError extends K3Error {
   constructor(file: string, message: string) {
-    super(`${file}: ${message}`, EXIT_USAGE);
+    super(`${file}: ${message}`, EXIT_CONFIG);
   }
 }
 
@@ -76,7 +90,29 @@ export class AbortError extends K3Error {
   }
 }
 
-/** Gives the exit code for any thrown value (unknown errors are runtime failures). */
+/**
+ * The I/O error classes of the packages below the engine, by name: the engine cannot import them
+ * here without loading their native addons (`k3 --help` loads none). A test checks each name is
+ * still an exported class of its package.
+ */
+export const IO_ERROR_NAMES: Readonly<Record<string, string>> = {
+  SafetensorsError: "@k3/safetensors",
+  CheckpointError: "@k3/moe-stream",
+  ExpertReadError: "@k3/moe-stream",
+  ChecksumError: "@k3/moe-stream",
+  PackError: "@k3/moe-stream",
+  FileRefusedError: "@k3/native",
+};
+
+/** True for Node's system errors (ENOENT, EIO, ENOSPC, ...): they carry an errno code and a syscall. */
+function isSystemError(err: unknown): boolean {
+  const e = err as { code?: unknown; syscall?: unknown } | null;
+  return !!e && typeof e.code === "string" && /^E[A-Z0-9]+$/.test(e.code) && typeof e.syscall === "string";
+}
+
+/** Gives the exit code for any thrown value: K3Error's own, io for file errors, else runtime. */
 export function exitCodeOf(err: unknown): number {
-  return err instanceof K3Error ? err.exitCode : EXIT_RUNTIME;
+  if (err instanceof K3Error) return err.exitCode;
+  if (isSystemError(err) || (err instanceof Error && Object.hasOwn(IO_ERROR_NAMES, err.name))) return EXIT_IO;
+  return EXIT_RUNTIME;
 }

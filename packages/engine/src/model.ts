@@ -8,7 +8,7 @@
  */
 import { gemmBf16, gemvBf16, rmsNorm } from "@k3/dense";
 import { isMoeLayer, readConfig, withLayers, type ModelConfig } from "./config.js";
-import { AbortError } from "./errors.js";
+import { AbortError, UsageError } from "./errors.js";
 import { findNonFiniteTensor, firstNonFinite, firstNonFiniteRaw, nonFiniteError, showValue } from "./finite.js";
 import { attnResMix, fuseResWeights } from "./layers/attnres.js";
 import { KdaMixer, KdaState, kdaConfigOf, type KdaCore } from "./layers/kda.js";
@@ -449,9 +449,9 @@ export class Model {
         expertBytes = experts[0]?.byteLength ?? 0;
         const pieceBytes = options.pieceBytes ?? DEFAULT_PIECE_BYTES;
         if (!Number.isSafeInteger(pieceBytes) || pieceBytes < 0 || pieceBytes % 4096 !== 0)
-          throw new WeightError(`expert read pieces of ${pieceBytes} bytes: expected 0 (off) or a multiple of 4096`);
+          throw new UsageError(`expert read pieces of ${pieceBytes} bytes: expected 0 (off) or a multiple of 4096`);
         const prefetchSlots = options.prefetch === false ? 0 : (options.prefetchSlots ?? prefetchSlotsFor(cfg.moe.topK));
-        if (!Number.isInteger(prefetchSlots) || prefetchSlots < 0) throw new WeightError(`prefetch slots ${prefetchSlots}: expected an integer >= 0`);
+        if (!Number.isInteger(prefetchSlots) || prefetchSlots < 0) throw new UsageError(`prefetch slots ${prefetchSlots}: expected an integer >= 0`);
         store = ExpertStore.open({
           experts,
           slotsPerLayer: Math.min(cfg.moe.numExperts, options.cacheSlotsPerLayer ?? 0),
@@ -548,7 +548,7 @@ export class Model {
   private async embedRows(ids: number[], out: Float32Array): Promise<void> {
     const D = this.cfg.hiddenSize;
     const V = this.cfg.vocabSize;
-    for (const id of ids) if (!Number.isInteger(id) || id < 0 || id >= V) throw new WeightError(`token id ${id} is outside the vocabulary (0..${V - 1})`);
+    for (const id of ids) if (!Number.isInteger(id) || id < 0 || id >= V) throw new UsageError(`token id ${id} is outside the vocabulary (0..${V - 1})`);
     const s = this.stream;
     const before = s?.reader.stats();
     for (let t = 0; t < ids.length; t++) {
@@ -861,9 +861,9 @@ export class Model {
    * position [V], of every position [T·V] with `allLogits`, or of positions logitsFrom.. with `logitsFrom`.
    */
   async forward(ids: number[], state: ModelState, opts: ForwardOptions = {}): Promise<Float32Array> {
-    if (ids.length === 0) throw new WeightError("forward needs at least one token id");
+    if (ids.length === 0) throw new UsageError("forward needs at least one token id");
     const from = opts.noLogits ? ids.length : opts.allLogits ? 0 : (opts.logitsFrom ?? ids.length - 1);
-    if (!Number.isInteger(from) || from < 0 || from > ids.length) throw new WeightError(`forward: logitsFrom ${opts.logitsFrom} is outside [0, ${ids.length - 1}]`);
+    if (!Number.isInteger(from) || from < 0 || from > ids.length) throw new UsageError(`forward: logitsFrom ${opts.logitsFrom} is outside [0, ${ids.length - 1}]`);
     const D = this.cfg.hiddenSize;
     const V = this.cfg.vocabSize;
     const chunk = Math.max(1, opts.chunkSize ?? 64);

@@ -35,7 +35,7 @@ import { join, resolve } from "node:path";
 import { DirectFileWriter, StagingBuffers, redrawLine, synthBlock } from "@k3/moe-stream";
 import { ShardedCheckpointWriter, type ByteQueue, type Dtype, type TensorSpec } from "@k3/safetensors";
 import { KIMI_K2_SPECIALS, KIMI_K3_SPECIALS } from "@k3/tiktoken-bpe";
-import { K3Error, EXIT_RUNTIME, UsageError } from "./errors.js";
+import { K3Error, EXIT_IO, UsageError } from "./errors.js";
 import { complementLayers, publishedK3Config, publishedKimiLinearConfig, releasedFullAttnLayers } from "./published.js";
 import { formatBytes } from "@k3/native";
 
@@ -711,7 +711,7 @@ export async function synthesize(options: SynthOptions): Promise<SynthResult> {
   const fs = statfsSync(dir);
   const free = Number(fs.bavail) * Number(fs.bsize);
   if (free < dataBytes + 256e6) {
-    throw new K3Error(`synth: ${dir} has ${(free / 1e9).toFixed(2)} GB free but the checkpoint needs ${(dataBytes / 1e9).toFixed(2)} GB (+0.26 GB margin)`, EXIT_RUNTIME);
+    throw new K3Error(`synth: ${dir} has ${(free / 1e9).toFixed(2)} GB free but the checkpoint needs ${(dataBytes / 1e9).toFixed(2)} GB (+0.26 GB margin)`, EXIT_IO);
   }
 
   writeFileSync(join(dir, "config.json"), JSON.stringify(config, null, 2) + "\n");

@@ -15,19 +15,19 @@
  *   resumption is the file: Node's hash state cannot be saved mid-file, so an interrupted run
  *   loses at most the files in flight.
  * - A bad file is named with its expected and actual hash and, for a .safetensors shard, the
- *   tensors it holds; missing files are named too. Any of either: exit 1.
+ *   tensors it holds; missing files are named too. Any of either: exit 5 (io).
  */
 import { closeSync, existsSync, fstatSync, openSync, readSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join, resolve, sep } from "node:path";
 import { Worker } from "node:worker_threads";
 import { formatBytes } from "@k3/native";
-import { K3Error, EXIT_RUNTIME, UsageError } from "./errors.js";
+import { K3Error, EXIT_IO, UsageError } from "./errors.js";
 
-/** Bad or missing files: exit 1, the message lists each. */
+/** Bad or missing files: io, exit 5; the message lists each. */
 export class VerifyError extends K3Error {
   constructor(message: string, readonly bad: VerifiedFile[]) {
-    super(message, EXIT_RUNTIME);
+    super(message, EXIT_IO);
   }
 }
 

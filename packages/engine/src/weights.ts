@@ -8,12 +8,15 @@
 import { gemmBf16, gemmF32, gemvBf16, gemvF32 } from "@k3/dense";
 import { backingCeiling, dropPageCache, loadCeiling, loadFreshCeiling, loadResidentRanges, planBlocks, resolveIoEngine, type Prefault, type Progress, type ResidentLoad, type ResidentLoadStats } from "@k3/moe-stream";
 import { openCheckpointSync, openSafetensorsSync, SafetensorsError, type Checkpoint } from "@k3/safetensors";
-import { K3Error, EXIT_USAGE } from "./errors.js";
+import { K3Error, EXIT_CONFIG, EXIT_IO } from "./errors.js";
 
-/** A checkpoint tensor that is missing, has the wrong dtype or shape, or cannot be read. */
+/**
+ * A checkpoint tensor that is missing or has the wrong dtype or shape for the config (exit 3,
+ * config), or whose file cannot be read (`io`: exit 5).
+ */
 export class WeightError extends K3Error {
-  constructor(message: string) {
-    super(message, EXIT_USAGE);
+  constructor(message: string, kind: "config" | "io" = "config") {
+    super(message, kind === "io" ? EXIT_IO : EXIT_CONFIG);
   }
 }
 
@@ -237,7 +240,7 @@ export function preloadWeights(src: WeightSource, names: readonly string[], opts
     const onProgress = ranges.reduce((a, r) => a + r.length, 0) >= 512 * 2 ** 20 ? opts.onProgress : undefined;
     load = loadResidentRanges(ranges, { ...ro, maxBlockBytes: RESIDENT_BLOCK_BYTES, mergeGapBytes: RESIDENT_MERGE_GAP, populateThreads, onProgress });
   } catch (e) {
-    throw new WeightError(`${src.dir}: ${(e as Error).message}`);
+    throw new WeightError(`${src.dir}: ${(e as Error).message}`, "io");
   }
   const after = measure ? ceiling() : null;
   // After the load (so its memory is still held and these get memory the way it did): the same
@@ -274,7 +277,7 @@ function ceilingRun(dir: string, blocks: ReturnType<typeof planBlocks>["blocks"]
     if (kind === "disk") return bytes / loadCeiling(blocks, o).seconds / 1e9;
     return loadFreshCeiling(blocks, { ...o, direct: kind === "fresh-direct" && o.direct }).gbPerSec;
   } catch (e) {
-    throw new WeightError(`${dir}: ${(e as Error).message}`);
+    throw new WeightError(`${dir}: ${(e as Error).message}`, "io");
   }
 }
 
@@ -302,12 +305,12 @@ export function residentCeiling(src: WeightSource, names: readonly string[], kin
   return { gbps, bytes: blocks.reduce((a, b) => a + b.end - b.start, 0), seconds: (performance.now() - t0) / 1000 };
 }
 
-/** Wraps @k3/safetensors' typed errors so the CLI maps them to exit 2 with the file named. */
+/** Wraps @k3/safetensors' typed errors (a file missing, unreadable or malformed: io, exit 5) with the file named. */
 function wrap<T>(what: string, fn: () => T): T {
   try {
     return fn();
   } catch (err) {
-    if (err instanceof SafetensorsError) throw new WeightError(`${what}: ${err.message}`);
+    if (err instanceof SafetensorsError) throw new WeightError(`${what}: ${err.message}`, "io");
     throw err;
   }
 }

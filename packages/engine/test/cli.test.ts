@@ -66,7 +66,7 @@ describe("k3 CLI", () => {
     expect((await run(["run", "--no-prefetch=yes"])).code).toBe(2);
   });
 
-  it("exits 2 on a bad config, listing every problem", async () => {
+  it("exits 3 (config) on a bad config, listing every problem", async () => {
     const model = join(dir, "bad-model");
     cpSync(TINY_K3, model, { recursive: true });
     const cfg = JSON.parse(readFileSync(join(model, "config.json"), "utf8"));
@@ -74,7 +74,7 @@ describe("k3 CLI", () => {
     delete cfg.text_config.hidden_size;
     writeFileSync(join(model, "config.json"), JSON.stringify(cfg));
     const r = await k3(["run", "--model", model, "--prompt", "hi"]);
-    expect(r.code).toBe(2);
+    expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/hidden_size is missing/);
     expect(r.stderr).toMatch(/num_experts_per_token = 99 exceeds num_experts = 16/);
   });

@@ -113,12 +113,12 @@ describe("k3 download", () => {
     }
   });
 
-  it("a file whose sha256 does not match is kept aside and fails the run (exit 1), naming it; the rerun fixes it", async () => {
+  it("a file whose sha256 does not match is kept aside and fails the run (exit 5, io), naming it; the rerun fixes it", async () => {
     const target = join(dir, "corrupt");
     mode.corrupt = "model-00002-of-00003.safetensors";
     const r = await captureCli(["download", REPO, "--dir", target, "--endpoint", endpoint]);
     mode.corrupt = "";
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(5);
     expect(r.stderr).toMatch(/model-00002-of-00003\.safetensors: sha256 [0-9a-f]{64} but the hub lists [0-9a-f]{64}; the bytes were kept as model-00002-of-00003\.safetensors\.part\.bad/);
     expect(existsSync(join(target, "model-00002-of-00003.safetensors"))).toBe(false);
     expect((await captureCli(["download", REPO, "--dir", target, "--endpoint", endpoint])).code).toBe(0);
@@ -156,6 +156,6 @@ describe("k3 download", () => {
     expect(existsSync(join(dir, "escape"))).toBe(false);
     expect((await captureCli(["download", "not a repo", "--dir", join(dir, "x"), "--endpoint", endpoint])).stderr).toMatch(/is not a repository name/);
     expect((await captureCli(["download", REPO])).stderr).toMatch(/--dir DIR is required/);
-    expect((await captureCli(["download", REPO, "--dir", join(dir, "y"), "--endpoint", "http://127.0.0.1:1"])).code).toBe(1);
+    expect((await captureCli(["download", REPO, "--dir", join(dir, "y"), "--endpoint", "http://127.0.0.1:1"])).code).toBe(5);
   });
 });

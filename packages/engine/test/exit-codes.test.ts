@@ -50,7 +50,7 @@ describe("exit codes in a child process", () => {
     expectClean(await k3(["pack", "--model", TINY_K3, "--out", trunk]), "k3 pack");
   }, 60_000);
 
-  it("run --trunk on a corrupted trunk.bin (100 flipped bytes, or two same-size tensors swapped) exits 1 naming the file, layer, tensor and offset (was: exit 0, other tokens)", async () => {
+  it("run --trunk on a corrupted trunk.bin (100 flipped bytes, or two same-size tensors swapped) exits 5 (io) naming the file, layer, tensor and offset (was: exit 0, other tokens)", async () => {
     const m = JSON.parse(readFileSync(join(trunk, "trunk.json"), "utf8"));
     const layers = m.groups.filter((g: { layer: number | null }) => g.layer !== null);
     for (const how of ["flip", "swap"] as const) {
@@ -75,7 +75,7 @@ describe("exit codes in a child process", () => {
       writeFileSync(file, bytes);
       for (const slots of [ONE_SLOT, TWO_SLOTS]) {
         const r = await k3(["run", ...RUN, ...slots.map((x) => (x === trunk ? bad : x))]);
-        expect({ code: r.code, signal: r.signal }, `${how}: ${r.stderr.slice(-1500)}`).toEqual({ code: 1, signal: null });
+        expect({ code: r.code, signal: r.signal }, `${how}: ${r.stderr.slice(-1500)}`).toEqual({ code: 5, signal: null });
         expect(r.stderr).toContain(file);
         expect(r.stderr).toMatch(/checksum mismatch in \S+ \(layer \d+, offset \d+ \(\+\d+ bytes\)/);
       }

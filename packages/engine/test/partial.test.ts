@@ -35,10 +35,10 @@ describe("--layers N (partial shard sets)", () => {
 
   it("names the missing shard: without --layers, and when a needed layer lives in it", async () => {
     const none = await captureCli([...RUN, "--model", partial]);
-    expect(none.code).toBe(2);
+    expect(none.code).toBe(5);
     expect(none.stderr).toMatch(/shard "model-00002-of-00003\.safetensors" listed in weight_map does not exist/);
     const seven = await captureCli([...RUN, "--model", partial, "--layers", "7"]);
-    expect(seven.code).toBe(2);
+    expect(seven.code).toBe(5);
     expect(seven.stderr).toMatch(/the tensor is in shard "model-00002-of-00003\.safetensors", which is not on disk \(partial checkpoint\).*layers\.6\.input_layernorm/);
   });
 

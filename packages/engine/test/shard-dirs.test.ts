@@ -36,7 +36,7 @@ describe("--shard-dirs", () => {
   it("without it the missing shard is named, with where it looked when given", async () => {
     expect((await captureCli([...RUN, "--model", main])).stderr).toMatch(/shard "model-00002-of-00003\.safetensors" listed in weight_map does not exist/);
     const r = await captureCli([...RUN, "--model", main, "--shard-dirs", join(dir, "nowhere")]);
-    expect(r.code).toBe(2);
+    expect(r.code).toBe(5);
     expect(r.stderr).toMatch(/shard directory .*nowhere.* cannot be opened \(ENOENT\)/);
   });
 });

@@ -43,11 +43,11 @@ describe("k3 verify", () => {
     expect(r.stdout).toMatch(new RegExp(`^${names.length} of ${names.length} files match their sha256; hashed ${(totalBytes / 1e6).toFixed(2)} MB`, "m"));
   });
 
-  it("one flipped byte: exit 1 naming the shard and the tensors it holds", async () => {
+  it("one flipped byte: exit 5 (io) naming the shard and the tensors it holds", async () => {
     const dir = checkpoint("flipped");
     flip(join(dir, SHARD));
     const r = await captureCli(["verify", "--model", dir, "--threads", "2"]);
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(5);
     expect(r.stdout).toMatch(new RegExp(`^BAD +${SHARD}: sha256 [0-9a-f]{64}, expected ${sha(readFileSync(join(TINY_K3, SHARD)))}; it holds \\d+ tensor\\(s\\): (language_model\\.)?model\\.layers\\.`, "m"));
     expect(r.stderr).toMatch(new RegExp(`1 file\\(s\\) bad or missing: ${SHARD}`));
   });
@@ -58,7 +58,7 @@ describe("k3 verify", () => {
     const sums = join(root, "SHA256SUMS");
     writeFileSync(sums, names.map((n) => `${sha(readFileSync(join(TINY_K3, n)))}  ${n}`).join("\n") + "\n");
     const r = await captureCli(["verify", "--model", dir, "--manifest", sums]);
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(5);
     expect(r.stdout).toMatch(/^MISSING +tiktoken\.model$/m);
     expect(r.stderr).toMatch(/bad or missing: tiktoken\.model/);
   });
