@@ -64,9 +64,7 @@ export { TrunkStreamer, type TrunkStreamerOptions, type TrunkLayer, type TrunkSt
 export { planMemory, censusFromConfig, type PlanOptions, type MemoryPlan, type ModelCensus } from "./plan.js";
 export { resolveIoEngine, type IoEngine, type IoEngineInUse } from "./io/io-engine.js";
 export { procIo, peakRssBytes, dropPageCache, measureReadCeiling, measureReadEngine } from "./io/io-stats.js";
-export { packExperts, openPackedExperts, verifyPackedExperts, EXPERTS_FILE, EXPERTS_INDEX, type PackedExpertsIndex } from "./store/expert-pack.js";
 export { DirectFileWriter, StagingBuffers, dioAlignment, synthBlock, DIRECT_BUFFER_BYTES, type DirectWriterOptions } from "./io/direct-write.js";
-export { TrunkChunkStreamer, planTrunkChunks, type TrunkChunk, type TrunkChunkStreamerOptions } from "./trunk/trunk-chunks.js";
 export {
   simulateCache,
   simulateCacheSizes,

@@ -42,11 +42,6 @@ export interface PlanOptions {
   ringSlots?: number;
   /** Expert streaming slots (default topK + 2). */
   ioSlots?: number;
-  /**
-   * Stream the trunk in chunks of this many bytes (TrunkChunkStreamer) instead of whole layers:
-   * ring slots are chunk-sized (must be >= the largest trunk tensor; K3: 484 MB), default 3 slots.
-   */
-  trunkChunkBytes?: number;
 }
 
 export interface MemoryPlan {
@@ -171,7 +166,7 @@ export function planMemory(opts: PlanOptions): MemoryPlan {
   const largest = Math.max(...census.layerTrunkBytes);
   const trunkTotal = census.layerTrunkBytes.reduce((a, b) => a + b, 0);
   const fixed = reserved + overhead + ioSlots * expertSlotBytes;
-  const minimum = fixed + (opts.trunkChunkBytes ? Math.min(opts.trunkChunkBytes, largest) : largest);
+  const minimum = fixed + largest;
   if (budget < minimum)
     throw new BudgetError(
       `memory plan minimum (reserve ${formatBytes(reserved)} + overhead ${formatBytes(overhead)} + ${ioSlots} expert slots of ${formatBytes(expertSlotBytes)} + one ring slot of ${formatBytes(largest)})`,
@@ -191,13 +186,13 @@ export function planMemory(opts: PlanOptions): MemoryPlan {
     // Ring slots are sized to the largest STREAMED layer, so pinning the largest layers also
     // shrinks the ring. Try pinning the p largest (p = 0, 1, ...), then fill what is left with
     // smaller layers; keep the split that pins the most bytes (fewest bytes read per token).
-    const want = Math.max(1, opts.ringSlots ?? (opts.trunkChunkBytes ? 3 : 2));
+    const want = Math.max(1, opts.ringSlots ?? 2);
     const sizes = census.layerTrunkBytes;
     const order = [...sizes.keys()].sort((a, b) => sizes[b] - sizes[a] || a - b);
     let best: { slots: number; slotBytes: number; pinned: number[]; pinnedBytes: number; rest: number } | null = null;
     for (const slots of want >= 2 ? [want, 1] : [1]) {
       for (let p = 0; p < order.length; p++) {
-        const slotBytes = opts.trunkChunkBytes ? Math.min(opts.trunkChunkBytes, sizes[order[p]]) : sizes[order[p]];
+        const slotBytes = sizes[order[p]];
         let rest = room - slots * slotBytes;
         const chosen: number[] = [];
         for (let i = 0; i < p && rest >= 0; i++) {

@@ -48,15 +48,6 @@ describe("planMemory", () => {
     expect(p.ringSlotBytes).toBe(887_886_848 + 12_848_640 + 102_767_616 + 264_241_152);
   });
 
-  it("chunked trunk streaming: a 3 x 512 MiB ring frees room to pin more layers", () => {
-    const layers = planMemory({ config: k3, budgetBytes: 8 * GB, reservedBytes: 1 * GB });
-    const chunks = planMemory({ config: k3, budgetBytes: 8 * GB, reservedBytes: 1 * GB, trunkChunkBytes: 512 * 2 ** 20 });
-    expect(chunks.ringSlots).toBe(3);
-    expect(chunks.ringSlotBytes).toBe(512 * 2 ** 20);
-    expect(chunks.bytesPerTokenNoCache).toBeLessThan(layers.bytesPerTokenNoCache);
-    expect(chunks.totalBytes).toBeLessThanOrEqual(8 * GB);
-  });
-
   it("a big budget pins everything and gives the rest to the expert cache", () => {
     const p = planMemory({ config: k3, budgetBytes: 256 * GB });
     expect(p.streamedLayers).toEqual([]);

@@ -24,14 +24,6 @@ export {
   type Mxfp4Matrix,
 } from "./codec.js";
 export { GGML_BLOCK_BYTES, fromGgml, fromGptOss, toGgml, toGptOss, type GptOssTensors } from "./layouts.js";
-export {
-  K3_EXPERT_BYTES,
-  K3_EXPERT_SHAPES,
-  expertView,
-  type ExpertLayout,
-  type ExpertMatrices,
-  type ExpertTensorOffsets,
-} from "./expert.js";
 
 // ---------------------------------------------------------------- validated-scale cache
 //

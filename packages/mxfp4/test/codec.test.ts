@@ -1,13 +1,10 @@
 import { describe, expect, it } from "vitest";
 import {
   E2M1_VALUES,
-  K3_EXPERT_BYTES,
-  K3_EXPERT_SHAPES,
   Mxfp4Error,
   blockExponent,
   dequantize,
   e8m0ToNumber,
-  expertView,
   fromGgml,
   fromGptOss,
   matvec,
@@ -17,7 +14,6 @@ import {
   toGgml,
   toGptOss,
   validateScales,
-  type ExpertLayout,
   type Mxfp4Matrix,
 } from "../src/index.js";
 import { f32ToBf16, bf16ToF32 } from "@k3/dense";
@@ -271,43 +267,5 @@ describe("layout conversions", () => {
     expect(() => fromGgml(new Uint8Array(16), 1, 32)).toThrow(/fromGgml: 16 bytes, expected 1 blocks x 17 = 17/);
     expect(() => fromGptOss(new Uint8Array(32), new Uint8Array(2), [2, 16])).toThrow(/must end in \[out, in\/32, 16\]/);
     expect(() => fromGptOss(new Uint8Array(32), new Uint8Array(3), [2, 1, 16])).toThrow(/scales has 3 bytes, expected 2 x 1 = 2/);
-  });
-});
-
-describe("expertView", () => {
-  const { w1, w2, w3 } = K3_EXPERT_SHAPES;
-  const pk = (s: { rows: number; cols: number }) => (s.rows * s.cols) / 2;
-  const sc = (s: { rows: number; cols: number }) => (s.rows * s.cols) / 32;
-  // w1 packed, w1 scale, w2 packed, w2 scale, w3 packed, w3 scale (the order safetensors sorts them)
-  const layout: ExpertLayout = {
-    w1: { packedOffset: 0, scaleOffset: pk(w1), ...w1 },
-    w2: { packedOffset: pk(w1) + sc(w1), scaleOffset: pk(w1) + sc(w1) + pk(w2), ...w2 },
-    w3: { packedOffset: pk(w1) + sc(w1) + pk(w2) + sc(w2), scaleOffset: pk(w1) + sc(w1) + pk(w2) + sc(w2) + pk(w3), ...w3 },
-  };
-
-  it("slices a K3 expert run into w1/w2/w3 views without copying", () => {
-    const bytes = new Uint8Array(K3_EXPERT_BYTES);
-    bytes.fill(127, layout.w1.scaleOffset, layout.w1.scaleOffset + sc(w1));
-    bytes.fill(127, layout.w2.scaleOffset, layout.w2.scaleOffset + sc(w2));
-    bytes.fill(127, layout.w3.scaleOffset, layout.w3.scaleOffset + sc(w3));
-    bytes[layout.w2.packedOffset] = 0x21;
-    const e = expertView(bytes, layout);
-    expect(e.w2.packed.buffer).toBe(bytes.buffer);
-    expect([e.w1.rows, e.w1.cols, e.w2.rows, e.w2.cols]).toEqual([3072, 3584, 3584, 3072]);
-    expect(e.w3.scales.byteOffset + e.w3.scales.length).toBe(K3_EXPERT_BYTES);
-    const x = new Float32Array(3072);
-    x[0] = 1;
-    x[1] = 1;
-    expect(matvec(e.w2, x, new Float32Array(3584))[0]).toBe(1.5);
-  });
-
-  it("refuses out-of-range, overlapping and 0xFF tensors by name", () => {
-    const bytes = new Uint8Array(K3_EXPERT_BYTES).fill(127);
-    expect(() => expertView(bytes.subarray(1), layout)).toThrow(/w3\.weight_scale .* outside the 17547263-byte expert run/);
-    expect(() => expertView(bytes, { ...layout, w3: { ...layout.w3, packedOffset: 10 } })).toThrow(/overlap/);
-    expect(() => expertView(bytes, { ...layout, w2: { ...layout.w2, cols: 3000 } })).toThrow(/w2 shape 3584 x 3000 is invalid/);
-    bytes[layout.w3.scaleOffset + 112 * 5 + 3] = 0xff;
-    expect(() => expertView(bytes, layout)).toThrow(/w3\.weight_scale: scale 0xFF .* row 5, block 3/);
-    expect(() => expertView(bytes, layout, { validate: false })).not.toThrow();
   });
 });
