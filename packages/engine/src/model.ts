@@ -17,7 +17,7 @@ import { GluMlp } from "./layers/mlp.js";
 import { MoeFfn } from "./layers/moe.js";
 import type { ExpertTraceRecorder } from "./cache-trace.js";
 import type { ReadPattern } from "./floor.js";
-import { ExpertStore, MoeLayer, openCheckpointIndex, RangeReader, TrunkStreamer, type TrunkLayer } from "@k3/moe-stream";
+import { checkpointIndex, ExpertStore, MoeLayer, RangeReader, TrunkStreamer, type TrunkLayer } from "@k3/moe-stream";
 import { prefetchSlotsFor } from "./presets.js";
 import { emptyCounters, type ReportKind, type Phase, type RunCounters } from "./report.js";
 import { classifyName, KIND_SHARED, KIND_TRUNK } from "@k3/safetensors";
@@ -440,7 +440,8 @@ export class Model {
       if (partial) for (let l = 0; l < cfg.numLayers; l++) src.info(`${cfg.tensorPrefix}model.layers.${l}.input_layernorm.weight`);
       const moeLayers = [...Array(cfg.numLayers).keys()].filter((l) => isMoeLayer(cfg, l));
       if (moeLayers.length > 0) {
-        const index = openCheckpointIndex(dir, { allowMissingShards: partial, shardDirs: options.shardDirs });
+        // The weight source's checkpoint: its headers are already parsed, its shards already found.
+        const index = checkpointIndex(src.ckpt, dir);
         const experts = moeLayers.flatMap((l) => {
           const list = index.experts(l);
           if (list.length !== cfg.moe.numExperts) throw new WeightError(`layer ${l}: the checkpoint has ${list.length} routed experts, the config says ${cfg.moe.numExperts}`);

@@ -48,7 +48,8 @@ export interface WeightSource {
 /** Adapts a @k3/safetensors Checkpoint (header-only index, positioned reads). */
 class CheckpointSource implements WeightSource {
   bytesRead = 0;
-  constructor(readonly dir: string, private readonly ckpt: Checkpoint) {}
+  /** The open checkpoint, for the expert index (one header parse per load). */
+  constructor(readonly dir: string, readonly ckpt: Checkpoint) {}
   has(name: string): boolean {
     return this.ckpt.has(name);
   }
@@ -320,7 +321,7 @@ function wrap<T>(what: string, fn: () => T): T {
  * `allowMissingShards`: a partly downloaded checkpoint (`--layers N`); a tensor of an absent shard fails naming it.
  * `shardDirs`: further directories holding shards (a checkpoint spread over several drives).
  */
-export function openWeights(dir: string, options: { allowMissingShards?: boolean; shardDirs?: readonly string[] } = {}): WeightSource {
+export function openWeights(dir: string, options: { allowMissingShards?: boolean; shardDirs?: readonly string[] } = {}): WeightSource & { readonly ckpt: Checkpoint } {
   return wrap(dir, () => new CheckpointSource(dir, openCheckpointSync(dir, { allowMissingShards: options.allowMissingShards, shardDirs: options.shardDirs })));
 }
 

@@ -7,7 +7,7 @@
  * - `openCheckpointIndex`: where every tensor and expert lives (header-only).
  */
 export * from "./errors.js";
-export { openCheckpointIndex, type CheckpointIndex, type ExpertLocation, type TensorInfo, type Dtype } from "./store/checkpoint.js";
+export { openCheckpointIndex, checkpointIndex, type CheckpointIndex, type ExpertLocation, type TensorInfo, type Dtype } from "./store/checkpoint.js";
 export { denseMatrix, denseVector, matmul, type DenseMatrix } from "./moe/dense-weight.js";
 export { Router, selectExperts, type RouterConfig, type Routing } from "./moe/router.js";
 export {

@@ -58,6 +58,15 @@ export function openCheckpointIndex(dir: string, options: { backend?: "native" |
   } catch (e) {
     wrap(root, e);
   }
+  return checkpointIndex(ck, root);
+}
+
+/**
+ * The index of a checkpoint someone already opened (the engine's weight source): its headers are
+ * parsed once and its shards opened once. `dir` names it in errors (default: the checkpoint's own).
+ */
+export function checkpointIndex(ck: Checkpoint, dir: string = ck.dir ?? ck.files[0] ?? ""): CheckpointIndex {
+  const root = resolve(dir);
   const tensors = new Map<string, TensorInfo>();
   for (const t of ck.tensors) tensors.set(t.name, { name: t.name, file: t.file, dtype: t.dtype, shape: t.shape, offset: t.offset, byteLength: t.byteLength });
   const layers = new Set(ck.layerNumbers());
