@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Regenerate (default) or verify (--check) every committed reference artefact.
 
-  regen.py           rewrite fixtures/models/tiny-*/ and fixtures/components/ in place, then self-test
+  regen.py           rewrite fixtures/models/tiny-*/ and fixtures/components/ in place, and the trained
+                     model's expected.json from its committed checkpoint (trained_fixture.py), then self-test
   regen.py --check   generate into a temp dir, compare with the committed files, run the self-tests;
                      exit 1 with a diff summary on any drift or failure
 
@@ -31,6 +32,7 @@ torch.set_num_threads(1)
 
 import make_fixtures  # noqa: E402
 import make_tiny  # noqa: E402
+import trained_fixture  # noqa: E402
 from k3ref import st  # noqa: E402
 
 REPO = os.path.dirname(HERE)
@@ -48,7 +50,12 @@ def generate(root):
     t2 = time.time()
     make_fixtures.write_models(root)
     t3 = time.time()
-    return {"checkpoints_s": round(t1 - t0, 2), "components_s": round(t2 - t1, 2), "model_fixtures_s": round(t3 - t2, 2)}
+    # The trained model is not regenerated (training takes most of an hour): its expected outputs are,
+    # from the committed checkpoint.
+    trained_fixture.write_expected(REPO, root)
+    t4 = time.time()
+    return {"checkpoints_s": round(t1 - t0, 2), "components_s": round(t2 - t1, 2), "model_fixtures_s": round(t3 - t2, 2),
+            "trained_expected_s": round(t4 - t3, 2)}
 
 
 def generated_files(root):
@@ -57,7 +64,7 @@ def generated_files(root):
         full = os.path.join(root, d)
         for f in sorted(os.listdir(full)):
             out.append(os.path.join(d, f))
-    return out
+    return out + [os.path.join(trained_fixture.TRAINED_DIR, trained_fixture.EXPECTED)]
 
 
 def _json_close(a, b, path="$"):

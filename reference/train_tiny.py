@@ -536,7 +536,7 @@ def main():
     ev_packed = heldout_eval(model_dir, held_ids)
     ev_bf16 = heldout_eval(bf16_dir, held_ids)
     report = {
-        "corpus": src, "seed": a.seed, "steps": a.steps, "batch": a.batch, "seq": a.seq, "threads": a.threads,
+        "corpus": src, "heldout_fraction": a.heldout, "seed": a.seed, "steps": a.steps, "batch": a.batch, "seq": a.seq, "threads": a.threads,
         "train_tokens": tokens, "train_seconds": round(train_s, 1), "tokens_per_second": round(tokens / train_s, 1),
         "final_train_loss": loss.item(), "params": P.count(), "trunk_params": P.count(False), "expert_params": P.count(True),
         "checkpoint_bytes": size, "shape": s,

@@ -114,7 +114,7 @@ function relaid(file, maxBytes = 4096, maxTensors = 24) {
 }
 
 function safetensorsSeeds(target) {
-  const tiny = join(root, "packages", "engine", "assets", "tiny-k3");
+  const tiny = join(root, "fixtures", "models", "tiny-k3");
   if (target.name === "safetensors-index") {
     return [
       readFileSync(join(tiny, "model.safetensors.index.json")),
@@ -142,7 +142,7 @@ function rankSeeds() {
   merges.forEach((m, i) => lines.push(`${b64(Buffer.from(m))} ${256 + i}`));
   const plain = lines.join("\n") + "\n";
   return [
-    readFileSync(join(root, "packages", "engine", "assets", "tiny-k3", "tiktoken.model")),
+    readFileSync(join(root, "fixtures", "models", "tiny-k3", "tiktoken.model")),
     Buffer.from(plain),
     Buffer.from(lines.join("\r\n") + "\r\n\r\nthe them the\n"),
     Buffer.from(lines.slice().reverse().map((l) => l.replace(" ", "\t")).join("\n")),

@@ -1,6 +1,7 @@
 /**
  * Chat with @k3/engine. Uses $K3_MODEL_DIR when set (a real Kimi K3 / Kimi-Linear checkpoint), else
- * the embedded tiny K3-layout model, whose weights are random: its replies are gibberish by design.
+ * the embedded tiny K3 (trained on The Rust Programming Language book, not on chat: its replies read
+ * on as book-like text, not answers).
  *
  * Shows: the chat format, state carried across turns (a turn that follows a reply ended on an end
  * id prefills only its own tokens, not the history; a reply cut by maxTokens leaves its message open,
@@ -15,7 +16,7 @@ import { ChatSession, embeddedModelDir, Engine } from "@k3/engine";
 
 const quick = process.argv.includes("--quick");
 const dir = process.env.K3_MODEL_DIR ?? embeddedModelDir();
-if (!process.env.K3_MODEL_DIR) console.log("(embedded tiny model: random weights, gibberish replies by design)\n");
+if (!process.env.K3_MODEL_DIR) console.log("(embedded tiny K3: 7.9 M parameters trained on the Rust book, not on chat; replies are book-like text)\n");
 
 const engine = await Engine.load(dir, { preset: "auto", threads: 1 });
 const sampling = { maxTokens: quick ? 8 : 48, temperature: 0.8, topP: 0.95, seed: 7 };

@@ -1,6 +1,6 @@
 /**
  * The OpenAI-compatible server of @k3/engine, started in-process on a free loopback port and called
- * with plain fetch. Uses $K3_MODEL_DIR when set, else the embedded tiny model (random weights).
+ * with plain fetch. Uses $K3_MODEL_DIR when set, else the embedded tiny K3 (trained on the Rust book, not on chat).
  * The same server runs from the command line as `k3 serve --model DIR --port 8080`.
  */
 import { embeddedModelDir, startServer, WorkerBackend } from "@k3/engine";
@@ -9,7 +9,7 @@ const quick = process.argv.includes("--quick");
 const dir = process.env.K3_MODEL_DIR ?? embeddedModelDir();
 const backend = await WorkerBackend.start({ dir, options: { preset: "auto", threads: 1 } });
 const server = await startServer(backend, { port: 0 });
-console.log(`serving ${backend.modelId} at ${server.url}/v1${process.env.K3_MODEL_DIR ? "" : " (embedded tiny model: random weights)"}`);
+console.log(`serving ${backend.modelId} at ${server.url}/v1${process.env.K3_MODEL_DIR ? "" : " (embedded tiny K3: trained on the Rust book, not on chat)"}`);
 
 try {
   const models = await (await fetch(`${server.url}/v1/models`)).json();

@@ -15,7 +15,7 @@ import { formatNll } from "./perplexity.js";
 import { EXIT_CODES_HELP, EXIT_DROPPED_EXPERT, EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, exitCodeOf, UsageError } from "./errors.js";
 import { validateSampling } from "./sampler.js";
 import { runDoctor } from "./doctor.js";
-import { embeddedModelDir } from "./embedded.js";
+import { EMBEDDED_DEFAULT_PROMPT, embeddedModelDir } from "./embedded.js";
 import { fmtBytes, GB, PRESET_NAMES, PRESETS, type PresetName } from "./presets.js";
 import { formatReport } from "./report.js";
 import { startServer } from "./server.js";
@@ -36,7 +36,7 @@ const GLOBAL_HELP = `k3 — Kimi K3 / Kimi-Linear on one CPU
 usage: k3 <command> [options]        (k3 <command> --help for details)
 
 commands:
-  run            generate from a prompt and print the run report (default model: embedded tiny K3)
+  run            generate from a prompt and print the run report (default model: the embedded tiny K3, trained)
   eval           perplexity of a text file (mean NLL per token, chunked prefill) and the run report
   chat           interactive chat REPL (/reset, /save FILE, /load FILE, /exit)
   serve          OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models)
@@ -56,7 +56,7 @@ ${EXIT_CODES_HELP}
 
 const MODEL_OPTIONS = `model and memory:
   --model DIR          checkpoint directory (config.json, *.safetensors, tiktoken.model);
-                       default $K3_MODEL_DIR, else the embedded tiny K3 (random weights)
+                       default $K3_MODEL_DIR, else the embedded tiny K3 (trained on the Rust book)
   --preset NAME        ${PRESET_NAMES.join("|")} (default auto)
   --trunk-gb X         trunk budget (overrides the preset; later flags win)
   --cache-gb X         expert cache budget
@@ -102,9 +102,11 @@ Generates a continuation and prints the memory plan (before loading) and the run
 A text prompt is wrapped as one user turn in the model's chat format (K3 XTML or Kimi-Linear im_*);
 --raw encodes it verbatim after [BOS]. --ids are used verbatim.
 
-prompt (exactly one; the embedded demo model has a default):
+prompt (exactly one; the embedded model has a default, "${EMBEDDED_DEFAULT_PROMPT}", completed raw):
   --prompt TEXT        --prompt-file PATH (read verbatim, UTF-8)     --ids 1,2,3
-  --raw                no chat template
+  --raw                no chat template; the prompt is printed before its continuation (the default
+                       for the embedded model, which was not chat-trained)
+  --chat               the chat template even for the embedded model
   --no-think           K3: thinking off          --effort low|high|max (K3, default max)
   --system TEXT        a system message
   --json FILE          write the run report as JSON ("-" = stdout)
@@ -442,10 +444,13 @@ function modelDir(values: Values): { dir: string; embedded: boolean } {
 }
 
 const EMBEDDED_NOTE =
-  "note: no --model given, so this runs the embedded tiny model in the released K3 layout (13 layers, hidden 128).\n" +
-  "      Its weights are UNTRAINED RANDOM numbers: the text is gibberish by design. It shows the whole pipeline\n" +
-  "      (config, tokenizer, chat format, KDA/MLA/MoE layers, sampling, report) offline in seconds.\n" +
+  "note: no --model given, so this runs the embedded tiny K3: K3's graph and released layout at hidden 128\n" +
+  "      (8 layers, 7.9 M parameters), trained for 34 minutes on The Rust Programming Language book. It writes\n" +
+  "      book-like text, not answers, and was not trained on chat: prompts are completed raw unless --chat.\n" +
   "      For a real model: k3 run --model /path/to/Kimi-K3 --prompt \"...\"";
+
+/** What chat and serve add for the embedded model: its replies continue the transcript as book text. */
+const EMBEDDED_CHAT_NOTE = "      Chat and serve use the chat template anyway: replies continue the transcript as book-like text.";
 
 // ---------------------------------------------------------------- run
 
@@ -456,6 +461,7 @@ async function cmdRun(argv: string[]): Promise<number> {
     "prompt-file": { type: "string" },
     ids: { type: "string" },
     raw: { type: "boolean" },
+    chat: { type: "boolean" },
     "no-think": { type: "boolean" },
     effort: { type: "string" },
     system: { type: "string" },
@@ -515,8 +521,13 @@ async function runLoaded(
       } catch (e) {
         throw new UsageError(`--prompt-file ${values["prompt-file"]}: ${(e as NodeJS.ErrnoException).code ?? "not valid UTF-8"}`);
       }
-    } else text = (values.prompt as string | undefined) ?? "Write a function that adds two numbers.";
-    if (values.raw) prompt = engine.encodeText(text);
+    } else text = (values.prompt as string | undefined) ?? (embedded ? EMBEDDED_DEFAULT_PROMPT : "Write a function that adds two numbers.");
+    if (values.raw && values.chat) throw new UsageError("k3 run: --raw and --chat exclude each other");
+    // The embedded model learnt raw text only: completing the prompt is what it can do.
+    if (values.raw || (embedded && !values.chat)) {
+      prompt = engine.encodeText(text);
+      if (!reference) process.stdout.write(text); // a completion reads on from its prompt
+    }
     else {
       const messages = [...(values.system ? [{ role: "system", content: String(values.system) }] : []), { role: "user", content: text }];
       prompt = engine.encodeChat(messages, { thinking: !values["no-think"], effort: (effort as "low" | "high" | "max" | undefined) ?? (embedded ? null : undefined) });
@@ -756,7 +767,7 @@ async function cmdChat(argv: string[]): Promise<number> {
   });
   if (values.help) return print(HELP.chat);
   const { dir, embedded } = modelDir(values);
-  if (embedded) process.stderr.write(EMBEDDED_NOTE + "\n");
+  if (embedded) process.stderr.write(EMBEDDED_NOTE + "\n" + EMBEDDED_CHAT_NOTE + "\n");
   const engine = await Engine.load(dir, engineOptions(values, tokens, (l) => process.stderr.write(l + "\n")));
   try {
     return await chatLoop(engine, values);
@@ -897,7 +908,7 @@ async function cmdServe(argv: string[]): Promise<number> {
   const cacheSlots = num(values, "prompt-cache", 1, (x) => Number.isInteger(x) && x >= 0 && x <= 1024, "an integer in 0..1024 (0 = off)");
   const cacheMb = num(values, "prompt-cache-mb", 1024, (x) => Number.isInteger(x) && x >= 0 && x <= 1 << 20, "an integer number of MiB in 0..1048576");
   const { dir, embedded } = modelDir(values);
-  if (embedded) process.stderr.write(EMBEDDED_NOTE + "\n");
+  if (embedded) process.stderr.write(EMBEDDED_NOTE + "\n" + EMBEDDED_CHAT_NOTE + "\n");
   const { log: _log, onLoadProgress: _progress, ...options } = engineOptions(values, tokens, () => {});
   const workerUrl = new URL(import.meta.url.endsWith(".ts") ? "./worker.ts" : "./worker.js", import.meta.url);
   const backend = await WorkerBackend.start({ dir, options: { ...options, promptCache: { slots: cacheSlots, maxBytes: cacheMb * 2 ** 20 } } }, workerUrl);
@@ -1073,7 +1084,7 @@ async function cmdBench(argv: string[]): Promise<number> {
   const { values, tokens } = parse("bench", argv, { "prompt-tokens": { type: "string" }, gen: { type: "string" }, "no-floor": { type: "boolean" }, json: { type: "string" } });
   if (values.help) return print(HELP.bench);
   const { dir, embedded } = modelDir(values);
-  if (embedded) process.stderr.write("(embedded tiny model: random weights; measures the pipeline, not a real model)\n");
+  if (embedded) process.stderr.write("(embedded tiny model: 7.9 M parameters at hidden 128; measures the pipeline, not K3's speed)\n");
   const n = num(values, "prompt-tokens", 128, (x) => Number.isInteger(x) && x >= 1, "an integer >= 1");
   const gen = num(values, "gen", 32, (x) => Number.isInteger(x) && x >= 1, "an integer >= 1");
   const engine = await Engine.load(dir, { ...engineOptions(values, tokens, (l) => process.stderr.write(l + "\n")), floor: !values["no-floor"] });

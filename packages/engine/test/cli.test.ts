@@ -4,12 +4,12 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync, cpSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { TINY_K3, captureCli } from "./helpers.js";
+import { TINY_K3, TRAINED_K3, captureCli } from "./helpers.js";
 
 const CLI = join(__dirname, "..", "src", "cli.ts");
 const dir = mkdtempSync(join(tmpdir(), "k3-cli-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-const meta = JSON.parse(readFileSync(join(TINY_K3, "expected.json"), "utf8"));
+const trained = JSON.parse(readFileSync(join(TRAINED_K3, "expected.json"), "utf8"));
 
 function k3(args: string[], env: Record<string, string> = {}, input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -91,17 +91,19 @@ describe("k3 CLI", () => {
     expect(r.stderr).toMatch(/memory plan needs .* GB but only .* GB is usable/);
   });
 
-  it("runs the embedded model, says the weights are random, and writes the JSON report", async () => {
+  it("runs the embedded trained model on its default prompt, raw, says what it is, and writes the JSON report", async () => {
     const json = join(dir, "report.json");
     const r = await k3(["run", "--max-tokens", "20", "--json", json]);
     expect(r.code).toBe(0);
-    expect(r.stderr).toMatch(/UNTRAINED RANDOM/);
+    expect(r.stderr).toMatch(/embedded tiny K3: [\s\S]* trained for 34 minutes on The Rust Programming Language book/);
     expect(r.stderr).toMatch(/memory plan/);
     expect(r.stderr).toMatch(/run report:/);
     const report = JSON.parse(readFileSync(json, "utf8"));
-    expect(report.prompt_ids).toEqual(meta.prompt_ids);
-    const cut = meta.greedy_ids.findIndex((id: number) => id === 769 || id === 770);
-    expect(report.generated_ids).toEqual(cut < 0 ? meta.greedy_ids : meta.greedy_ids.slice(0, cut));
+    // The reference's greedy raw continuation of the default prompt (reference/trained_fixture.py).
+    expect(report.prompt_ids).toEqual(trained.greedy.prompt_ids);
+    expect(trained.greedy.ids.slice(0, 20).every((id: number) => id < 3840)).toBe(true); // no stop id among them
+    expect(report.generated_ids).toEqual(trained.greedy.ids.slice(0, 20));
+    expect(r.stdout.startsWith(trained.greedy.prompt + trained.greedy.text.slice(0, 40))).toBe(true);
     expect(report.peak_rss_bytes).toBeGreaterThan(0);
     expect(report.prefill_tokens_per_second).toBeGreaterThan(0);
     // Lookahead prefetch and 4 MiB pieces are on by default and reported.

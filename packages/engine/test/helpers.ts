@@ -30,3 +30,6 @@ export async function captureCli(args: string[]): Promise<{ code: number; stdout
     process.stderr.write = e;
   }
 }
+
+/** The trained tiny K3 (the embedded default; reference/train_tiny.py) with its reference outputs. */
+export const TRAINED_K3 = join(REPO, "fixtures", "models", "trained-k3");

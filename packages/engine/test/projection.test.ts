@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { censusOf, kindCensus, kdaLayerBytes, mlaLayerBytes } from "../src/census.js";
 import { budgetsFor, GB, planMemory } from "../src/presets.js";
 import { distinctExperts, formatProjection, projectK3, publishedK3, ratesFromReport } from "../src/projection.js";
-import { captureCli } from "./helpers.js";
+import { captureCli, TINY_K3 } from "./helpers.js";
 
 const FIXTURE = join(__dirname, "fixtures", "per-kind-report.json");
 const report = JSON.parse(readFileSync(FIXTURE, "utf8"));
@@ -121,7 +121,7 @@ describe("published-K3 projection", () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/projection for Kimi K3 \(93 layers: 69 KDA, 24 MLA, 1 dense, 92 MoE, 16 experts\/token\), disk 7\.00 GB\/s/);
     expect(r.stdout).toMatch(/resident .* 25\.84 GB .* 3\.69/);
-    const m = await captureCli(["plan", "--model", join(__dirname, "..", "assets", "tiny-k3"), "--preset", "ultra"]);
+    const m = await captureCli(["plan", "--model", TINY_K3, "--preset", "ultra"]);
     expect(m.code).toBe(0);
     expect(m.stdout).toMatch(/memory plan \(ultra\)/);
     expect(m.stdout).toMatch(/expected read per decoded token \(cold cache\): .* = trunk 0 B \+ experts/);
