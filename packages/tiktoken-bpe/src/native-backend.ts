@@ -75,6 +75,11 @@ export class NativeBackend implements EncoderBackend {
     return this.decodeOut;
   }
 
+  /** Frees the native encoder now; later calls on this handle throw (checked in C). */
+  dispose(): void {
+    this.binding.destroy(this.handle);
+  }
+
   /** Test hook for the two merge strategies. */
   mergePiece(piece: Uint8Array, heap: boolean): number[] {
     const out = new Uint32Array(piece.length);

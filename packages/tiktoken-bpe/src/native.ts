@@ -16,6 +16,8 @@ export interface TiktokenBinding {
     specialOffsets: Uint32Array,
     specialIds: Uint32Array,
   ): object;
+  /** Frees the encoder behind handle now (not at garbage collection); later calls with it throw. */
+  destroy(handle: object): void;
   encode(handle: object, bytes: Uint8Array, len: number, allowed: Uint8Array | null, out: Uint32Array): number;
   count(handle: object, bytes: Uint8Array, len: number, allowed: Uint8Array | null): number;
   findSpecial(handle: object, bytes: Uint8Array, len: number, mask: Uint8Array): number;

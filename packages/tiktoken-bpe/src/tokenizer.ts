@@ -90,6 +90,7 @@ export class Tokenizer {
   private readonly rankInfo: RankInfo;
   /** Ranks present (only for non-contiguous vocabularies; contiguous: id < nRanks). */
   private readonly rankSet: Uint8Array | undefined;
+  private wasDisposed = false;
 
   constructor(options: TokenizerOptions) {
     const { pattern } = options;
@@ -143,6 +144,27 @@ export class Tokenizer {
     else this.backend = new RegexBackend(this.vocab, translatePattern(pattern), matcher);
     this.backendKind = this.backend.kind;
     this.nativeDecoder = this.backend instanceof NativeBackend ? this.backend : undefined;
+  }
+
+  /**
+   * Frees the native encoder (a few MB for a 160k-rank file) now rather than when the garbage
+   * collector finalizes it, which happens only on event-loop turns: code that builds tokenizers in a
+   * synchronous loop would otherwise grow without bound. Every later call throws TokenizerError;
+   * a second dispose() does nothing.
+   */
+  dispose(): void {
+    if (this.wasDisposed) return;
+    this.wasDisposed = true;
+    this.nativeDecoder?.dispose();
+    this.decodeTablesCache = undefined;
+    this.streamSlots.clear();
+    this.streamTexts.length = 0;
+    this.streamTails.length = 0;
+  }
+
+  /** True after dispose(). */
+  get disposed(): boolean {
+    return this.wasDisposed;
   }
 
   /** tiktoken `encode`: specials per options; throws DisallowedSpecialError by default on special text. */
@@ -273,6 +295,7 @@ export class Tokenizer {
    * beyond the vocabulary throw in the decoders.
    */
   private idArray(ids: ArrayLike<number>): Uint32Array {
+    this.checkLive();
     if (ids instanceof Uint32Array) return ids;
     const n = ids.length;
     if (this.idScratch.length < n) this.idScratch = new Uint32Array(Math.max(n, this.idScratch.length * 2));
@@ -321,6 +344,7 @@ export class Tokenizer {
    * unknown id. Built on first use so that loading stays cheap.
    */
   private decodeTables(): { start: Uint32Array; len: Int32Array; pool: Uint8Array } {
+    this.checkLive();
     if (this.decodeTablesCache) return this.decodeTablesCache;
     const { pool: vpool, offsets, ranks } = this.vocab;
     const specialBytes = this.specials.reduce((s, t) => s + t.bytes.length, 0);
@@ -350,9 +374,15 @@ export class Tokenizer {
 
   /** UTF-8 of text in this.scratch (lone surrogates → U+FFFD, as tiktoken); returns the length. */
   private toUtf8(text: string): number {
+    this.checkLive();
     if (typeof text !== "string") throw new TokenizerError(`encode: text must be a string, got ${typeof text}`);
     if (this.scratch.length < text.length * 3) this.scratch = new Uint8Array(Math.max(text.length * 3, this.scratch.length * 2));
     return utf8.encodeInto(text, this.scratch).written;
+  }
+
+  /** Every encode and decode passes here (toUtf8, idArray, decodeTables). */
+  private checkLive(): void {
+    if (this.wasDisposed) throw new TokenizerError(`${this.name}: the tokenizer was disposed (Tokenizer.dispose()); create a new one`);
   }
 
   private resolveSet(set: SpecialSet | undefined, what: string): Uint8Array | null {

@@ -10,15 +10,40 @@ extern "C" {
 // The handle is an External tagged with this type tag, so a foreign External cannot be passed in.
 static const napi_type_tag kEncoderTag = {0x6b33746b74626570ULL, 0x656e636f64657231ULL};
 
-static k3_encoder *get_encoder(const Napi::CallbackInfo &info, const char *fn) {
-    Napi::Env env = info.Env();
+// What the handle points at: destroy() frees the encoder at once and leaves the box (freed by the
+// finalizer), so a call after destroy() finds NULL and throws instead of touching freed memory.
+struct encoder_box {
+    k3_encoder *encoder;
+};
+
+static const char *kDisposed = "the tokenizer was disposed (Tokenizer.dispose()); create a new one";
+
+// The box behind a handle, or nullptr after throwing (not a handle from create()).
+static encoder_box *get_box(napi_env env, napi_value value, const char *fn) {
     bool tagged = false;
-    if (info.Length() < 1 || !info[0].IsExternal() ||
-        napi_check_object_type_tag(env, info[0], &kEncoderTag, &tagged) != napi_ok || !tagged) {
-        k3::fail(env, fn, "argument 'handle' must be a tokenizer handle from create()");
+    void *ptr = nullptr;
+    if (napi_check_object_type_tag(env, value, &kEncoderTag, &tagged) != napi_ok || !tagged ||
+        napi_get_value_external(env, value, &ptr) != napi_ok) {
+        k3::fail(Napi::Env(env), fn, "argument 'handle' must be a tokenizer handle from create()");
         return nullptr;
     }
-    return info[0].As<Napi::External<k3_encoder>>().Data();
+    return static_cast<encoder_box *>(ptr);
+}
+
+// The live encoder behind a handle, or nullptr after throwing (not a handle, or disposed).
+static k3_encoder *live_encoder(napi_env env, napi_value value, const char *fn) {
+    encoder_box *box = get_box(env, value, fn);
+    if (!box) return nullptr;
+    if (!box->encoder) k3::fail(Napi::Env(env), fn, kDisposed);
+    return box->encoder;
+}
+
+static k3_encoder *get_encoder(const Napi::CallbackInfo &info, const char *fn) {
+    if (info.Length() < 1 || !info[0].IsExternal()) {
+        k3::fail(info.Env(), fn, "argument 'handle' must be a tokenizer handle from create()");
+        return nullptr;
+    }
+    return live_encoder(info.Env(), info[0], fn);
 }
 
 static bool get_u32(const Napi::CallbackInfo &info, size_t index, const char *fn, const char *name, uint32_t **out,
@@ -70,10 +95,25 @@ static Napi::Value Create(const Napi::CallbackInfo &info) {
     k3_encoder *e = k3_encoder_new(pool, pool_len, offsets, ranks, n_ranks, (k3_family)family, spool, spool_len, soff,
                                    sids, n_sids, err, sizeof err);
     if (!e) return k3::fail(env, fn, err, true), env.Undefined();
-    Napi::External<k3_encoder> handle =
-        Napi::External<k3_encoder>::New(env, e, [](Napi::Env, k3_encoder *p) { k3_encoder_free(p); });
+    encoder_box *box = new encoder_box{e};
+    Napi::External<encoder_box> handle = Napi::External<encoder_box>::New(env, box, [](Napi::Env, encoder_box *b) {
+        k3_encoder_free(b->encoder);
+        delete b;
+    });
     napi_type_tag_object(env, handle, &kEncoderTag);
     return handle;
+}
+
+// destroy(handle): frees the encoder now instead of at garbage collection; a second call does nothing.
+static Napi::Value Destroy(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsExternal())
+        return k3::fail(env, "destroy", "argument 'handle' must be a tokenizer handle from create()"), env.Undefined();
+    encoder_box *box = get_box(env, info[0], "destroy");
+    if (!box) return env.Undefined();
+    k3_encoder_free(box->encoder);
+    box->encoder = nullptr;
+    return env.Undefined();
 }
 
 // Shared checks of (handle, bytes, len, mask) for encode/count/findSpecial.
@@ -171,12 +211,8 @@ static bool decode_call(napi_env env, napi_callback_info cbi, const char *fn, in
     napi_value argv[3];
     if (napi_get_cb_info(env, cbi, &argc, argv, nullptr, nullptr) != napi_ok) return false;
     if (argc < 3) return k3::fail(Napi::Env(env), fn, "expects (handle, ids, out)");
-    bool tagged = false;
-    void *ptr = nullptr;
-    if (napi_check_object_type_tag(env, argv[0], &kEncoderTag, &tagged) != napi_ok || !tagged ||
-        napi_get_value_external(env, argv[0], &ptr) != napi_ok)
-        return k3::fail(Napi::Env(env), fn, "argument 'handle' must be a tokenizer handle from create()");
-    k3_encoder *e = static_cast<k3_encoder *>(ptr);
+    k3_encoder *e = live_encoder(env, argv[0], fn);
+    if (!e) return false;
     void *ids, *o;
     size_t n;
     if (!raw_u8_or_u32(env, argv[1], napi_uint32_array, fn, "ids", &ids, &n) ||
@@ -247,6 +283,7 @@ static Napi::Value ParseRankFile(const Napi::CallbackInfo &info) {
 
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["create"] = Napi::Function::New(env, Create);
+    exports["destroy"] = Napi::Function::New(env, Destroy);
     exports["encode"] = Napi::Function::New(env, Encode);
     exports["count"] = Napi::Function::New(env, Count);
     exports["findSpecial"] = Napi::Function::New(env, FindSpecial);
