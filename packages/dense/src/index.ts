@@ -4,7 +4,11 @@
  * One thread pool sized to the machine (`K3_THREADS` overrides it) and one SIMD level chosen at
  * load (`K3_SIMD=scalar|avx2|avx512` forces one). Every kernel gives bit-identical results at
  * every SIMD level and thread count: threads split outputs, reductions have one fixed order.
+ *
+ * Above the kernels: the weight views every package multiplies through (`Linear`, `vectorF32`,
+ * the one bf16 widen `bf16ToF32`; weights.ts) and the one GLU MLP (`GluMlp`; glu.ts).
  */
+import { K3_SITU_BETAS } from "./glu.js";
 import { addon, native, type PoolStats, type SimdLevel } from "./native.js";
 
 export type { PoolStats, SimdLevel };
@@ -104,14 +108,6 @@ export const gemvTrace = {
     return native.gemvTraceReplay().map((x) => x / 1e9);
   },
 };
-
-/** bf16 bits -> f32 (exact). */
-export function bf16ToF32(bits: Uint16Array): Float32Array {
-  const out = new Float32Array(bits.length);
-  const wide = new Uint32Array(out.buffer);
-  for (let i = 0; i < bits.length; i++) wide[i] = bits[i] << 16;
-  return out;
-}
 
 /** f32 -> bf16 bits with round-to-nearest-even (NaN stays NaN). */
 export function f32ToBf16(values: Float32Array): Uint16Array {
@@ -300,7 +296,7 @@ export function siluGlu(gate: Float32Array, up: Float32Array, out: Float32Array)
  * SiTU-GLU (K3 experts): out = [beta1 tanh(g / beta1) sigma(g)] * [beta2 tanh(u / beta2)],
  * with sigma on the uncapped gate; |out| <= beta1 * beta2.
  */
-export function situGlu(gate: Float32Array, up: Float32Array, out: Float32Array, beta1 = 4, beta2 = 25): Float32Array {
+export function situGlu(gate: Float32Array, up: Float32Array, out: Float32Array, beta1 = K3_SITU_BETAS.beta, beta2 = K3_SITU_BETAS.linearBeta): Float32Array {
   native.situGlu(gate, up, out, beta1, beta2);
   return out;
 }
@@ -360,3 +356,5 @@ export function memoryReadCeiling(options: { bytes?: number; threads?: number; r
 }
 
 export { Scratch } from "./scratch.js";
+export { anyVectorF32, bf16ToF32, Linear, rowsOf, vectorF32, type WeightDtype, type WeightErrorFactory, type WeightTensor } from "./weights.js";
+export { applyGlu, GluMlp, K3_SITU_BETAS, type GluActivation, type LinearMap, type SituBetas } from "./glu.js";

@@ -6,14 +6,14 @@
  * chunks of `chunkSize` tokens, carrying KDA/conv state and the MLA latent cache in `state`, so
  * prefill, chunked prefill and incremental decode are the same code and give the same bits.
  */
-import { gemmBf16, gemvBf16, rmsNorm } from "@k3/dense";
+import { bf16ToF32, Linear, rmsNorm, type GluMlp } from "@k3/dense";
 import { isMoeLayer, readConfig, withLayers, type ModelConfig } from "./config.js";
 import { AbortError, UsageError } from "./errors.js";
 import { findNonFiniteTensor, firstNonFinite, firstNonFiniteRaw, nonFiniteError, showValue } from "./finite.js";
 import { attnResMix, fuseResWeights } from "./layers/attnres.js";
 import { KdaMixer, KdaState, kdaConfigOf, type KdaCore } from "./layers/kda.js";
 import { loadMlaCache, MlaCache, MlaMixer, newMlaCache } from "./layers/mla.js";
-import { GluMlp } from "./layers/mlp.js";
+import { loadGluMlp } from "./layers/mlp.js";
 import { MoeFfn } from "./layers/moe.js";
 import type { ExpertTraceRecorder } from "./cache-trace.js";
 import type { ReadPattern } from "./floor.js";
@@ -21,7 +21,7 @@ import { checkpointIndex, ExpertStore, MoeLayer, RangeReader, TrunkStreamer, typ
 import { prefetchSlotsFor } from "./presets.js";
 import { emptyCounters, type ReportKind, type Phase, type RunCounters } from "./report.js";
 import { classifyName, KIND_SHARED, KIND_TRUNK } from "@k3/safetensors";
-import { loadMatrix, loadVector, matmul, openWeights, preloadWeights, WeightError, type FreshCeilings, type Matrix, type PreloadOptions, type WeightSource } from "./weights.js";
+import { loadMatrix, loadVector, openWeights, preloadWeights, WeightError, type FreshCeilings, type PreloadOptions, type WeightSource } from "./weights.js";
 
 export type LayerState = KdaState | MlaCache;
 
@@ -188,7 +188,7 @@ export class Model {
   private trunkSeen = { bytes: 0, busyNs: 0 };
   private readonly finalNorm: Float32Array;
   private readonly outRes?: Float32Array;
-  private readonly head: Matrix | null;
+  private readonly head: Linear | null;
   /** Resident layers; null = streamed through the trunk ring. */
   private readonly layers: (Layer | null)[] = [];
   private readonly streamer: TrunkStreamer | null;
@@ -244,7 +244,7 @@ export class Model {
     } else {
       this.stream = null;
       const emb = loadMatrix(src, P + "model.embed_tokens.weight", V, D);
-      this.embed = emb.bf16 ?? emb.f32!;
+      this.embed = emb.raw;
       this.head = loadMatrix(src, P + "lm_head.weight", V, D);
     }
     // Their tensors' own sizes (a preloaded source counts every resident byte at once).
@@ -331,7 +331,7 @@ export class Model {
       inNorm: loadVector(src, p + "input_layernorm.weight", D),
       postNorm: loadVector(src, p + "post_attention_layernorm.weight", D),
       mixer: kind === "kda" ? new KdaMixer(cfg, src, p + "self_attn.", this.kdaCore) : new MlaMixer(cfg, src, p + "self_attn."),
-      ffn: isMoeLayer(cfg, l) ? new MoeFfn(cfg, src, p + "block_sparse_moe.", l, this.experts!, this.onExpertError) : new GluMlp(cfg, src, p + "mlp.", D, cfg.denseIntermediate),
+      ffn: isMoeLayer(cfg, l) ? new MoeFfn(cfg, src, p + "block_sparse_moe.", l, this.experts!, this.onExpertError) : loadGluMlp(cfg, src, p + "mlp.", D, cfg.denseIntermediate),
     };
     if (cfg.attnResBlockSize !== null) {
       layer.attnRes = fuseResWeights(loadVector(src, p + "self_attention_res_norm.weight", D), loadVector(src, p + "self_attention_res_proj.weight", D));
@@ -555,14 +555,12 @@ export class Model {
     for (let t = 0; t < ids.length; t++) {
       const id = ids[t];
       const row = out.subarray(t * D, (t + 1) * D);
-      const wide = new Uint32Array(row.buffer, row.byteOffset, D);
       if (s) {
         // One O_DIRECT read per row into a head slot (the head is not being read while rows are).
         const bytes = await s.reader.read(s.embed.file, s.embed.offset + id * D * 2, D * 2, t & 1);
-        const bits = new Uint16Array(bytes.slice().buffer, 0, D);
-        for (let d = 0; d < D; d++) wide[d] = bits[d] << 16;
+        bf16ToF32(bytes.subarray(0, D * 2), row);
       } else if (this.embed instanceof Float32Array) row.set(this.embed.subarray(id * D, (id + 1) * D));
-      else for (let d = 0; d < D; d++) wide[d] = this.embed![id * D + d] << 16;
+      else bf16ToF32(this.embed!.subarray(id * D, (id + 1) * D), row);
     }
     if (s && before) {
       const after = s.reader.stats();
@@ -581,8 +579,7 @@ export class Model {
     const V = this.cfg.vocabSize;
     const s = this.stream;
     if (!s) {
-      if (n === 1) return void matmul(this.head!, h, out, 1);
-      matmul(this.head!, h, out, n);
+      this.head!.apply(h, n, out);
       return;
     }
     // Streamed: row chunks read with O_DIRECT into the reader's two slots, chunk c+1 read while
@@ -601,14 +598,14 @@ export class Model {
       const bytes = await next;
       waitMs += performance.now() - w0;
       if (c + 1 < chunks) next = read(c + 1);
-      // The view starts at the tensor's offset within the aligned slot: copy in the rare odd case.
-      const w = bytes.byteOffset % 2 === 0 ? new Uint16Array(bytes.buffer, bytes.byteOffset, rows * D) : new Uint16Array(bytes.slice().buffer);
+      // The view starts at the tensor's offset within the aligned slot (copied in the rare odd case).
+      const w = new Linear("lm_head.weight", { dtype: "BF16", data: bytes.subarray(0, rows * D * 2) }, rows, D, (m) => new WeightError(m));
       if (n === 1) {
-        gemvBf16(w, h, out.subarray(r0, r0 + rows), { rows, cols: D });
+        w.apply(h, 1, out.subarray(r0, r0 + rows));
         continue;
       }
       const y = tmp!.subarray(0, n * rows);
-      gemmBf16(w, h, y, { rows, cols: D, batch: n });
+      w.apply(h, n, y);
       for (let t = 0; t < n; t++) out.set(y.subarray(t * rows, (t + 1) * rows), t * V + r0);
     }
     const after = s.reader.stats();
@@ -891,11 +888,12 @@ export class Model {
       const badLogit = firstNonFinite(rows);
       if (badLogit >= 0) {
         const row = badLogit % V;
-        const w = this.head?.bf16 ? firstNonFiniteRaw(new Uint8Array(this.head.bf16.buffer, this.head.bf16.byteOffset + row * D * 2, D * 2), "BF16") : this.head?.f32 ? firstNonFinite(this.head.f32.subarray(row * D, (row + 1) * D)) : -1;
+        const raw = this.head?.raw;
+        const w = raw instanceof Uint16Array ? firstNonFiniteRaw(new Uint8Array(raw.buffer, raw.byteOffset + row * D * 2, D * 2), "BF16") : raw ? firstNonFinite(raw.subarray(row * D, (row + 1) * D)) : -1;
         const cause = w >= 0 ? `${this.cfg.tensorPrefix}lm_head.weight row ${row} holds it (element ${w})` : `the logit of token ${row} (lm_head.weight row ${row}${this.head ? " is finite: an overflow" : ", streamed: not checked"})`;
         throw nonFiniteError("the logits", rows, badLogit, V, state.pos - part.length + t0, cause);
       }
-      this.tally("lm_head", (performance.now() - tl) / 1000, V * D * (this.head?.f32 ? 4 : 2), this.counters.bytesRead.embedHead - read0);
+      this.tally("lm_head", (performance.now() - tl) / 1000, V * D * (this.head?.dtype === "F32" ? 4 : 2), this.counters.bytesRead.embedHead - read0);
     }
     // Expert reads that completed after the last MoE layer (a lookahead read in flight when it was
     // cancelled) are the experts' bytes of this call.

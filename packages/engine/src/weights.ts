@@ -5,7 +5,7 @@
  *
  * Reading is @k3/safetensors: a header-only index of the shards, strict validation, positioned reads.
  */
-import { gemmBf16, gemmF32, gemvBf16, gemvF32 } from "@k3/dense";
+import { bf16ToF32, Linear } from "@k3/dense";
 import { backingCeiling, dropPageCache, loadCeiling, loadFreshCeiling, loadResidentRanges, planBlocks, resolveIoEngine, type Prefault, type Progress, type ResidentLoad, type ResidentLoadStats } from "@k3/moe-stream";
 import { openCheckpointSync, openSafetensorsSync, SafetensorsError, type Checkpoint } from "@k3/safetensors";
 import { K3Error, EXIT_CONFIG, EXIT_IO } from "./errors.js";
@@ -332,29 +332,20 @@ export function openSafetensorsFile(file: string): WeightSource {
 
 // ---------------------------------------------------------------- typed views
 
-/** A matrix [rows, cols] stored row-major in bf16 bits or f32. */
-export interface Matrix {
-  name: string;
-  rows: number;
-  cols: number;
-  bf16?: Uint16Array;
-  f32?: Float32Array;
-}
-
 function checkShape(info: TensorInfo, want: number[]): void {
   const got = info.shape;
   const same = got.length === want.length && got.every((x, i) => x === want[i]);
   if (!same) throw new WeightError(`tensor ${info.name}: shape ${JSON.stringify(got)} but the config implies ${JSON.stringify(want)}`);
 }
 
-/** Loads a 2-D weight as bf16 (or f32) after checking its shape against the config. */
-export function loadMatrix(src: WeightSource, name: string, rows: number, cols: number): Matrix {
+const weightError = (message: string) => new WeightError(message);
+
+/** Loads a 2-D weight as a @k3/dense `Linear` (bf16 or f32, zero-copy) after checking its shape against the config. */
+export function loadMatrix(src: WeightSource, name: string, rows: number, cols: number): Linear {
   const info = src.info(name);
   checkShape(info, [rows, cols]);
-  const bytes = aligned(src.read(name), info.dtype);
-  if (info.dtype === "BF16") return { name, rows, cols, bf16: new Uint16Array(bytes.buffer, bytes.byteOffset, rows * cols) };
-  if (info.dtype === "F32") return { name, rows, cols, f32: new Float32Array(bytes.buffer, bytes.byteOffset, rows * cols) };
-  throw new WeightError(`tensor ${name}: dtype ${info.dtype}, expected BF16 or F32`);
+  if (info.dtype !== "BF16" && info.dtype !== "F32") throw new WeightError(`tensor ${name}: dtype ${info.dtype}, expected BF16 or F32`);
+  return new Linear(name, { dtype: info.dtype, shape: info.shape, data: src.read(name) }, rows, cols, weightError);
 }
 
 /** Loads a vector (any of the accepted shapes, e.g. [C,1,K] for a conv) as f32, checking the element count. */
@@ -366,25 +357,7 @@ export function loadVector(src: WeightSource, name: string, elements: number, sh
   }
   const bytes = aligned(src.read(name), info.dtype);
   if (info.dtype === "F32") return new Float32Array(bytes.buffer, bytes.byteOffset, elements);
-  if (info.dtype === "BF16") {
-    const bits = new Uint16Array(bytes.buffer, bytes.byteOffset, elements);
-    const out = new Float32Array(elements);
-    const wide = new Uint32Array(out.buffer);
-    for (let i = 0; i < elements; i++) wide[i] = bits[i] << 16;
-    return out;
-  }
+  if (info.dtype === "BF16") return bf16ToF32(bytes.subarray(0, elements * 2));
   throw new WeightError(`tensor ${name}: dtype ${info.dtype}, expected F32 or BF16`);
 }
 
-/** y = W x. */
-export function matvec(m: Matrix, x: Float32Array, y: Float32Array): Float32Array {
-  if (m.bf16) return gemvBf16(m.bf16, x, y, { rows: m.rows, cols: m.cols });
-  return gemvF32(m.f32!, x, y, { rows: m.rows, cols: m.cols });
-}
-
-/** Y[b] = W X[b] for `batch` rows; bit-identical to matvec per row. */
-export function matmul(m: Matrix, X: Float32Array, Y: Float32Array, batch: number): Float32Array {
-  if (batch === 1) return matvec(m, X.subarray(0, m.cols), Y.subarray(0, m.rows)), Y;
-  if (m.bf16) return gemmBf16(m.bf16, X, Y, { rows: m.rows, cols: m.cols, batch });
-  return gemmF32(m.f32!, X, Y, { rows: m.rows, cols: m.cols, batch });
-}

@@ -31,7 +31,7 @@ import { censusOf } from "../src/census.js";
 import { readConfig, type ModelConfig } from "../src/config.js";
 import { KdaMixer, kdaConfigOf } from "../src/layers/kda.js";
 import { MlaMixer, mlaConfigOf, newMlaCache } from "../src/layers/mla.js";
-import { GluMlp } from "../src/layers/mlp.js";
+import { loadGluMlp } from "../src/layers/mlp.js";
 import { budgetsFor, GB, planMemory, readMemInfo, type PresetName } from "../src/presets.js";
 import type { RunReport } from "../src/report.js";
 import { synthCiCheckpoint, type CiFixture } from "../src/synth.js";
@@ -216,7 +216,7 @@ function checkLayer(model: string, layer: number, parts: LayerPart[]): void {
         });
       } else {
         [got, engine] = timed(() => {
-          const m = new GluMlp(cfg, src, prefix + "mlp.", D, cfg.denseIntermediate);
+          const m = loadGluMlp(cfg, src, prefix + "mlp.", D, cfg.denseIntermediate);
           const out = new Float32Array(T * D);
           m.forward(x, T, out);
           return out;

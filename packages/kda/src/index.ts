@@ -13,7 +13,7 @@ export { chunked, forgetGate, recurrent, shortConv, type CoreShape, type GateFor
 export { checkConfig, headALog, K3_KDA, KIMI_LINEAR_48B_KDA, type KdaConfig } from "./config.js";
 export { KdaState, type StateDtype } from "./state.js";
 export { KdaLayer, type ForwardOptions, type KdaTrace, type KdaWeights } from "./layer.js";
-export { anyVectorF32, Linear, rowsOf, vectorF32, type WeightErrorFactory, type WeightTensor } from "./weights.js";
+export type { WeightTensor } from "./weights.js";
 import { addon } from "./native.js";
 
 /** Where the native addon was loaded from. */

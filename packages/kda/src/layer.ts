@@ -8,7 +8,8 @@ import { checkConfig, headALog, type KdaConfig } from "./config.js";
 import { chunked, forgetGate, recurrent, shortConv } from "./core.js";
 import { KdaError } from "./errors.js";
 import { KdaState, type StateDtype } from "./state.js";
-import { anyVectorF32, Linear, rowsOf, vectorF32, type WeightTensor } from "./weights.js";
+import type { Linear } from "@k3/dense";
+import { anyVectorF32, linear, rowsOf, vectorF32, type WeightTensor } from "./weights.js";
 
 /** Work buffers of every KdaLayer.forward (synchronous, so one set serves all layers). */
 const scratch = new Scratch(32 << 20);
@@ -80,31 +81,31 @@ export class KdaLayer {
     if (typeof weights !== "object" || weights === null) throw new KdaError("weight", "weights must be an object of tensors");
     const { hidden: D, numHeads: H, headDim: dk, convKernel: K } = this.config;
     const P = H * dk;
-    this.qProj = new Linear("q_proj", weights.q_proj, P, D);
-    this.kProj = new Linear("k_proj", weights.k_proj, P, D);
-    this.vProj = new Linear("v_proj", weights.v_proj, P, D);
+    this.qProj = linear("q_proj", weights.q_proj, P, D);
+    this.kProj = linear("k_proj", weights.k_proj, P, D);
+    this.vProj = linear("v_proj", weights.v_proj, P, D);
     this.convQ = vectorF32("q_conv1d", weights.q_conv1d, [P, 1, K]);
     this.convK = vectorF32("k_conv1d", weights.k_conv1d, [P, 1, K]);
     this.convV = vectorF32("v_conv1d", weights.v_conv1d, [P, 1, K]);
     const rank = rowsOf("f_a_proj", weights.f_a_proj, D);
-    this.fA = new Linear("f_a_proj", weights.f_a_proj, rank, D);
-    this.fB = new Linear("f_b_proj", weights.f_b_proj, P, rank);
-    this.bProj = new Linear("b_proj", weights.b_proj, H, D);
+    this.fA = linear("f_a_proj", weights.f_a_proj, rank, D);
+    this.fB = linear("f_b_proj", weights.f_b_proj, P, rank);
+    this.bProj = linear("b_proj", weights.b_proj, H, D);
     this.aLog = headALog(anyVectorF32("A_log", weights.A_log).values, this.config);
     this.dtBias = vectorF32("dt_bias", weights.dt_bias, [P]);
     this.oNorm = vectorF32("o_norm", weights.o_norm, [dk]);
     const lowRank = weights.g_a_proj !== undefined || weights.g_b_proj !== undefined;
     if (weights.g_proj !== undefined && lowRank) throw new KdaError("weight", "both g_proj (full-rank gate) and g_a_proj/g_b_proj (low-rank gate) given; expected one");
     if (weights.g_proj !== undefined) {
-      this.gProj = new Linear("g_proj", weights.g_proj, P, D);
+      this.gProj = linear("g_proj", weights.g_proj, P, D);
     } else if (lowRank) {
       const gRank = rowsOf("g_a_proj", weights.g_a_proj, D);
-      this.gA = new Linear("g_a_proj", weights.g_a_proj, gRank, D);
-      this.gB = new Linear("g_b_proj", weights.g_b_proj, P, gRank);
+      this.gA = linear("g_a_proj", weights.g_a_proj, gRank, D);
+      this.gB = linear("g_b_proj", weights.g_b_proj, P, gRank);
     } else {
       throw new KdaError("weight", "missing output gate: g_proj (K3) or g_a_proj + g_b_proj (48B)");
     }
-    this.oProj = new Linear("o_proj", weights.o_proj, D, P);
+    this.oProj = linear("o_proj", weights.o_proj, D, P);
   }
 
   /** A zeroed state for this layer (fp32 by default). */

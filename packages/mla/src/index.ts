@@ -11,7 +11,7 @@ export { checkConfig, K3_MLA, KIMI_LINEAR_48B_MLA, softmaxScale, type MlaConfig 
 export { MlaCache, type CacheDtype } from "./cache.js";
 export { attend, attendExpanded, attendLatent, type AttendShape, type RowLayout } from "./core.js";
 export { MlaLayer, type MlaTrace, type MlaWeights } from "./layer.js";
-export { Linear, type WeightTensor } from "./weights.js";
+export type { WeightTensor } from "./weights.js";
 import { addon } from "./native.js";
 
 /** Where the native addon was loaded from. */

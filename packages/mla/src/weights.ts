@@ -1,11 +1,11 @@
 /**
- * Weights come through @k3/kda's weight views (one home for the F32/BF16 views with shape checks
+ * Weights come through @k3/dense's weight views (one home for the F32/BF16 views with shape checks
  * and the `Linear` projection); this file only makes their errors MlaErrors.
  */
-import { Linear, vectorF32 as sharedVectorF32, type WeightErrorFactory, type WeightTensor } from "@k3/kda";
+import { Linear, vectorF32 as denseVectorF32, type WeightErrorFactory, type WeightTensor } from "@k3/dense";
 import { MlaError } from "./errors.js";
 
-export { Linear, type WeightTensor };
+export type { Linear, WeightTensor };
 
 const mlaWeightError: WeightErrorFactory = (message) => new MlaError("weight", message);
 
@@ -16,5 +16,5 @@ export function linear(name: string, t: WeightTensor | undefined, rows: number, 
 
 /** A small vector, widened to f32 after its shape is checked; a bad weight throws an MlaError. */
 export function vectorF32(name: string, t: WeightTensor | undefined, expected: readonly number[]): Float32Array {
-  return sharedVectorF32(name, t, expected, mlaWeightError);
+  return denseVectorF32(name, t, expected, mlaWeightError);
 }

@@ -10,6 +10,7 @@
  *
  * The kernels run on @k3/dense's thread pool and SIMD level (setSimdLevel / setThreadCount there).
  */
+import { bf16ToF32 } from "@k3/dense";
 import { native } from "./native.js";
 import { BLOCK_SIZE, Mxfp4Error, checkMatrix, checkQuantizeShape, nonFiniteError, validateScales, type Mxfp4Matrix } from "./codec.js";
 
@@ -142,10 +143,7 @@ export const quantizeF32 = quantize;
 /** As quantize for bf16 input (raw bits, e.g. a Kimi-Linear-48B checkpoint tensor). */
 export function quantizeBf16(bits: Uint16Array, rows: number, cols: number): Mxfp4Matrix {
   if (!(bits instanceof Uint16Array)) throw new Mxfp4Error("quantizeBf16: bits must be a Uint16Array of bf16 values");
-  const values = new Float32Array(bits.length);
-  const wide = new Uint32Array(values.buffer);
-  for (let i = 0; i < bits.length; i++) wide[i] = bits[i] << 16;
-  return quantize(values, rows, cols);
+  return quantize(bf16ToF32(bits), rows, cols);
 }
 
 /**
