@@ -10,6 +10,7 @@ export * from "./sampler.js";
 export * from "./report.js";
 export * from "./weights.js";
 export { Model, type ModelState, type LayerState, type ForwardOptions, type LoadOptions } from "./model.js";
+export * from "./layers/index.js";
 export { cpuSnapshot, threadCpuBetween, formatThreadCpu, THREAD_GROUPS, type ThreadCpuReport, type CpuSnapshot } from "./thread-cpu.js";
 export { gemvProbeEnabled, summarizeGemvProbe, formatGemvProbe, type GemvProbeReport, type GemvShapeFigures } from "./gemv-probe.js";
 export { Engine, MAX_SPEC_DRAFT, MAX_PROMPT_TOKENS, checkPromptLength, stopIdsFor, type EngineOptions, type GenerateOptions, type GenerationResult, type TokenEvent, type ChatFormat } from "./engine.js";

@@ -15,11 +15,23 @@ export function fuseResWeights(norm: Float32Array, proj: Float32Array): Float32A
 /**
  * Mixes, for each of T tokens, the sources blocks[0..n-1] and p (each [T, D]) into out [T, D].
  * `scratch` needs D floats. Scores are summed in index order (a fixed order: same result for any
- * chunking of the tokens).
+ * chunking of the tokens). `weights`, when given ([T, n + 1] floats), receives each token's softmax
+ * weights π over (blocks..., p): the mix is Σ_i π_i V_i with exactly these values.
  */
-export function attnResMix(blocks: Float32Array[], p: Float32Array, w: Float32Array, eps: number, T: number, D: number, out: Float32Array, scratch: Float32Array): void {
+export function attnResMix(
+  blocks: Float32Array[],
+  p: Float32Array,
+  w: Float32Array,
+  eps: number,
+  T: number,
+  D: number,
+  out: Float32Array,
+  scratch: Float32Array,
+  weights?: Float32Array,
+): void {
   const sources = [...blocks, p];
   const n = sources.length;
+  if (weights && weights.length < T * n) throw new RangeError(`attnResMix: weights holds ${weights.length} values, need T=${T} x ${n} sources`);
   const score = new Float64Array(n);
   for (let t = 0; t < T; t++) {
     let max = -Infinity;
@@ -40,6 +52,7 @@ export function attnResMix(blocks: Float32Array[], p: Float32Array, w: Float32Ar
     o.fill(0);
     for (let i = 0; i < n; i++) {
       const pi = Math.fround(score[i] / total);
+      if (weights) weights[t * n + i] = pi;
       const row = sources[i].subarray(t * D, (t + 1) * D);
       for (let d = 0; d < D; d++) o[d] += pi * row[d];
     }
