@@ -460,6 +460,9 @@ def c_router(form):
 
 
 # ------------------------------------------------------------------------------------- moe
+SITU_TEST_BETAS = (1.5, 3.0)
+
+
 def c_moe(form):
     g = gen(115 if form == "k3" else 116)
     D, T = 128, 4
@@ -503,6 +506,14 @@ def c_moe(form):
         W.update(latent_down=f64(ld), latent_norm=f64(ln), latent_up=f64(lu))
         y, idx, w = moe.moe_k3_latent(f64(x), W, cfg, moe.situ_glu, 1e-5)
         y_sh = moe.mlp(f64(x), *W["shared"], moe.situ_glu)
+        # The same block with SiTU bounds other than 4 / 25 (config activation_situ_beta /
+        # _linear_beta): every GLU, routed and shared, must use them.
+        b1, b2 = SITU_TEST_BETAS
+        situ = lambda a, b: moe.situ_glu(a, b, b1, b2)  # noqa: E731
+        y_b, idx_b, _ = moe.moe_k3_latent(f64(x), W, cfg, situ, 1e-5)
+        assert torch.equal(idx_b, idx), "the bounds do not touch the router"
+        items += [("situ.betas", torch.tensor([b1, b2], dtype=torch.float64)), ("situ.out", y_b),
+                  ("situ.dbg.shared_out", moe.mlp(f64(x), *W["shared"], situ))]
     else:
         y, idx, w = moe.moe_48b(f64(x), W, cfg, moe.silu_glu)
         y_sh = moe.mlp(f64(x), *W["shared"], moe.silu_glu)
@@ -514,7 +525,9 @@ def c_moe(form):
                "shared_experts.* F32": "2 shared experts fused: [128,128]/[128,128]/[128,128], on full-width x, unweighted",
                "routed_expert_down_proj F32[64,128], routed_expert_norm F32[64], routed_expert_up_proj F32[128,64]": "latent projections + norm (eps 1e-5) applied once to the weighted sum",
                "out F64[4,128]": "up(RMSNorm(sum w_i E_i(down x))) + Shared(x), SiTU-GLU everywhere",
-               "dbg.*": "router choice/weights and the shared-expert part"}
+               "dbg.*": "router choice/weights and the shared-expert part",
+               "situ.betas F64[2]": f"SiTU bounds {SITU_TEST_BETAS[0]} / {SITU_TEST_BETAS[1]} instead of 4 / 25 (activation_situ_beta / _linear_beta)",
+               "situ.out F64[4,128], situ.dbg.shared_out F64[4,128]": "out and the shared part with those bounds in every GLU (routed and shared); same routing"}
     else:
         doc = {"x F32[4,128]": "post-attention-normed hidden", "gate.*": "router E=8 top-2 factor 2.446",
                "experts.{e}.{w1,w2,w3}.weight BF16": "w1 gate [32,128], w3 up [32,128], w2 down [128,32] (BF16 as in the checkpoint)",

@@ -174,6 +174,10 @@ def test_router_and_moe_variants():
     # 48B factor: a uniform 2.446x on the routed part
     _, w48 = moe.router(x, f64(d["gate.weight"]), f64(d["gate.e_score_correction_bias"]), 4, 2.446)
     assert_close(w48, w * 2.446, 1e-15, "routed_scaling_factor")
+    # SiTU bounds other than 4 / 25 move the routed and the shared part alike
+    routed = d["out"] - d["dbg.shared_out"]
+    assert_wrong(d["situ.dbg.shared_out"], d["dbg.shared_out"], 1e-2, "SiTU: shared expert with bounds 4 / 25 instead of the config's")
+    assert_wrong(d["situ.out"] - d["situ.dbg.shared_out"], routed, 1e-2, "SiTU: routed experts with bounds 4 / 25 instead of the config's")
 
 
 def test_mxfp4():
