@@ -799,7 +799,7 @@ export class Model {
       const computed = st.uniqueExperts - st.dropped.length;
       // The lookahead router reads the next MoE layer's gate weight as well.
       const next = prefetch ? this.layers[prefetch.layer]?.ffn : undefined;
-      const predictBytes = next instanceof MoeFfn ? next.layer.opts.router.weight.data.byteLength : 0;
+      const predictBytes = next instanceof MoeFfn ? next.layer.opts.router.weight.bytes : 0;
       this.tally("moe_trunk", trunk, L.ffn.trunkBytes + predictBytes);
       this.tally("moe_experts", wall - trunk, computed * this.expertBytes, this.counters.bytesRead.experts - read0);
       lap(null, 0);
@@ -834,7 +834,7 @@ export class Model {
     this.counters.prefetchIssued += this.experts!.stats().prefetchIssued - issued0;
     this.predicted = { layer: prefetch.layer, ids: new Set(prefetch.ids) };
     const next = this.layers[prefetch.layer]?.ffn;
-    lap("moe_trunk", next instanceof MoeFfn ? next.layer.opts.router.weight.data.byteLength : 0); // the lookahead router
+    lap("moe_trunk", next instanceof MoeFfn ? next.layer.opts.router.weight.bytes : 0); // the lookahead router
   }
 
   /**

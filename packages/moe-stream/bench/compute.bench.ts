@@ -15,9 +15,8 @@
  *
  * Run: /work/bin/k3-excl node --import tsx bench/compute.bench.ts [--tokens N] [--threads N]
  */
-import { memoryReadCeiling, setThreadCount, simdLevel, threadCount } from "@k3/dense";
+import { K3_SITU_BETAS, Linear, memoryReadCeiling, setThreadCount, simdLevel, threadCount } from "@k3/dense";
 import type { ExpertLocation } from "../src/store/checkpoint.js";
-import { denseMatrix } from "../src/moe/dense-weight.js";
 import { denseExpertCompute, mxfp4ExpertCompute } from "../src/moe/expert-compute.js";
 import type { ExpertHandle, ExpertRequest } from "../src/store/expert-store.js";
 import { MoeLayer, type ExpertProvider } from "../src/moe/moe-layer.js";
@@ -78,7 +77,7 @@ const provider: ExpertProvider = {
   },
 };
 
-const mat = (rows: number, cols: number, name: string) => denseMatrix(bf16Random(rows * cols), "BF16", [rows, cols], name);
+const mat = (rows: number, cols: number, name: string) => new Linear(name, { dtype: "BF16", data: bf16Random(rows * cols) }, rows, cols);
 const router = new Router({ numExperts: E, topK: K, routedScalingFactor: 2.446 }, mat(E, D, "gate"), new Float32Array(E));
 const shared = { gate: mat(I, D, "sg"), up: mat(I, D, "su"), down: mat(D, I, "sd") };
 const layer = new MoeLayer({ layer: 1, hidden: D, router, experts: provider, compute: denseExpertCompute({ inDim: D, interDim: I, activation: "silu" }), shared, activation: "silu" });
@@ -133,7 +132,7 @@ function mxRandom(): Uint8Array {
   return b;
 }
 const mxPool = Array.from({ length: K3_POOL }, mxRandom);
-const situ = { inDim: KL, interDim: KI, activation: "situ" as const };
+const situ = { inDim: KL, interDim: KI, activation: "situ" as const, situBetas: K3_SITU_BETAS };
 const batched = mxfp4ExpertCompute(situ);
 const perExpert = mxfp4ExpertCompute({ ...situ, batched: false });
 const u = Float32Array.from({ length: KL }, () => rnd() * 2);

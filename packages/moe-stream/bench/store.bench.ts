@@ -22,6 +22,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, rmSync, statSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
+import { K3_SITU_BETAS } from "@k3/dense";
 import { openCheckpointIndex, type ExpertLocation } from "../src/store/checkpoint.js";
 import { mxfp4ExpertCompute } from "../src/moe/expert-compute.js";
 import { ExpertStore } from "../src/store/expert-store.js";
@@ -201,7 +202,7 @@ log(`SQPOLL (${sqPass.engine}): ${sq.map((p) => `${p.gbPerSec.toFixed(2)} GB/s $
 async function overlapPass(pieceBytes: number, readers: number, lookahead: number | null) {
   dropAll();
   const store = ExpertStore.open({ experts, ioSlots: 2 * K + 2, prefetchSlots: K, readers, pieceBytes, maxPrefetchInflight: Math.max(1, readers >> 1) });
-  const compute = mxfp4ExpertCompute({ inDim: LATENT, interDim: INTER });
+  const compute = mxfp4ExpertCompute({ inDim: LATENT, interDim: INTER, situBetas: K3_SITU_BETAS });
   const X = new Float32Array(LATENT).map((_, i) => Math.sin(i) * 0.1);
   const Y = new Float32Array(LATENT);
   const tokens = Math.min(TOKENS, 3);

@@ -5,10 +5,12 @@
  * - `ExpertStore`: one read per expert from the original shards, O_DIRECT, io_uring (pread threads as fallback),
  *   a per-layer cache, cancellable low-priority prefetch, honest stats.
  * - `openCheckpointIndex`: where every tensor and expert lives (header-only).
+ *
+ * Weights are @k3/dense's `Linear` views and the MLPs @k3/dense's `GluMlp` (activation and SiTU
+ * bounds from the config); MXFP4 matrices are @k3/mxfp4's `Mxfp4Matrix`.
  */
 export * from "./errors.js";
 export { openCheckpointIndex, checkpointIndex, type CheckpointIndex, type ExpertLocation, type TensorInfo, type Dtype } from "./store/checkpoint.js";
-export { denseMatrix, denseVector, matmul, type DenseMatrix } from "./moe/dense-weight.js";
 export { Router, selectExperts, type RouterConfig, type Routing } from "./moe/router.js";
 export {
   ExpertStore,
@@ -19,18 +21,13 @@ export {
   type ExpertStoreStats,
 } from "./store/expert-store.js";
 export {
-  applyGlu,
   denseExpertCompute,
   mxfp4ExpertCompute,
   k3Mxfp4Kernels,
-  DEFAULT_SITU_BETAS,
   type ExpertCompute,
   type ExpertBatchItem,
   type ExpertBatchFailure,
-  type GluActivation,
-  type SituBetas,
   type Mxfp4Kernels,
-  type Mxfp4MatrixView,
 } from "./moe/expert-compute.js";
 export {
   MoeLayer,

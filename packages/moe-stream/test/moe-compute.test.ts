@@ -1,14 +1,13 @@
 /**
  * The native batched experts (denseExperts / ExpertCompute.runMany, bf16/f32 and MXFP4), the native
- * shared expert and the native weighted sum against the TS path they replace (matmul, applyGlu,
- * matmul per expert; the fround loop), bit for bit, at every SIMD level and 1-3 threads.
+ * shared expert and the native weighted sum against the TS path they replace (Linear.apply, applyGlu,
+ * Linear.apply per expert; the fround loop), bit for bit, at every SIMD level and 1-3 threads.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { bestSimdLevel, rmsNorm, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
+import { applyGlu, bestSimdLevel, K3_SITU_BETAS, Linear, rmsNorm, setSimdLevel, setThreadCount, simdLevel, threadCount, type GluActivation, type SimdLevel } from "@k3/dense";
 import { quantize } from "@k3/mxfp4";
 import type { ExpertLocation } from "../src/store/checkpoint.js";
-import { denseMatrix, matmul } from "../src/moe/dense-weight.js";
-import { applyGlu, denseExpertCompute, mxfp4ExpertCompute, type GluActivation } from "../src/moe/expert-compute.js";
+import { denseExpertCompute, mxfp4ExpertCompute } from "../src/moe/expert-compute.js";
 import type { ExpertHandle } from "../src/store/expert-store.js";
 import { MoeLayer, type ExpertProvider } from "../src/moe/moe-layer.js";
 import { native } from "../src/native.js";
@@ -137,7 +136,7 @@ describe("MoeLayer (48B shape, bf16, resident experts): native path = TS referen
         return { handles: hs.map((h) => Promise.resolve(h)), async *completed() { yield* hs; } };
       },
     };
-    const mat = (r: number, c: number, n: string) => denseMatrix(toBf16(f32(r * c, 0.3)), "BF16", [r, c], n);
+    const mat = (r: number, c: number, n: string) => new Linear(n, { dtype: "BF16", data: toBf16(f32(r * c, 0.3)) }, r, c);
     const router = new Router({ numExperts: E, topK: K, routedScalingFactor: 2.446 }, mat(E, D, "gate"), f32(E, 0.1));
     const shared = { gate: mat(I, D, "sg"), up: mat(I, D, "su"), down: mat(D, I, "sd") };
     const compute = denseExpertCompute({ inDim: D, interDim: I, activation: "silu" });
@@ -153,10 +152,10 @@ describe("MoeLayer (48B shape, bf16, resident experts): native path = TS referen
         compute.run(e.bytes, e.location, x.subarray(t * D, (t + 1) * D), 1, y);
         for (let d = 0; d < D; d++) ref[t * D + d] = Math.fround(ref[t * D + d] + Math.fround(routing.weights[t * K + j] * y[d]));
       }
-    const g = matmul(shared.gate, x, T, new Float32Array(T * I));
-    const u = matmul(shared.up, x, T, new Float32Array(T * I));
-    applyGlu("silu", g, u, g);
-    const s = matmul(shared.down, g, T, new Float32Array(T * D));
+    const g = shared.gate.apply(x, T, new Float32Array(T * I));
+    const u = shared.up.apply(x, T, new Float32Array(T * I));
+    applyGlu("silu", g, u, g, K3_SITU_BETAS);
+    const s = shared.down.apply(g, T, new Float32Array(T * D));
     for (let i = 0; i < ref.length; i++) ref[i] = Math.fround(ref[i] + s[i]);
     for (const level of levels())
       for (const threads of [1, 2, 3]) {
@@ -235,8 +234,8 @@ describe("mxfp4ExpertCompute.runMany (native, two dispatches through @k3/mxfp4's
     });
 
   it("a 0xFF scale fails that expert only, with run()'s error (layer, expert, tensor); NaN input is no failure", () => {
-    const compute = mxfp4ExpertCompute({ inDim, interDim: inter });
-    const plain = mxfp4ExpertCompute({ inDim, interDim: inter, batched: false });
+    const compute = mxfp4ExpertCompute({ inDim, interDim: inter, situBetas: K3_SITU_BETAS });
+    const plain = mxfp4ExpertCompute({ inDim, interDim: inter, situBetas: K3_SITU_BETAS, batched: false });
     // Expert 1: 0xFF in w3 (gate/up dispatch); expert 3: 0xFF in w2's last row (down dispatch, one element).
     const bad = ex.map((e) => ({ ...e, bytes: e.bytes.slice() }));
     const scale = (e: (typeof bad)[number], name: string, i: number) => (e.bytes[e.location.tensors[name].offset + i] = 0xff);
@@ -309,18 +308,18 @@ describe("MoeLayer (K3 shape: latent, MXFP4 experts, SiTU, bf16 shared): batched
         return { handles: hs.map((h) => Promise.resolve(h)), async *completed() { yield* hs; } };
       },
     };
-    const mat = (r: number, c: number, n: string) => denseMatrix(toBf16(f32(r * c, 0.3)), "BF16", [r, c], n);
+    const mat = (r: number, c: number, n: string) => new Linear(n, { dtype: "BF16", data: toBf16(f32(r * c, 0.3)) }, r, c);
     const router = new Router({ numExperts: E, topK: K, routedScalingFactor: 1.0 }, mat(E, D, "gate"), f32(E, 0.1));
     const shared = { gate: mat(2 * I, D, "sg"), up: mat(2 * I, D, "su"), down: mat(D, 2 * I, "sd") };
     const latent = { down: mat(L, D, "down"), up: mat(D, L, "up"), norm: f32(L, 2), eps: 1e-5 };
-    const compute = mxfp4ExpertCompute({ inDim: L, interDim: I });
+    const compute = mxfp4ExpertCompute({ inDim: L, interDim: I, situBetas: K3_SITU_BETAS });
     expect(compute.runMany).toBeDefined();
-    const layer = new MoeLayer({ layer: 1, hidden: D, router, experts: provider, compute, shared, latent, activation: "situ" });
+    const layer = new MoeLayer({ layer: 1, hidden: D, router, experts: provider, compute, shared, latent, activation: "situ", situBetas: K3_SITU_BETAS });
     const x = f32(T * D, 2);
     // The TS reference: router, u = W↓ x, run() per (token, rank), fround mix, RMSNorm, W↑, + shared.
-    const plain = mxfp4ExpertCompute({ inDim: L, interDim: I, batched: false });
+    const plain = mxfp4ExpertCompute({ inDim: L, interDim: I, situBetas: K3_SITU_BETAS, batched: false });
     const routing = router.route(x, T);
-    const u = matmul(latent.down, x, T, new Float32Array(T * L));
+    const u = latent.down.apply(x, T, new Float32Array(T * L));
     const r = new Float32Array(T * L);
     const y = new Float32Array(L);
     for (let t = 0; t < T; t++)
@@ -330,11 +329,11 @@ describe("MoeLayer (K3 shape: latent, MXFP4 experts, SiTU, bf16 shared): batched
         for (let d = 0; d < L; d++) r[t * L + d] = Math.fround(r[t * L + d] + Math.fround(routing.weights[t * K + j] * y[d]));
       }
     rmsNorm(r, latent.norm, latent.eps, r, L);
-    const ref = matmul(latent.up, r, T, new Float32Array(T * D));
-    const g = matmul(shared.gate, x, T, new Float32Array(T * 2 * I));
-    const up = matmul(shared.up, x, T, new Float32Array(T * 2 * I));
-    applyGlu("situ", g, up, g);
-    const s = matmul(shared.down, g, T, new Float32Array(T * D));
+    const ref = latent.up.apply(r, T, new Float32Array(T * D));
+    const g = shared.gate.apply(x, T, new Float32Array(T * 2 * I));
+    const up = shared.up.apply(x, T, new Float32Array(T * 2 * I));
+    applyGlu("situ", g, up, g, K3_SITU_BETAS);
+    const s = shared.down.apply(g, T, new Float32Array(T * D));
     for (let i = 0; i < ref.length; i++) ref[i] = Math.fround(ref[i] + s[i]);
     for (const level of levels())
       for (const threads of [1, 2, 3]) {

@@ -2,9 +2,8 @@ import { mkdtempSync, rmSync, statfsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { bestSimdLevel, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
+import { bestSimdLevel, K3_SITU_BETAS, Linear, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
 import { openCheckpointIndex } from "../src/store/checkpoint.js";
-import { denseMatrix } from "../src/moe/dense-weight.js";
 import { ExpertReadError } from "../src/errors.js";
 import { denseExpertCompute, mxfp4ExpertCompute } from "../src/moe/expert-compute.js";
 import { ExpertStore } from "../src/store/expert-store.js";
@@ -35,7 +34,7 @@ function expertCheckpoint(fx: Fixture): string {
 
 const f32m = (fx: Fixture, n: string) => {
   const a = fx.f32(n);
-  return denseMatrix(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), "F32", fx.shape(n), n);
+  return new Linear(n, a, fx.shape(n)[0], fx.shape(n)[1]);
 };
 
 function layer48b(opts: { slotsPerLayer?: number; ioSlots?: number } = {}) {
@@ -204,7 +203,7 @@ describe("MoeLayer onExpertError: \"drop\" (the reference engine's drop-and-exit
   });
 });
 
-function layerK3(opts: { slotsPerLayer?: number } = {}) {
+function layerK3(opts: { slotsPerLayer?: number; situBetas?: { beta: number; linearBeta: number }; shared?: boolean } = {}) {
   const fx = loadFixture("moe_k3_latent.safetensors");
   const ckpt = openCheckpointIndex(expertCheckpoint(fx));
   const store = ExpertStore.open({ experts: ckpt.experts(LAYER), ioSlots: 5, slotsPerLayer: opts.slotsPerLayer ?? 0, readers: 4 });
@@ -216,10 +215,11 @@ function layerK3(opts: { slotsPerLayer?: number } = {}) {
     hidden: D,
     router,
     experts: store,
-    compute: mxfp4ExpertCompute({ inDim: latent, interDim: fx.shape("experts.0.w1.weight_packed")[0] }),
+    compute: mxfp4ExpertCompute({ inDim: latent, interDim: fx.shape("experts.0.w1.weight_packed")[0], situBetas: opts.situBetas ?? K3_SITU_BETAS }),
     latent: { down: f32m(fx, "routed_expert_down_proj.weight"), up: f32m(fx, "routed_expert_up_proj.weight"), norm: fx.f32("routed_expert_norm.weight"), eps: 1e-5 },
-    shared: { gate: f32m(fx, "shared_experts.gate_proj.weight"), up: f32m(fx, "shared_experts.up_proj.weight"), down: f32m(fx, "shared_experts.down_proj.weight") },
+    shared: opts.shared === false ? undefined : { gate: f32m(fx, "shared_experts.gate_proj.weight"), up: f32m(fx, "shared_experts.up_proj.weight"), down: f32m(fx, "shared_experts.down_proj.weight") },
     activation: "situ",
+    situBetas: opts.situBetas ?? K3_SITU_BETAS,
   });
   return { fx, store, moe, D, x: fx.f32("x"), T: fx.shape("x")[0] };
 }
@@ -238,6 +238,46 @@ describe("MoeLayer, K3 latent MoE (MXFP4 experts from disk, SiTU-GLU, latent RMS
     } finally {
       store.close();
     }
+  });
+
+  it("SiTU bounds other than 4 / 25 reach the routed and the shared experts and match the reference (moe_k3_latent situ.*)", async () => {
+    // The config's activation_situ_beta / _linear_beta (here 1.5 / 3) in every GLU, against the
+    // PyTorch reference with the same bounds; the routed part is the layer without shared experts.
+    const fx = loadFixture("moe_k3_latent.safetensors");
+    const [beta, linearBeta] = fx.f64("situ.betas");
+    const want = fx.f64("situ.out");
+    const wantShared = fx.f64("situ.dbg.shared_out");
+    const wantRouted = want.map((v, i) => v - wantShared[i]);
+    const k3Routed = fx.f64("out").map((v, i) => v - fx.f64("dbg.shared_out")[i]);
+    const run = async (opts: { situBetas: { beta: number; linearBeta: number }; shared: boolean }) => {
+      const { store, moe, x, T } = layerK3(opts);
+      try {
+        return await moe.forward(x, T);
+      } finally {
+        store.close();
+      }
+    };
+    const betas = { beta, linearBeta };
+    const all = await run({ situBetas: betas, shared: true });
+    const routed = await run({ situBetas: betas, shared: false });
+    const shared = all.map((v, i) => v - routed[i]);
+    const figures = {
+      all: worstRatio(all, want),
+      routed: worstRatio(routed, wantRouted),
+      shared: worstRatio(shared, wantShared),
+      // How far the K3 default bounds are from these outputs (what ignoring the config gave).
+      routedIfDefault: worstRatio(await run({ situBetas: K3_SITU_BETAS, shared: false }), wantRouted),
+      routedDefaultVsK3Ref: worstRatio(await run({ situBetas: K3_SITU_BETAS, shared: false }), k3Routed),
+      sharedIfDefault: worstRatio(fx.f64("dbg.shared_out"), wantShared),
+    };
+    expect([beta, linearBeta]).toEqual([1.5, 3]);
+    expect(figures.all, JSON.stringify(figures)).toBeLessThanOrEqual(1);
+    expect(figures.routed, JSON.stringify(figures)).toBeLessThanOrEqual(1);
+    expect(figures.shared, JSON.stringify(figures)).toBeLessThanOrEqual(1);
+    expect(figures.routedDefaultVsK3Ref, JSON.stringify(figures)).toBeLessThanOrEqual(1);
+    // The bounds matter: the default 4 / 25 miss the reference by far more than the tolerance.
+    expect(figures.routedIfDefault, JSON.stringify(figures)).toBeGreaterThan(100);
+    expect(figures.sharedIfDefault, JSON.stringify(figures)).toBeGreaterThan(100);
   });
 
   it("chunk = token by token, bit for bit, cold and warm", async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { denseMatrix } from "../src/moe/dense-weight.js";
+import { Linear } from "@k3/dense";
 import { Router, selectExperts, type RouterConfig } from "../src/moe/router.js";
 import { loadFixture, worstRatio } from "./fixtures.js";
 
@@ -7,7 +7,7 @@ function routerFrom(name: string, cfg: Omit<RouterConfig, "numExperts">) {
   const fx = loadFixture(name);
   const [E, D] = fx.shape("weight");
   const w = fx.f32("weight");
-  const router = new Router({ ...cfg, numExperts: E }, denseMatrix(new Uint8Array(w.buffer), "F32", [E, D], "gate.weight"), fx.f32("e_score_correction_bias"));
+  const router = new Router({ ...cfg, numExperts: E }, new Linear("gate.weight", w, E, D), fx.f32("e_score_correction_bias"));
   const x = fx.f32("x");
   const T = x.length / D;
   return { fx, router, x, T, E };

@@ -1,9 +1,13 @@
 // The config's SiTU bounds (activation_situ_beta / _linear_beta) reach the routed and shared experts,
-// not only dense layer 0: with bounds other than K3's 4 / 25 the experts' GLU must use them.
+// not only dense layer 0: with bounds other than K3's 4 / 25 the experts' GLU must use them, and a
+// SiTU expert or layer without bounds is refused (no silent 4 / 25). Against the PyTorch reference:
+// moe.test.ts (moe_k3_latent situ.*).
 import { describe, expect, it } from "vitest";
-import { gemvF32, situGlu } from "@k3/dense";
+import { gemvF32, K3_SITU_BETAS, Linear, situGlu } from "@k3/dense";
 import type { ExpertLocation } from "../src/store/checkpoint.js";
-import { denseExpertCompute } from "../src/moe/expert-compute.js";
+import { denseExpertCompute, mxfp4ExpertCompute } from "../src/moe/expert-compute.js";
+import { MoeLayer } from "../src/moe/moe-layer.js";
+import { Router } from "../src/moe/router.js";
 
 const IN = 16, INTER = 24;
 
@@ -32,17 +36,29 @@ function reference(e: ReturnType<typeof expert>, x: Float32Array, beta: number, 
 }
 
 describe("SiTU bounds of the experts", () => {
-  it("a routed expert uses the bounds it is given, and K3's 4 / 25 by default", () => {
+  it("a routed expert uses the bounds it is given", () => {
     const e = expert();
     const x = rand(IN, 9);
-    const run = (situBetas?: { beta: number; linearBeta: number }) => {
+    const run = (situBetas: { beta: number; linearBeta: number }) => {
       const y = new Float32Array(IN);
       denseExpertCompute({ inDim: IN, interDim: INTER, activation: "situ", situBetas }).run(e.bytes, e.loc, x, 1, y);
       return y;
     };
     const custom = run({ beta: 1.5, linearBeta: 3 });
     expect(Array.from(custom)).toEqual(Array.from(reference(e, x, 1.5, 3)));
-    expect(Array.from(run())).toEqual(Array.from(reference(e, x, 4, 25)));
-    expect(Array.from(custom)).not.toEqual(Array.from(run())); // the bounds matter for these inputs
+    expect(Array.from(run(K3_SITU_BETAS))).toEqual(Array.from(reference(e, x, 4, 25)));
+    expect(Array.from(custom)).not.toEqual(Array.from(run(K3_SITU_BETAS))); // the bounds matter for these inputs
+  });
+
+  it("SiTU without its bounds is refused by the expert computes and the layer; SiLU needs none", () => {
+    expect(() => denseExpertCompute({ inDim: IN, interDim: INTER, activation: "situ" })).toThrow(/denseExpertCompute: SiTU needs its bounds \(config activation_situ_beta/);
+    expect(() => mxfp4ExpertCompute({ inDim: 32, interDim: 32 })).toThrow(/mxfp4ExpertCompute: SiTU needs its bounds/);
+    expect(() => denseExpertCompute({ inDim: IN, interDim: INTER, activation: "situ", situBetas: { beta: 0, linearBeta: 25 } })).toThrow(/SiTU needs its bounds/);
+    expect(() => denseExpertCompute({ inDim: IN, interDim: INTER, activation: "silu" })).not.toThrow();
+    const router = new Router({ numExperts: 2, topK: 1, routedScalingFactor: 1 }, new Linear("gate", new Float32Array(2 * IN), 2, IN), null);
+    const compute = denseExpertCompute({ inDim: IN, interDim: INTER, activation: "silu" });
+    const experts = { request: () => ({ handles: [], async *completed() {} }) };
+    expect(() => new MoeLayer({ layer: 3, hidden: IN, router, experts, compute, activation: "situ" })).toThrow(/layer 3: SiTU needs its bounds/);
+    expect(() => new MoeLayer({ layer: 3, hidden: IN, router, experts, compute, activation: "silu" })).not.toThrow();
   });
 });

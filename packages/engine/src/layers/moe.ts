@@ -5,18 +5,12 @@
  * from the checkpoint's shards into a per-layer cache (the memory plan's slots) and computes on
  * the packed bytes (MXFP4 for K3, bf16 for Kimi-Linear).
  */
-import { denseMatrix, denseExpertCompute, ExpertStore, MoeLayer, mxfp4ExpertCompute, Router, type DenseMatrix } from "@k3/moe-stream";
+import type { Linear } from "@k3/dense";
+import { denseExpertCompute, ExpertStore, MoeLayer, mxfp4ExpertCompute, Router } from "@k3/moe-stream";
 import type { ModelConfig } from "../config.js";
 import { MAX_DROP_DETAILS, type RunCounters } from "../report.js";
-import { loadVector, WeightError, type WeightSource } from "../weights.js";
-
-function denseMatrixOf(src: WeightSource, name: string, rows: number, cols: number): DenseMatrix {
-  const info = src.info(name);
-  if (info.shape.length !== 2 || info.shape[0] !== rows || info.shape[1] !== cols) {
-    throw new WeightError(`tensor ${name}: shape ${JSON.stringify(info.shape)} but the config implies [${rows},${cols}]`);
-  }
-  return denseMatrix(src.read(name), info.dtype, info.shape, name);
-}
+import { loadMatrix, loadVector, WeightError, type WeightSource } from "../weights.js";
+import { gluOf } from "./mlp.js";
 
 export class MoeFfn {
   readonly layer: MoeLayer;
@@ -25,9 +19,9 @@ export class MoeFfn {
 
   constructor(cfg: ModelConfig, src: WeightSource, prefix: string, layer: number, store: ExpertStore, onExpertError: "drop" | "fail" = "drop") {
     let trunkBytes = 0;
-    const matrix = (s: WeightSource, name: string, rows: number, cols: number): DenseMatrix => {
-      const mat = denseMatrixOf(s, name, rows, cols);
-      trunkBytes += mat.data.byteLength;
+    const matrix = (s: WeightSource, name: string, rows: number, cols: number): Linear => {
+      const mat = loadMatrix(s, name, rows, cols);
+      trunkBytes += mat.bytes;
       return mat;
     };
     const D = cfg.hiddenSize;
@@ -38,9 +32,8 @@ export class MoeFfn {
       loadVector(src, prefix + "gate.e_score_correction_bias", m.numExperts),
     );
     const inDim = m.latentDim ?? D;
-    const activation = cfg.hiddenAct;
-    // The config's SiTU bounds reach every GLU: dense layer 0, shared and routed experts alike.
-    const situBetas = { beta: cfg.situBeta, linearBeta: cfg.situLinearBeta };
+    // The config's activation and SiTU bounds reach every GLU: dense layer 0, shared and routed experts alike.
+    const { activation, betas: situBetas } = gluOf(cfg);
     const expertOpts = { inDim, interDim: m.intermediate, activation, situBetas };
     const compute = m.mxfp4 ? mxfp4ExpertCompute(expertOpts) : denseExpertCompute(expertOpts);
     const S = m.numShared * m.intermediate;

@@ -4,27 +4,27 @@
  *
  *   E(u) = W2 · φ(W1 u, W3 u)      w1 = gate, w3 = up, w2 = down (architecture.md §4.2)
  *
- * φ is SiTU-GLU for K3 and SiLU-GLU for Kimi-Linear-48B. Every kernel comes from @k3/dense
- * (bf16/f32 GEMM, the GLUs) or an MXFP4 provider (@k3/mxfp4); none is written here.
+ * φ is SiTU-GLU for K3 (with the config's two bounds) and SiLU-GLU for Kimi-Linear-48B. The MLP
+ * is @k3/dense's GluMlp over views of the expert's bytes (dense `Linear`s or MXFP4 matrices); the
+ * kernels are @k3/dense's and the MXFP4 provider's (@k3/mxfp4); none is written here.
  */
-import { siluGlu, situGlu } from "@k3/dense";
-import { matmul as mxfp4Matmul, Mxfp4Error, validateScales } from "@k3/mxfp4";
+import { GluMlp, Linear, Scratch, type GluActivation, type LinearMap, type SituBetas } from "@k3/dense";
+import { matmul as mxfp4Matmul, Mxfp4Error, validateScales, type Mxfp4Matrix } from "@k3/mxfp4";
 import type { ExpertLocation } from "../store/checkpoint.js";
-import { denseMatrix, matmul, type DenseMatrix } from "./dense-weight.js";
 import { MoeStreamError } from "../errors.js";
-import { Scratch } from "@k3/dense";
 import { native } from "../native.js";
 
-export type GluActivation = "situ" | "silu";
-
-/** SiTU's two bounds (config `activation_situ_beta` / `activation_situ_linear_beta`; K3: 4 and 25). */
-export interface SituBetas {
-  beta: number;
-  linearBeta: number;
+/**
+ * The SiTU bounds an expert compute runs with: the config's, always given for SiTU (an omitted
+ * pair fell back to 4 / 25 and hid the config's values from every expert).
+ */
+export function situBetasFor(activation: GluActivation, betas: SituBetas | undefined, what: string): SituBetas {
+  if (activation !== "situ" && activation !== "silu") throw new MoeStreamError(`${what}: activation ${String(activation)} is not situ or silu`);
+  if (activation === "silu") return betas ?? { beta: NaN, linearBeta: NaN };
+  if (!betas || !(betas.beta > 0) || !(betas.linearBeta > 0))
+    throw new MoeStreamError(`${what}: SiTU needs its bounds (config activation_situ_beta / activation_situ_linear_beta), got ${JSON.stringify(betas)}`);
+  return betas;
 }
-
-/** K3's published SiTU bounds. */
-export const DEFAULT_SITU_BETAS: SituBetas = { beta: 4, linearBeta: 25 };
 
 export interface ExpertCompute {
   /** Input width of the expert (K3: the 3584 latent; 48B: hidden). */
@@ -58,12 +58,6 @@ export interface ExpertBatchItem {
   rows: number;
 }
 
-/** out = act(g, u): the one GLU of the routed and shared experts, with the model's SiTU bounds. */
-export function applyGlu(act: GluActivation, g: Float32Array, u: Float32Array, out: Float32Array, betas: SituBetas = DEFAULT_SITU_BETAS): void {
-  if (act === "situ") situGlu(g, u, out, betas.beta, betas.linearBeta);
-  else siluGlu(g, u, out);
-}
-
 function tensor(bytes: Uint8Array, loc: ExpertLocation, name: string): { view: Uint8Array; dtype: string; shape: number[] } {
   const t = loc.tensors[name];
   if (!t) throw new MoeStreamError(`layer ${loc.layer} expert ${loc.id}: no tensor ${name} (has ${Object.keys(loc.tensors).join(", ")})`);
@@ -74,23 +68,19 @@ function tensor(bytes: Uint8Array, loc: ExpertLocation, name: string): { view: U
 export function denseExpertCompute(opts: { inDim: number; interDim: number; activation: GluActivation; situBetas?: SituBetas }): ExpertCompute {
   const scratch = new Scratch();
   const { inDim, interDim, activation } = opts;
-  const betas = opts.situBetas ?? DEFAULT_SITU_BETAS;
+  const betas = situBetasFor(activation, opts.situBetas, "denseExpertCompute");
   return {
     inDim,
     outDim: inDim,
     run(bytes, loc, X, batch, Y) {
-      const mat = (n: string, rows: number, cols: number): DenseMatrix => {
+      const mat = (n: string, rows: number, cols: number): Linear => {
         const t = tensor(bytes, loc, n);
         if (t.shape[0] !== rows || t.shape[1] !== cols)
           throw new MoeStreamError(`layer ${loc.layer} expert ${loc.id}: ${n} has shape [${t.shape}], expected [${rows}, ${cols}]`);
-        return denseMatrix(t.view, t.dtype, t.shape, `layer ${loc.layer} expert ${loc.id} ${n}`);
+        return new Linear(`layer ${loc.layer} expert ${loc.id} ${n}`, { dtype: t.dtype, shape: t.shape, data: t.view }, rows, cols, (m) => new MoeStreamError(m));
       };
-      const g = scratch.get("g", batch * interDim);
-      const u = scratch.get("u", batch * interDim);
-      matmul(mat("w1.weight", interDim, inDim), X, batch, g);
-      matmul(mat("w3.weight", interDim, inDim), X, batch, u);
-      applyGlu(activation, g, u, g, betas);
-      matmul(mat("w2.weight", inDim, interDim), g, batch, Y);
+      const mlp = new GluMlp(mat("w1.weight", interDim, inDim), mat("w3.weight", interDim, inDim), mat("w2.weight", inDim, interDim), activation, betas);
+      mlp.forward(X, batch, Y, scratch);
     },
     runMany(items, X, xRow, Y, yRow) {
       if (items.length === 0) return;
@@ -134,7 +124,7 @@ const scratchRows = new RowCounts();
 /**
  * Dense experts (bf16 bits or f32, w1/w3 [inter, inDim], w2 [outDim, inter]) in two pool
  * dispatches of the native kernel (native/src/moe_compute.c): batch row r reads X[xRow[r]] and
- * writes Y[yRow[r]]. Each row is bit-identical to matmul / applyGlu / matmul of the TS path.
+ * writes Y[yRow[r]]. Each row is bit-identical to the TS path (GluMlp over the same views).
  */
 export function denseExperts(
   mats: ArrayBufferView[],
@@ -154,17 +144,9 @@ export function denseExperts(
   native.moeExperts(mats, rows, inDim, inter, outDim, bf16, act === "situ" ? 1 : 0, betas.beta, betas.linearBeta, X, xRow, Y, yRow, work);
 }
 
-/** The MXFP4 matrix an MXFP4 provider multiplies: compressed-tensors layout, low nibble = even element. */
-export interface Mxfp4MatrixView {
-  packed: Uint8Array;
-  scales: Uint8Array;
-  rows: number;
-  cols: number;
-}
-
 /** What an MXFP4 kernel provider must offer (e.g. @k3/mxfp4): Y[b] = W X[b], Y[b] bit-identical to batch 1. */
 export interface Mxfp4Kernels {
-  matmul(w: Mxfp4MatrixView, X: Float32Array, batch: number, Y: Float32Array): void;
+  matmul(w: Mxfp4Matrix, X: Float32Array, batch: number, Y: Float32Array): void;
   /**
    * True when matmul itself refuses a 0xFF scale with an Mxfp4Error, even one written into a
    * buffer range it has already checked (an arena slot holding a new expert): then the per-read
@@ -204,9 +186,9 @@ export function mxfp4ExpertCompute(opts: {
   const { inDim, interDim } = opts;
   const kernels = opts.kernels ?? k3Mxfp4Kernels;
   const activation = opts.activation ?? "situ";
-  const betas = opts.situBetas ?? DEFAULT_SITU_BETAS;
+  const betas = situBetasFor(activation, opts.situBetas, "mxfp4ExpertCompute");
   const validated = new Set<number>();
-  const view = (bytes: Uint8Array, loc: ExpertLocation, w: string, rows: number, cols: number): Mxfp4MatrixView => {
+  const view = (bytes: Uint8Array, loc: ExpertLocation, w: string, rows: number, cols: number): Mxfp4Matrix => {
     const p = tensor(bytes, loc, `${w}.weight_packed`);
     const s = tensor(bytes, loc, `${w}.weight_scale`);
     if (p.shape[0] !== rows || p.shape[1] * 2 !== cols || s.shape[0] !== rows || s.shape[1] * 32 !== cols)
@@ -230,20 +212,20 @@ export function mxfp4ExpertCompute(opts: {
           validated.add(readId);
         }
       }
-      const g = scratch.get("g", batch * interDim);
-      const u = scratch.get("u", batch * interDim);
-      const mm = (name: string, m: Mxfp4MatrixView, A: Float32Array, out: Float32Array) => {
-        try {
-          kernels.matmul(m, A, batch, out);
-        } catch (err) {
-          if (err instanceof Mxfp4Error) validateScales(m, named(name)); // throws, naming the tensor
-          throw err;
-        }
-      };
-      mm("w1", w1, X, g);
-      mm("w3", w3, X, u);
-      applyGlu(activation, g, u, g, betas);
-      mm("w2", w2, g, Y);
+      // The provider's matmul as a GluMlp matrix; a refusal is re-thrown naming the tensor.
+      const linear = (name: string, m: Mxfp4Matrix): LinearMap => ({
+        rows: m.rows,
+        cols: m.cols,
+        apply(A, T, out) {
+          try {
+            kernels.matmul(m, A, T, out);
+          } catch (err) {
+            if (err instanceof Mxfp4Error) validateScales(m, named(name)); // throws, naming the tensor
+            throw err;
+          }
+        },
+      });
+      new GluMlp(linear("w1", w1), linear("w3", w3), linear("w2", w2), activation, betas).forward(X, batch, Y, scratch);
     },
   };
   if (kernels !== k3Mxfp4Kernels || opts.batched === false) return compute;
@@ -251,7 +233,7 @@ export function mxfp4ExpertCompute(opts: {
     if (items.length === 0) return;
     const mats: Uint8Array[] = new Array(6 * items.length);
     const rows = scratchRows.get(items.length);
-    const ms: Mxfp4MatrixView[][] = new Array(items.length);
+    const ms: Mxfp4Matrix[][] = new Array(items.length);
     let total = 0;
     for (let i = 0; i < items.length; i++) {
       const { bytes, location: loc } = items[i];

@@ -12,10 +12,9 @@
  * order. So the output does not depend on read order, cache state, or how tokens are chunked:
  * forward(x, T) equals T calls of forward(x_t, 1) bit for bit.
  */
-import { rmsNorm } from "@k3/dense";
-import { type DenseMatrix, matmul } from "./dense-weight.js";
+import { GluMlp, rmsNorm, type GluActivation, type Linear, type SituBetas } from "@k3/dense";
 import { ChecksumError, ExpertReadError, MoeStreamError } from "../errors.js";
-import { applyGlu, DEFAULT_SITU_BETAS, denseExperts, type ExpertCompute, type GluActivation, type SituBetas } from "./expert-compute.js";
+import { denseExperts, situBetasFor, type ExpertCompute } from "./expert-compute.js";
 import type { ExpertHandle, ExpertRequest } from "../store/expert-store.js";
 import type { Router, Routing } from "./router.js";
 import { procIo } from "../io/io-stats.js";
@@ -50,16 +49,16 @@ export interface ExpertProvider {
 }
 
 export interface SharedExperts {
-  gate: DenseMatrix;
-  up: DenseMatrix;
-  down: DenseMatrix;
+  gate: Linear;
+  up: Linear;
+  down: Linear;
 }
 
 export interface LatentProjection {
   /** routed_expert_down_proj [latent, hidden]. */
-  down: DenseMatrix;
+  down: Linear;
   /** routed_expert_up_proj [hidden, latent]. */
-  up: DenseMatrix;
+  up: Linear;
   /** routed_expert_norm [latent], applied once to the weighted sum. */
   norm: Float32Array;
   eps: number;
@@ -76,7 +75,7 @@ export interface MoeLayerOptions {
   shared?: SharedExperts;
   /** Shared-expert activation (K3 situ, 48B silu). */
   activation: GluActivation;
-  /** SiTU bounds of the shared experts (default K3's 4 and 25); give the routed compute the same. */
+  /** SiTU bounds of the shared experts (config activation_situ_beta / _linear_beta; required for SiTU); give the routed compute the same. */
   situBetas?: SituBetas;
   /**
    * What a routed expert whose bytes cannot be had does to forward(): "fail" (default) rejects
@@ -134,6 +133,9 @@ const now = () => process.hrtime.bigint();
 export class MoeLayer {
   readonly opts: MoeLayerOptions;
   lastStats: MoeForwardStats | null = null;
+  /** The shared experts as one GLU MLP (null without them), with the layer's activation and bounds. */
+  private readonly sharedMlp: GluMlp | null;
+  private readonly situBetas: SituBetas;
 
   constructor(opts: MoeLayerOptions) {
     const inDim = opts.latent ? opts.latent.down.rows : opts.hidden;
@@ -143,6 +145,8 @@ export class MoeLayer {
       throw new MoeStreamError(`layer ${opts.layer}: router takes ${opts.router.weight.cols} inputs, hidden is ${opts.hidden}`);
     if (opts.latent && (opts.latent.down.cols !== opts.hidden || opts.latent.up.rows !== opts.hidden || opts.latent.up.cols !== inDim || opts.latent.norm.length !== inDim))
       throw new MoeStreamError(`layer ${opts.layer}: latent projections do not match hidden ${opts.hidden} / latent ${inDim}`);
+    this.situBetas = situBetasFor(opts.activation, opts.situBetas, `layer ${opts.layer}`);
+    this.sharedMlp = opts.shared ? new GluMlp(opts.shared.gate, opts.shared.up, opts.shared.down, opts.activation, this.situBetas) : null;
     this.opts = opts;
   }
 
@@ -208,7 +212,7 @@ export class MoeLayer {
     // With the reads in flight: the latent projection and the shared experts (neither needs an
     // expert), so that compute runs while the first experts arrive. The sums below keep their order.
     c0 = now();
-    const u = latent ? matmul(latent.down, x, T, sc.get("u", T * inDim)) : x.subarray(0, T * hidden);
+    const u = latent ? latent.down.apply(x, T, sc.get("u", T * inDim)) : x.subarray(0, T * hidden);
     const shared = this.opts.shared ? this.sharedForward(x, T, sc) : null;
     cpu += now() - c0;
     const done = new Set<ExpertHandle>();
@@ -277,7 +281,7 @@ export class MoeLayer {
       const r = sc.get("r", T * outDim);
       native.moeMix(perSlot, routing.weights, T, k, outDim, r, null);
       rmsNorm(r, latent.norm, latent.eps, r, outDim);
-      matmul(latent.up, r, T, out);
+      latent.up.apply(r, T, out);
       if (shared) native.moeAdd(out, shared, out.length);
     } else {
       // out = (sum) + shared, each element rounded after the sum as before.
@@ -363,15 +367,12 @@ export class MoeLayer {
       for (let t = 0; t < T; t++) rows[t] = t;
       const out = sc.get("shared", T * hidden);
       denseExperts(
-        [s.gate.data, s.up.data, s.down.data], oneExpert(T), hidden, inter, hidden, s.gate.dtype === "BF16", this.opts.activation,
-        this.opts.situBetas ?? DEFAULT_SITU_BETAS, x, rows, out, rows, sc.get("sharedWork", T * (2 * hidden + 2 * inter)),
+        [s.gate.raw, s.up.raw, s.down.raw], oneExpert(T), hidden, inter, hidden, s.gate.dtype === "BF16", this.opts.activation,
+        this.situBetas, x, rows, out, rows, sc.get("sharedWork", T * (2 * hidden + 2 * inter)),
       );
       return out;
     }
-    const g = matmul(s.gate, x, T, sc.get("sharedGate", T * inter));
-    const u = matmul(s.up, x, T, sc.get("sharedUp", T * inter));
-    applyGlu(this.opts.activation, g, u, g, this.opts.situBetas);
-    return matmul(s.down, g, T, sc.get("shared", T * this.opts.hidden));
+    return this.sharedMlp!.forward(x, T, sc.get("shared", T * hidden), sc);
   }
 }
 
@@ -382,13 +383,12 @@ interface Settled {
   error?: unknown;
 }
 
-/** True when the shared expert's matrices can go to the native kernel as they are (one dtype, exact sizes). */
+/** True when the shared expert's matrices can go to the native kernel as they are (one dtype, dense rows). */
 function sharedIsNative(s: SharedExperts, hidden: number): boolean {
   const dt = s.gate.dtype;
-  const w = dt === "BF16" ? 2 : 4;
-  const exact = (m: DenseMatrix, rows: number, cols: number) => m.dtype === dt && m.rows === rows && m.cols === cols && m.data.byteLength === rows * cols * w;
+  const exact = (m: Linear, rows: number, cols: number) => m.dtype === dt && m.rows === rows && m.cols === cols && m.ld === cols && m.raw.length === rows * cols;
   const I = s.gate.rows;
-  return exact(s.gate, I, hidden) && exact(s.up, I, hidden) && exact(s.down, hidden, I) && (dt === "F32" || s.gate.data.byteOffset % 2 === 0);
+  return exact(s.gate, I, hidden) && exact(s.up, I, hidden) && exact(s.down, hidden, I);
 }
 
 const rowsOfOne = new Int32Array(1);

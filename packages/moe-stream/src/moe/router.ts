@@ -8,8 +8,7 @@
  *   I  = top-k of s' (ties: lower id first), ordered by descending s'
  *   w  = s_I / (sum s_I + 1e-20) * routed_scaling_factor    weights from the UNBIASED scores
  */
-import { sigmoid, topK } from "@k3/dense";
-import { type DenseMatrix, matmul } from "./dense-weight.js";
+import { sigmoid, topK, type Linear } from "@k3/dense";
 import { MoeStreamError } from "../errors.js";
 
 export interface RouterConfig {
@@ -103,10 +102,10 @@ function validate(cfg: RouterConfig): void {
 /** The router of one MoE layer: W_r [numExperts, hidden] plus the selection bias. */
 export class Router {
   readonly cfg: RouterConfig;
-  readonly weight: DenseMatrix;
+  readonly weight: Linear;
   readonly bias: Float32Array | null;
 
-  constructor(cfg: RouterConfig, weight: DenseMatrix, bias: Float32Array | null) {
+  constructor(cfg: RouterConfig, weight: Linear, bias: Float32Array | null) {
     validate(cfg);
     if (weight.rows !== cfg.numExperts)
       throw new MoeStreamError(`router: gate.weight has ${weight.rows} rows, expected numExperts ${cfg.numExperts}`);
@@ -120,7 +119,7 @@ export class Router {
     if (x.length < tokens * this.weight.cols)
       throw new MoeStreamError(`router: x holds ${x.length} values, need ${tokens} x ${this.weight.cols}`);
     const logits = new Float32Array(tokens * this.cfg.numExperts);
-    matmul(this.weight, x, tokens, logits);
+    this.weight.apply(x, tokens, logits);
     return sigmoid(logits, logits);
   }
 
