@@ -340,6 +340,12 @@ function checkShape(info: TensorInfo, want: number[]): void {
 
 const weightError = (message: string) => new WeightError(message);
 
+/** A tensor as the layer packages take it (`{ dtype, shape, data }`, data zero-copy): they check it against their config. */
+export function weightTensor(src: WeightSource, name: string): { dtype: string; shape: number[]; data: Uint8Array } {
+  const info = src.info(name);
+  return { dtype: info.dtype, shape: info.shape, data: src.read(name) };
+}
+
 /** Loads a 2-D weight as a @k3/dense `Linear` (bf16 or f32, zero-copy) after checking its shape against the config. */
 export function loadMatrix(src: WeightSource, name: string, rows: number, cols: number): Linear {
   const info = src.info(name);

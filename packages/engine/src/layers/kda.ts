@@ -2,19 +2,14 @@
  * KDA mixer: @k3/kda's KdaLayer (native core: short conv, K3/48B gates, recurrence and chunked
  * WY/UT prefill, bit-identical across SIMD levels and threads) fed from the checkpoint.
  */
-import { KdaLayer, KdaState, type KdaConfig, type KdaWeights, type WeightTensor } from "@k3/kda";
+import { KdaLayer, KdaState, type KdaConfig, type KdaWeights } from "@k3/kda";
 import type { ModelConfig } from "../config.js";
-import { WeightError, type WeightSource } from "../weights.js";
+import { weightTensor, WeightError, type WeightSource } from "../weights.js";
 
 export { KdaState };
 
 /** How KDA runs a multi-token chunk: the chunked WY/UT form (fast) or the recurrence (bit-equal to decode). */
 export type KdaCore = "auto" | "chunked" | "recurrent";
-
-function tensor(src: WeightSource, name: string): { dtype: string; shape: number[]; data: Uint8Array } {
-  const info = src.info(name);
-  return { dtype: info.dtype, shape: info.shape, data: src.read(name) };
-}
 
 /** @k3/kda's layer config for a model config. */
 export function kdaConfigOf(cfg: ModelConfig): KdaConfig {
@@ -43,7 +38,7 @@ export class KdaMixer {
     }
     let bytes = 0;
     const w = (n: string) => {
-      const t = tensor(src, prefix + n);
+      const t = weightTensor(src, prefix + n);
       bytes += t.data.byteLength;
       return t;
     };

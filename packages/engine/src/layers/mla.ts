@@ -3,20 +3,15 @@
  * per position, scale (nope+rope)^−½, K3 output gate) fed from the checkpoint. The cache grows by
  * doubling up to the plan's KV capacity (the context is refused before it could exceed it).
  */
-import { MlaCache, MlaLayer, type MlaConfig, type MlaWeights, type WeightTensor } from "@k3/mla";
+import { MlaCache, MlaLayer, type MlaConfig, type MlaWeights } from "@k3/mla";
 import type { ModelConfig } from "../config.js";
-import { WeightError, type WeightSource } from "../weights.js";
+import { weightTensor, WeightError, type WeightSource } from "../weights.js";
 
 export { MlaCache };
 
 /** q_a_layernorm / kv_a_layernorm epsilon (Moonshot 48B and NeMo K3 code use the class default). */
 const MLA_NORM_EPS = 1e-6;
 const INITIAL_CAPACITY = 256;
-
-function tensor(src: WeightSource, name: string): { dtype: string; shape: number[]; data: Uint8Array } {
-  const info = src.info(name);
-  return { dtype: info.dtype, shape: info.shape, data: src.read(name) };
-}
 
 /** @k3/mla's layer config for a model config. */
 export function mlaConfigOf(cfg: ModelConfig): MlaConfig {
@@ -45,7 +40,7 @@ export class MlaMixer {
     const m = cfg.mla;
     let bytes = 0;
     const w = (n: string) => {
-      const t = tensor(src, prefix + n);
+      const t = weightTensor(src, prefix + n);
       bytes += t.data.byteLength;
       return t;
     };
