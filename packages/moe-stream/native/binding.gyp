@@ -9,6 +9,7 @@
         "src/compute_addon.cc",
         "src/crc32.c",
         "src/crc32_pclmul.c",
+        "src/crc32_vpclmul.c",
         "src/direct_file.c",
         "src/moe_compute.c",
         "src/moe_mxfp4.c",

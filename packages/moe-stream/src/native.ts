@@ -128,8 +128,14 @@ export interface MoeStreamBinding {
   /** Test hook: every later io_uring setup fails with this errno (0 = off), as under seccomp. */
   simulateUringUnavailable(errno: number): void;
   supersetBytes(length: number, align: number): number;
-  /** zlib's crc32 of `bytes` continuing `crc` (default 0): PCLMULQDQ folding when present, or the table reference with `scalar`. */
-  crc32(bytes: ArrayBufferView, crc?: number, scalar?: boolean): number;
+  /**
+   * zlib's crc32 of `bytes` continuing `crc` (default 0), by the best kernel this CPU has
+   * (VPCLMULQDQ on AVX-512, else PCLMULQDQ, else the table), or by the one named (capped at the
+   * best; `true` = the table reference). Every kernel gives the same value.
+   */
+  crc32(bytes: ArrayBufferView, crc?: number, kernel?: boolean | "table" | "pclmul" | "vpclmul"): number;
+  /** The kernel crc32 uses on this CPU. */
+  crc32Kernel(): "table" | "pclmul" | "vpclmul";
   /** crc32(A ‖ B) from crc32(A), crc32(B) and B's length. */
   crc32Combine(crcA: number, crcB: number, lengthB: number): number;
   crc32UsesPclmul(): boolean;

@@ -50,6 +50,27 @@ describe("crc32 (native/src/crc32.c)", () => {
     if (!native.crc32UsesPclmul()) console.log("crc32: this CPU has no PCLMULQDQ: the fold was not tested, only the table");
   });
 
+  it("every kernel (table, PCLMULQDQ, VPCLMULQDQ) gives zlib's value at every length 0..2100, offsets 0..63, and on 4 MiB", () => {
+    const kernels = (["table", "pclmul", "vpclmul"] as const).slice(0, ["table", "pclmul", "vpclmul"].indexOf(native.crc32Kernel()) + 1);
+    if (kernels.length < 3) console.log(`crc32: this CPU's best kernel is ${native.crc32Kernel()}: ${3 - kernels.length} wider kernel(s) not tested`);
+    const r = rng(13);
+    const buf = Buffer.alloc((4 << 20) + 64);
+    for (let i = 0; i < buf.length; i++) buf[i] = (r() * 256) | 0;
+    // 2100 covers the wide kernel's thresholds (512), several 256-byte blocks and every tail length.
+    for (let n = 0; n <= 2100; n++) {
+      const v = buf.subarray(n % 64, (n % 64) + n);
+      const start = (r() * 2 ** 32) >>> 0;
+      const want = zlibCrc32(v, start) >>> 0;
+      for (const k of kernels) expect(native.crc32(v, start, k), `${k} n ${n}`).toBe(want);
+    }
+    for (const n of [4 << 20, (4 << 20) - 17, 1_000_003]) {
+      const v = buf.subarray(5, 5 + n);
+      const want = zlibCrc32(v) >>> 0;
+      for (const k of kernels) expect(native.crc32(v, 0, k), `${k} n ${n}`).toBe(want);
+    }
+    expect(() => native.crc32(buf.subarray(0, 8), 0, "avx9" as "table")).toThrow(/kernel must be "table", "pclmul" or "vpclmul"/);
+  });
+
   it("crc32Combine(crc(A), crc(B), |B|) = crc(A ‖ B) at every cut", () => {
     const r = rng(11);
     const buf = Buffer.alloc(70_000);

@@ -847,16 +847,33 @@ static Napi::Value SimulateUringUnavailable(const Napi::CallbackInfo &info) {
 
 void RegisterCompute(Napi::Env env, Napi::Object exports); // compute_addon.cc
 
-// crc32(bytes, crc = 0, scalar = false): k3_crc32 (PCLMULQDQ when present) or the table reference.
+// crc32(bytes, crc = 0, kernel = best): k3_crc32 with the best kernel this CPU has, or with the one
+// named ("table" | "pclmul" | "vpclmul", capped at the best; true = "table", for tests and the bench).
 static Napi::Value Crc32(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
     k3::Bytes b;
-    if (!k3::get_bytes(info, 0, "crc32", "bytes", &b)) return info.Env().Undefined();
+    if (!k3::get_bytes(info, 0, "crc32", "bytes", &b)) return env.Undefined();
     size_t crc = 0;
     if (info.Length() > 1 && !info[1].IsUndefined() && (!k3::get_size(info, 1, "crc32", "crc", &crc) || crc > UINT32_MAX))
-        return info.Env().IsExceptionPending() ? info.Env().Undefined() : (k3::fail(info.Env(), "crc32", "crc must be a 32-bit unsigned integer", true), info.Env().Undefined());
-    bool scalar = info.Length() > 2 && info[2].ToBoolean();
-    uint32_t c = scalar ? k3_crc32_scalar((uint32_t)crc, b.data, b.length) : k3_crc32((uint32_t)crc, b.data, b.length);
-    return Napi::Number::New(info.Env(), c);
+        return env.IsExceptionPending() ? env.Undefined() : (k3::fail(env, "crc32", "crc must be a 32-bit unsigned integer", true), env.Undefined());
+    k3_crc32_kernel kernel = k3_crc32_best_kernel();
+    if (info.Length() > 2 && info[2].IsBoolean()) {
+        if (info[2].As<Napi::Boolean>().Value()) kernel = K3_CRC32_TABLE;
+    } else if (info.Length() > 2 && info[2].IsString()) {
+        std::string name = info[2].As<Napi::String>().Utf8Value();
+        if (name == "table") kernel = K3_CRC32_TABLE;
+        else if (name == "pclmul") kernel = K3_CRC32_PCLMUL;
+        else if (name == "vpclmul") kernel = K3_CRC32_VPCLMUL;
+        else return k3::fail(env, "crc32", "kernel must be \"table\", \"pclmul\" or \"vpclmul\", got \"" + name + "\""), env.Undefined();
+    } else if (info.Length() > 2 && !info[2].IsUndefined())
+        return k3::fail(env, "crc32", "kernel must be a kernel name or a boolean"), env.Undefined();
+    return Napi::Number::New(env, k3_crc32_with(kernel, (uint32_t)crc, b.data, b.length));
+}
+
+// crc32Kernel() -> "vpclmul" | "pclmul" | "table": what crc32 uses on this CPU.
+static Napi::Value Crc32Kernel(const Napi::CallbackInfo &info) {
+    static const char *names[] = {"table", "pclmul", "vpclmul"};
+    return Napi::String::New(info.Env(), names[k3_crc32_best_kernel()]);
 }
 
 // crc32Combine(crcA, crcB, lengthB)
@@ -885,6 +902,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["crc32"] = Napi::Function::New(env, Crc32);
     exports["crc32Combine"] = Napi::Function::New(env, Crc32Combine);
     exports["crc32UsesPclmul"] = Napi::Function::New(env, [](const Napi::CallbackInfo &info) { return Napi::Boolean::New(info.Env(), k3_crc32_uses_pclmul() != 0); });
+    exports["crc32Kernel"] = Napi::Function::New(env, Crc32Kernel);
     return exports;
 }
 

@@ -1,14 +1,17 @@
-/* crc32.c: CRC-32 by table (the reference), by PCLMULQDQ folding when the CPU has it, and the
-   combination of two crcs (GF(2) polynomial arithmetic, as zlib's crc32_combine). */
+/* crc32.c: CRC-32 by table (the reference), by PCLMULQDQ folding (VPCLMULQDQ on 512-bit registers
+   where the CPU has AVX-512 with it) and the combination of two crcs (GF(2) polynomial arithmetic,
+   as zlib's crc32_combine). */
 #include "crc32.h"
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define POLY 0xEDB88320u
 
 static uint32_t table[256];
 static uint32_t x2n_table[32]; /* x^(2^k) mod P */
-static int has_pclmul;
+static k3_crc32_kernel best_kernel;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* a * b mod P, both bit-reflected polynomials (x^0 in the top bit). */
@@ -35,7 +38,14 @@ static void init(void) {
     x2n_table[0] = p;
     for (int k = 1; k < 32; k++) x2n_table[k] = p = multmodp(p, p);
     __builtin_cpu_init();
-    has_pclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    int pclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    int vpclmul = pclmul && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512f") &&
+                  __builtin_cpu_supports("avx512bw");
+    best_kernel = vpclmul ? K3_CRC32_VPCLMUL : pclmul ? K3_CRC32_PCLMUL : K3_CRC32_TABLE;
+    /* K3_CRC32_KERNEL=pclmul|table caps it (to measure one kernel against another in a real run). */
+    const char *cap = getenv("K3_CRC32_KERNEL");
+    if (cap && strcmp(cap, "pclmul") == 0 && best_kernel > K3_CRC32_PCLMUL) best_kernel = K3_CRC32_PCLMUL;
+    if (cap && strcmp(cap, "table") == 0) best_kernel = K3_CRC32_TABLE;
 }
 
 static uint32_t bytes(uint32_t c, const uint8_t *p, size_t n) {
@@ -48,21 +58,34 @@ uint32_t k3_crc32_scalar(uint32_t crc, const uint8_t *p, size_t n) {
     return ~bytes(~crc, p, n);
 }
 
-uint32_t k3_crc32(uint32_t crc, const uint8_t *p, size_t n) {
+uint32_t k3_crc32_with(k3_crc32_kernel kernel, uint32_t crc, const uint8_t *p, size_t n) {
     pthread_once(&once, init);
+    if (kernel > best_kernel) kernel = best_kernel;
     uint32_t c = ~crc;
-    if (has_pclmul && n >= 64) {
+    /* The wide kernel pays its setup back from a few hundred bytes on. */
+    if (kernel == K3_CRC32_VPCLMUL && n < 512) kernel = K3_CRC32_PCLMUL;
+    if (kernel != K3_CRC32_TABLE && n >= 64) {
         size_t body = n & ~(size_t)15;
-        c = k3_crc32_pclmul_fold(c, p, body);
+        c = kernel == K3_CRC32_VPCLMUL ? k3_crc32_vpclmul_fold(c, p, body) : k3_crc32_pclmul_fold(c, p, body);
         p += body;
         n -= body;
     }
     return ~bytes(c, p, n);
 }
 
+uint32_t k3_crc32(uint32_t crc, const uint8_t *p, size_t n) {
+    pthread_once(&once, init);
+    return k3_crc32_with(best_kernel, crc, p, n);
+}
+
+k3_crc32_kernel k3_crc32_best_kernel(void) {
+    pthread_once(&once, init);
+    return best_kernel;
+}
+
 int k3_crc32_uses_pclmul(void) {
     pthread_once(&once, init);
-    return has_pclmul;
+    return best_kernel != K3_CRC32_TABLE;
 }
 
 /* x^(n * 2^k) mod P */
