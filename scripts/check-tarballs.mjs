@@ -94,7 +94,13 @@ function checkConsumer(name, packages, tarballs, scratch) {
   const dir = join(scratch, name.replace("@k3/", ""));
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }));
-  const deps = [...k3Closure(name, packages)].map((n) => tarballs.get(n));
+  // The package and what it needs, plus the @k3 packages its example imports beside it (a user of
+  // @k3/kda reads a checkpoint with @k3/safetensors, which kda itself does not depend on).
+  const wanted = k3Closure(name, packages);
+  const exampleDir = EXAMPLES[name];
+  const exampleDeps = exampleDir ? JSON.parse(readFileSync(join(root, "examples", exampleDir, "package.json"), "utf8")).dependencies ?? {} : {};
+  for (const dep of Object.keys(exampleDeps)) if (packages.has(dep)) k3Closure(dep, packages, wanted);
+  const deps = [...wanted].map((n) => tarballs.get(n));
   const install = run("npm", ["install", "--no-audit", "--no-fund", "--foreground-scripts", ...deps], dir);
   check(name, "installs alone from its tarball with plain npm", install.ok, install.out);
   if (!install.ok) return;
