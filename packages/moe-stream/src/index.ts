@@ -39,7 +39,7 @@ export {
   type LatentProjection,
   type DroppedExpert,
 } from "./moe/moe-layer.js";
-export { ProgressMeter, progressPrinter, redrawLine, type Progress, type ProgressStream } from "./io/progress.js";
+export { ProgressMeter, progressPrinter, redrawLine, type Progress, type ProgressStream } from "@k3/native";
 export {
   packTrunk,
   planTrunk,

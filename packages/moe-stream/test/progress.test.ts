@@ -2,7 +2,7 @@
 // short one is the short line alone (the bar padded to 100 columns left the long name's tail).
 import { describe, expect, it } from "vitest";
 import { formatBytes } from "@k3/native";
-import { progressPrinter, redrawLine } from "../src/io/progress.js";
+import { progressPrinter, redrawLine } from "@k3/native";
 import { formatBytes as moeFormatBytes } from "../src/errors.js";
 
 /** One terminal line: \r returns to column 0, ESC [K erases to the end, \n ends the line, other characters overwrite. */

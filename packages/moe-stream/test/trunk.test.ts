@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { openCheckpointIndex } from "../src/store/checkpoint.js";
 import { BudgetError, ChecksumError, CheckpointError, PackError } from "../src/errors.js";
-import { progressPrinter, type Progress } from "../src/io/progress.js";
+import { progressPrinter, type Progress } from "@k3/native";
 import { packTrunk, readTrunkManifest, verifyTrunkFile } from "../src/trunk/trunk-pack.js";
 import { TrunkStreamer } from "../src/trunk/trunk-stream.js";
 import { tinyK3Dir } from "./fixtures.js";

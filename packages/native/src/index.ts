@@ -58,3 +58,4 @@ export function loadAddon<T>(packageName: string, moduleUrl: string): LoadedAddo
 
 export { readRegularFileSync, readRegularTextSync, FileRefusedError } from "./regular-file.js";
 export { formatBytes } from "./format.js";
+export { ProgressMeter, progressPrinter, redrawLine, type Progress, type ProgressStream } from "./progress.js";

@@ -15,7 +15,7 @@ import { MoeStreamError } from "../errors.js";
 import { resolveIoEngine, type IoEngine, type IoEngineInUse } from "../io/io-engine.js";
 import { dropPageCache, measureReadEngine } from "../io/io-stats.js";
 import { native } from "../native.js";
-import { ProgressMeter, type Progress } from "../io/progress.js";
+import { ProgressMeter, type Progress } from "@k3/native";
 
 export interface ResidentRange {
   file: string;

@@ -30,7 +30,7 @@ import { crc32 } from "node:zlib";
 import { openCheckpointIndex, type TensorInfo } from "../store/checkpoint.js";
 import { dtypeBits, isDtype } from "@k3/safetensors";
 import { ChecksumError, CheckpointError, PackError, formatBytes } from "../errors.js";
-import { ProgressMeter, type Progress } from "../io/progress.js";
+import { ProgressMeter, type Progress } from "@k3/native";
 import { DirectFileReader, alignedReadBuffer } from "../io/direct-read.js";
 import { DIRECT_BUFFER_BYTES, DirectFileWriter, StagingBuffers } from "../io/direct-write.js";
 

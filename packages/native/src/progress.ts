@@ -2,7 +2,7 @@
  * Progress of long steps (packing, verifying): bytes, rate, ETA. `progressPrinter()` draws a bar on
  * a TTY and writes one JSON object per line otherwise (for logs and supervisors), at most 4 times a second.
  */
-import { formatBytes } from "../errors.js";
+import { formatBytes } from "./format.js";
 
 export interface Progress {
   phase: string;
