@@ -16,6 +16,7 @@ import { encodeChat, loadKimiTokenizer, type ChatMessage, type Tokenizer } from 
 import { censusOf, type Census } from "./census.js";
 import { checkTokenizerMatch, configFingerprint, fnv1a64, isMoeLayer, readConfig, withLayers, type ModelConfig } from "./config.js";
 import { AbortError, ContextError, UsageError } from "./errors.js";
+import { CHOICES, checkChoice, checkEngineOption, checkSamplingOption, DEFAULTS, ENGINE_RULES, MAX_PROMPT_TOKENS, SAMPLING_RULES } from "./options.js";
 import type { KdaCore } from "./layers/kda.js";
 import type { Progress } from "@k3/moe-stream";
 import { EXPERT_READERS, HEAD_PIECE_BYTES, HEAD_READERS, Model, TRUNK_READERS, type ModelState } from "./model.js";
@@ -46,20 +47,26 @@ function packedLayerBytes(trunkDir: string, census: Census, dir: string, shardDi
   return census.layerTrunkBytes.map((b, l) => byLayer.get(l) ?? b);
 }
 
-/** The longest prompt one generation takes (anchor.md: a prompt <= 32768 ids), for `k3 run`, chat and the server alike. */
-export const MAX_PROMPT_TOKENS = 32768;
 
 /** Refuses a prompt longer than MAX_PROMPT_TOKENS (a ContextError: exit 2, a 400 from the server). */
 export function checkPromptLength(tokens: number): void {
   if (tokens > MAX_PROMPT_TOKENS) throw new ContextError(`the prompt has ${tokens} tokens; at most ${MAX_PROMPT_TOKENS}`);
 }
 
-/** The draft length bound (the reference engine's --spec accepts up to 8). */
-export const MAX_SPEC_DRAFT = 8;
-
-function checkSpec(n: number): number {
-  if (!Number.isInteger(n) || n < 0 || n > MAX_SPEC_DRAFT) throw new UsageError(`spec ${n}: expected an integer draft length in 0..${MAX_SPEC_DRAFT} (0 = off)`);
-  return n;
+/**
+ * Every EngineOptions value against options.ts, before anything loads (the CLI parses its flags
+ * with the same rules; this is the check for library callers). `layers` is checked against the
+ * config by withLayers, `preset` by budgetsFor, the prompt cache by PromptCache.
+ */
+function checkEngineOptions(o: EngineOptions): void {
+  if (o.threads !== undefined) checkEngineOption(ENGINE_RULES.threads, o.threads);
+  if (o.chunkSize !== undefined) checkEngineOption(ENGINE_RULES.chunkSize, o.chunkSize);
+  if (o.pieceMb !== undefined) checkEngineOption(ENGINE_RULES.pieceMb, o.pieceMb);
+  if (o.spec !== undefined) checkEngineOption(ENGINE_RULES.spec, o.spec);
+  if (o.simd !== undefined) checkChoice("--simd", CHOICES.simd, o.simd);
+  if (o.kdaCore !== undefined) checkChoice("--kda-core", CHOICES.kdaCore, o.kdaCore);
+  if (o.loadMethod !== undefined) checkChoice("--load-method", CHOICES.loadMethod, o.loadMethod);
+  if (o.onExpertError !== undefined) checkChoice("--on-expert-error", CHOICES.onExpertError, o.onExpertError);
 }
 
 export interface EngineOptions {
@@ -67,11 +74,11 @@ export interface EngineOptions {
   preset?: PresetName;
   /** Override budgets of the preset (bytes). */
   budgets?: Partial<Budgets>;
-  /** Threads of the shared pool (default: the machine's). */
+  /** Threads of the shared pool (default: the machine's; at most options.ts MAX_THREADS, the pool's limit). */
   threads?: number;
   /** Force a SIMD level (default: the best the CPU has). */
   simd?: SimdLevel;
-  /** Prefill chunk size in tokens (default 64). */
+  /** Prefill chunk size in tokens (default 64, at most 4096). */
   chunkSize?: number;
   /** KDA form for multi-token chunks: "auto" (chunked WY/UT, fast) or "recurrent" (bit-equal to decode). */
   kdaCore?: KdaCore;
@@ -120,7 +127,7 @@ export interface EngineOptions {
   loadMethod?: "pool" | "per-tensor";
   /** Also measure the load's ceiling: the same reads by the same engine, page cache dropped, before and after (report.load.ceiling_gbps). */
   loadCeiling?: boolean;
-  /** Progress of long loads (at least 512 MiB): bytes, rate, ETA (`progressPrinter` from @k3/moe-stream draws a bar). */
+  /** Progress of long loads (at least 512 MiB): bytes, rate, ETA (`progressPrinter` from @k3/native draws a bar). */
   onLoadProgress?: (p: Progress) => void;
   /**
    * Measure the memory-read and disk-read ceilings before loading (a few seconds; `--floor`, on by
@@ -130,7 +137,7 @@ export interface EngineOptions {
 }
 
 export interface GenerateOptions extends SamplingOptions {
-  /** Tokens to generate at most (default 256). */
+  /** Tokens to generate at most (default 256, at most options.ts MAX_NEW_TOKENS = 4096). */
   maxTokens?: number;
   /** Extra stop strings (the text before them is returned). */
   stop?: string[];
@@ -191,11 +198,9 @@ export interface GenerationResult {
   report: RunReport;
 }
 
-/** --piece-mb (MiB, default 4, 0 = off) in bytes; a usage error unless an integer in 0..1024. */
+/** --piece-mb (MiB, default 4, 0 = off) in bytes; a usage error outside options.ts ENGINE_RULES.pieceMb. */
 export function pieceBytesOf(mb: number | undefined): number {
-  const x = mb ?? 4;
-  if (!Number.isInteger(x) || x < 0 || x > 1024) throw new UsageError(`--piece-mb ${mb}: expected an integer number of MiB in 0..1024 (0 = one read per expert)`);
-  return x << 20;
+  return checkEngineOption(ENGINE_RULES.pieceMb, mb ?? DEFAULTS.pieceMb) << 20;
 }
 
 function checkpointFingerprint(dir: string, cfg: ModelConfig): string {
@@ -286,8 +291,8 @@ export class Engine {
     this.plan = plan;
     this.census = census;
     this.model = model;
-    this.chunkSize = Math.max(1, options.chunkSize ?? 64);
-    this.spec = checkSpec(options.spec ?? 0);
+    this.chunkSize = options.chunkSize ?? DEFAULTS.chunkSize;
+    this.spec = options.spec ?? DEFAULTS.spec;
     this.log = options.log ?? (() => {});
     this.chatFormat = cfg.family === "k3" ? "k3" : "kimi-linear";
     this.stopIds = stopIdsFor(cfg, tok);
@@ -300,15 +305,12 @@ export class Engine {
 
   /** Reads config + tokenizer, plans memory (printing the plan), refuses if it cannot fit, loads. */
   static async load(dir: string, options: EngineOptions = {}): Promise<Engine> {
-    if (options.threads !== undefined) {
-      if (!Number.isInteger(options.threads) || options.threads < 1) throw new UsageError(`--threads ${options.threads}: expected an integer >= 1`);
-      setThreadCount(options.threads);
-    }
+    checkEngineOptions(options);
+    if (options.threads !== undefined) setThreadCount(options.threads);
     if (options.simd) setSimdLevel(options.simd);
     // Checked before anything loads: a bad prompt cache setting is a usage error, not a late crash
     // (and the cache's snapshot points need a whole chunk size).
     if (options.promptCache) new PromptCache(options.promptCache);
-    if (options.chunkSize !== undefined && (!Number.isInteger(options.chunkSize) || options.chunkSize < 1)) throw new UsageError(`chunk size ${options.chunkSize}: expected an integer >= 1`);
     const full = readConfig(dir);
     const cfg = withLayers(full, options.layers);
     if (cfg !== full) options.log?.(`note: --layers ${cfg.numLayers}: running layers 0..${cfg.numLayers - 1} of ${full.numLayers}, then the final norm and lm_head; shards not on disk are allowed; the output is NOT the model's`);
@@ -406,8 +408,7 @@ export class Engine {
    */
   async *generate(input: string | number[], options: GenerateOptions = {}): AsyncGenerator<TokenEvent, GenerationResult, void> {
     const t0 = performance.now();
-    const maxTokens = options.maxTokens ?? 256;
-    if (!Number.isInteger(maxTokens) || maxTokens < 1 || maxTokens > 1 << 20) throw new UsageError(`max tokens ${maxTokens}: expected an integer >= 1`);
+    const maxTokens = checkSamplingOption(SAMPLING_RULES.maxTokens, options.maxTokens ?? DEFAULTS.maxTokens.engine);
     const sampler = new Sampler(options, options.stream ?? 0);
     for (const k of Object.keys(sampler.options.logitBias)) {
       if (Number(k) >= this.config.vocabSize) throw new UsageError(`logit_bias: token id ${k} is not in the vocabulary (0..${this.config.vocabSize - 1})`);
@@ -441,7 +442,7 @@ export class Engine {
     const signal = options.signal;
     const cancelled = options.cancelled;
     const fwd = { chunkSize: this.chunkSize, signal, cancelled };
-    const specN = options.spec === undefined ? this.spec : checkSpec(options.spec);
+    const specN = options.spec === undefined ? this.spec : checkEngineOption(ENGINE_RULES.spec, options.spec);
     const spec = specN > 0 ? new SpeculativeDecoder(this.model, state, fwd, specN, options.drafter) : null;
     // What drafts are looked up in: the conversation so far, this prompt, then each generated token.
     const context = spec ? [...(options.state ? options.state.ids : []), ...promptIds] : [];

@@ -20,6 +20,7 @@ import { KdaState } from "./layers/kda.js";
 import { MlaCache } from "./layers/mla.js";
 import type { LayerState, ModelState } from "./model.js";
 import { UsageError } from "./errors.js";
+import { DEFAULTS, ENGINE_RULES, satisfies } from "./options.js";
 
 export interface PromptCacheOptions {
   /** Snapshots kept at most (least recently used evicted first); default 1, 0 = cache off. */
@@ -29,7 +30,7 @@ export interface PromptCacheOptions {
 }
 
 /** Default cap on the bytes all snapshots hold together. */
-export const DEFAULT_PROMPT_CACHE_BYTES = 1 << 30;
+export const DEFAULT_PROMPT_CACHE_BYTES = DEFAULTS.promptCacheMb * 2 ** 20;
 
 /** One stored state: the model state after prefilling exactly `ids` (a chunk-aligned prompt prefix). */
 export interface PromptSnapshot {
@@ -92,9 +93,9 @@ export class PromptCache {
   private readonly counters: PromptCacheStats = { lookups: 0, hits: 0, reusedTokens: 0, stored: 0, evicted: 0, tooLarge: 0 };
 
   constructor(options: PromptCacheOptions = {}) {
-    const slots = options.slots ?? 1;
+    const slots = options.slots ?? DEFAULTS.promptCacheSlots;
     const maxBytes = options.maxBytes ?? DEFAULT_PROMPT_CACHE_BYTES;
-    if (!Number.isInteger(slots) || slots < 0 || slots > 1024) throw new UsageError(`prompt cache slots ${slots}: expected an integer in 0..1024 (0 = off)`);
+    if (!satisfies(ENGINE_RULES.promptCacheSlots, slots)) throw new UsageError(`prompt cache slots ${slots}: expected ${ENGINE_RULES.promptCacheSlots.expected}`);
     if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new UsageError(`prompt cache maxBytes ${maxBytes}: expected a non-negative integer number of bytes`);
     this.slots = slots;
     this.maxBytes = maxBytes;

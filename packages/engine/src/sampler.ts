@@ -7,6 +7,7 @@
  * float64 in that order, and the random stream is PCG32 (O'Neill's pcg32_random_r, XSH RR).
  */
 import { UsageError } from "./errors.js";
+import { checkSamplingOption, DEFAULTS, SAMPLING_RULES } from "./options.js";
 
 const MASK64 = 0xffffffffffffffffn;
 const PCG_MULT = 6364136223846793005n;
@@ -39,7 +40,7 @@ export class Pcg32 {
 }
 
 export interface SamplingOptions {
-  /** 0 (default) = greedy. */
+  /** 0 (default) = greedy; at most 2 (options.ts MAX_TEMPERATURE). */
   temperature?: number;
   /** Keep the k most likely tokens; 0 = no limit. */
   topK?: number;
@@ -57,29 +58,22 @@ export interface SamplingOptions {
   logitBias?: Record<number, number>;
 }
 
-/** Checks sampling options; a bad value is a UsageError naming the option. */
+/** Checks sampling options against options.ts SAMPLING_RULES; a bad value is a UsageError naming the option. */
 export function validateSampling(o: SamplingOptions): Required<SamplingOptions> {
-  const temperature = o.temperature ?? 0;
-  const topK = o.topK ?? 0;
-  const topP = o.topP ?? 1;
-  const seed = o.seed ?? 0;
-  const presencePenalty = o.presencePenalty ?? 0;
-  const frequencyPenalty = o.frequencyPenalty ?? 0;
-  if (!Number.isFinite(temperature) || temperature < 0) throw new UsageError(`temperature = ${temperature}: expected a number >= 0`);
-  if (!Number.isInteger(topK) || topK < 0) throw new UsageError(`top_k = ${topK}: expected an integer >= 0`);
-  if (!Number.isFinite(topP) || topP <= 0 || topP > 1) throw new UsageError(`top_p = ${topP}: expected a number in (0, 1]`);
-  if (!Number.isSafeInteger(seed) || seed < 0) throw new UsageError(`seed = ${seed}: expected a non-negative integer`);
-  for (const [name, v] of [["presence_penalty", presencePenalty], ["frequency_penalty", frequencyPenalty]] as const) {
-    if (!Number.isFinite(v) || v < -2 || v > 2) throw new UsageError(`${name} = ${v}: expected a number in [-2, 2]`);
-  }
+  const r = SAMPLING_RULES;
+  const temperature = checkSamplingOption(r.temperature, o.temperature ?? DEFAULTS.temperature.engine);
+  const topK = checkSamplingOption(r.topK, o.topK ?? DEFAULTS.topK);
+  const topP = checkSamplingOption(r.topP, o.topP ?? DEFAULTS.topP);
+  const seed = checkSamplingOption(r.seed, o.seed ?? DEFAULTS.seed);
+  const presencePenalty = checkSamplingOption(r.presencePenalty, o.presencePenalty ?? DEFAULTS.presencePenalty);
+  const frequencyPenalty = checkSamplingOption(r.frequencyPenalty, o.frequencyPenalty ?? DEFAULTS.frequencyPenalty);
   const logitBias: Record<number, number> = {};
   if (o.logitBias !== undefined && o.logitBias !== null) {
-    if (typeof o.logitBias !== "object" || Array.isArray(o.logitBias)) throw new UsageError("logit_bias: expected a map of token id to a number in [-100, 100]");
+    if (typeof o.logitBias !== "object" || Array.isArray(o.logitBias)) throw new UsageError(`logit_bias: expected a map of token id to ${r.logitBias.expected}`);
     for (const [k, v] of Object.entries(o.logitBias)) {
       const id = Number(k);
       if (!/^\d+$/.test(k) || !Number.isSafeInteger(id)) throw new UsageError(`logit_bias: key ${JSON.stringify(k)} is not a token id`);
-      if (typeof v !== "number" || !Number.isFinite(v) || v < -100 || v > 100) throw new UsageError(`logit_bias[${k}] = ${JSON.stringify(v)}: expected a number in [-100, 100]`);
-      logitBias[id] = v;
+      logitBias[id] = checkSamplingOption(r.logitBias, v, `logit_bias[${k}]`);
     }
   }
   return { temperature, topK, topP, seed, presencePenalty, frequencyPenalty, logitBias };

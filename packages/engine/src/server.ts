@@ -15,6 +15,7 @@ import { METRICS_CONTENT_TYPE, ServerMetrics } from "./metrics.js";
 import { schemaFor, type ResponseFormat } from "./json-mode.js";
 import { validateSampling } from "./sampler.js";
 import { UsageError } from "./errors.js";
+import { DEFAULTS, MAX_NEW_TOKENS, SAMPLING_RULES, satisfies } from "./options.js";
 
 export type ChatRole = "system" | "user" | "assistant";
 export interface ChatMessage {
@@ -115,7 +116,7 @@ export interface ServeOptions {
   maxQueue?: number;
   /** Largest accepted body in bytes (default 1 MiB). */
   maxBodyBytes?: number;
-  /** Largest max_tokens accepted (default 4096). */
+  /** Largest max_tokens accepted (default and ceiling: options.ts MAX_NEW_TOKENS, 4096). */
   maxTokensLimit?: number;
   /** Serve the chat page (web-ui.ts) at / (default true). */
   webUi?: boolean;
@@ -293,7 +294,7 @@ function responseFormatParam(b: Record<string, unknown>): ResponseFormat | undef
 }
 
 /** Validates a /v1/chat/completions or /v1/completions body. */
-export function validateRequest(body: unknown, kind: "chat" | "text", modelId: string, maxTokensLimit = 4096): CompletionJob & { stream: boolean } {
+export function validateRequest(body: unknown, kind: "chat" | "text", modelId: string, maxTokensLimit: number = MAX_NEW_TOKENS): CompletionJob & { stream: boolean } {
   if (!body || typeof body !== "object" || Array.isArray(body)) throw new HttpError(400, "request body must be a JSON object");
   const b = body as Record<string, unknown>;
   if (b.model !== undefined && b.model !== modelId && b.model !== "k3") {
@@ -302,16 +303,16 @@ export function validateRequest(body: unknown, kind: "chat" | "text", modelId: s
   refuseUnsupported(b, kind);
   const job: CompletionJob & { stream: boolean } = {
     kind,
-    maxTokens: num(b, b.max_completion_tokens !== undefined ? "max_completion_tokens" : "max_tokens", 256, (x) => Number.isInteger(x) && x >= 1 && x <= maxTokensLimit, `an integer in 1..${maxTokensLimit}`),
-    temperature: num(b, "temperature", 1, (x) => Number.isFinite(x) && x >= 0 && x <= 2, "a number in [0, 2]"),
-    topP: num(b, "top_p", 1, (x) => Number.isFinite(x) && x > 0 && x <= 1, "a number in (0, 1]"),
-    topK: num(b, "top_k", 0, (x) => Number.isInteger(x) && x >= 0, "an integer >= 0"),
-    seed: num(b, "seed", 0, (x) => Number.isSafeInteger(x) && x >= 0, "a non-negative integer"),
+    maxTokens: num(b, b.max_completion_tokens !== undefined ? "max_completion_tokens" : "max_tokens", DEFAULTS.maxTokens.server, (x) => satisfies(SAMPLING_RULES.maxTokens, x) && x <= maxTokensLimit, `an integer in 1..${maxTokensLimit}`),
+    temperature: num(b, "temperature", DEFAULTS.temperature.server, (x) => satisfies(SAMPLING_RULES.temperature, x), SAMPLING_RULES.temperature.expected),
+    topP: num(b, "top_p", DEFAULTS.topP, (x) => satisfies(SAMPLING_RULES.topP, x), SAMPLING_RULES.topP.expected),
+    topK: num(b, "top_k", DEFAULTS.topK, (x) => satisfies(SAMPLING_RULES.topK, x), SAMPLING_RULES.topK.expected),
+    seed: num(b, "seed", DEFAULTS.seed, (x) => satisfies(SAMPLING_RULES.seed, x), SAMPLING_RULES.seed.expected),
     stop: [],
     stream: false,
     n: num(b, "n", 1, (x) => Number.isInteger(x) && x >= 1 && x <= MAX_CHOICES, `an integer in 1..${MAX_CHOICES}`),
-    presencePenalty: num(b, "presence_penalty", 0, Number.isFinite, "a number in [-2, 2]"),
-    frequencyPenalty: num(b, "frequency_penalty", 0, Number.isFinite, "a number in [-2, 2]"),
+    presencePenalty: num(b, "presence_penalty", DEFAULTS.presencePenalty, (x) => satisfies(SAMPLING_RULES.presencePenalty, x), SAMPLING_RULES.presencePenalty.expected),
+    frequencyPenalty: num(b, "frequency_penalty", DEFAULTS.frequencyPenalty, (x) => satisfies(SAMPLING_RULES.frequencyPenalty, x), SAMPLING_RULES.frequencyPenalty.expected),
     logprobs: logprobsParam(b, kind),
     responseFormat: responseFormatParam(b),
     logitBias: (b.logit_bias ?? undefined) as Record<number, number> | undefined,
@@ -462,7 +463,7 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
   const host = options.host ?? "127.0.0.1";
   const queue = new JobQueue(options.maxQueue ?? 8);
   const limit = options.maxBodyBytes ?? 1 << 20;
-  const maxTokensLimit = options.maxTokensLimit ?? 4096;
+  const maxTokensLimit = options.maxTokensLimit ?? MAX_NEW_TOKENS;
   const log = options.log ?? (() => {});
   const created = Math.floor(Date.now() / 1000);
   // Set once the port is known (port 0 picks one); no request arrives before that.

@@ -141,7 +141,7 @@ describe("prompt cache: bit identity", () => {
       expect(withState.ids).toEqual(r.ids);
       expect(() => new PromptCache({ slots: -1 })).toThrow(/prompt cache slots -1/);
       await expect(Engine.load(TINY_K3, { mem: bigBox, promptCache: { slots: 1, maxBytes: -5 } })).rejects.toThrow(/maxBytes -5/);
-      await expect(Engine.load(TINY_K3, { mem: bigBox, chunkSize: 2.5 })).rejects.toThrow(/chunk size 2.5: expected an integer >= 1/);
+      await expect(Engine.load(TINY_K3, { mem: bigBox, chunkSize: 2.5 })).rejects.toThrow(/--chunk 2.5: expected an integer in 1\.\.4096/);
     } finally {
       e.close();
     }
