@@ -12,6 +12,7 @@ import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { parseK3Output, type ChatMessage } from "@k3/tiktoken-bpe";
 import type { Engine, GenerateOptions, GenerationResult, TokenEvent } from "./engine.js";
 import { StateFileError, UsageError } from "./errors.js";
+import { CHOICES, checkChoice } from "./options.js";
 import type { ModelState } from "./model.js";
 import { KdaState } from "./layers/kda.js";
 
@@ -40,9 +41,7 @@ export class ChatSession {
   lastPrefillTokens = 0;
 
   constructor(readonly engine: Engine, readonly options: ChatOptions = {}) {
-    if (options.effort !== undefined && !["low", "high", "max"].includes(options.effort)) {
-      throw new UsageError(`--effort ${options.effort}: expected low, high or max ("medium" does not exist for K3)`);
-    }
+    if (options.effort !== undefined) checkChoice("--effort", CHOICES.effort, options.effort, ' ("medium" does not exist for K3)');
     this.state = engine.newState();
     this.reset();
   }

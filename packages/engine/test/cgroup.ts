@@ -7,7 +7,8 @@
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { pathToFileURL } from "node:url";
 
 export interface MemoryCap {
   kind: "v2" | "v1";
@@ -179,7 +180,8 @@ export async function runCapped(cap: MemoryCap, capBytes: number, argv: string[]
 /**
  * What node, tsx and the CLI's modules have charged to a fresh cgroup when `k3` makes its memory
  * plan (which reads the cgroup: available = limit - charge): a `k3 plan --model MODEL` under a
- * 512 MB cap reports the headroom it saw. Plus 16 MB for what `k3 run` does before planning that
+ * 512 MB cap reports the headroom it saw. `k3 plan` imports only the planner, while `k3 run` plans
+ * with the whole engine (its native addons) loaded, so the probe preloads the engine first. Plus 16 MB for what `k3 run` does before planning that
  * `k3 plan` does not (argument parsing, a bigger index.json) and GC timing. Measured once per
  * process. Throws when the plan did not see the cap (a reader of /proc/meminfo only).
  */
@@ -190,7 +192,8 @@ export async function runtimeChargeAtPlan(cap: MemoryCap, cli: string, model: st
   const dir = mkdtempSync(join(tmpdir(), "k3-charge-"));
   try {
     const json = join(dir, "plan.json");
-    const node = cli.endsWith(".ts") ? [process.execPath, "--import", "tsx"] : [process.execPath];
+    const engine = pathToFileURL(join(dirname(cli), cli.endsWith(".ts") ? "engine.ts" : "index.js")).href;
+    const node = cli.endsWith(".ts") ? [process.execPath, "--import", "tsx", "--import", engine] : [process.execPath, "--import", engine];
     const r = await runCapped(cap, probeCap, [...node, cli, "plan", "--model", model, "--preset", "ultra", "--json", json], { env: { ...process.env, K3_THREADS: "1" }, cwd, timeoutMs: 120_000 });
     if (r.code !== 0) throw new Error(`k3 plan under a ${probeCap}-byte cap exited ${r.code}: ${r.stderr}`);
     const plan = JSON.parse(readFileSync(json, "utf8")).plans[0] as { availableBytes: number; cgroupLimitBytes?: number };
