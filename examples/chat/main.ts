@@ -9,7 +9,7 @@
  * session with identical output. The random tiny model rarely emits an end id, so the demo adds
  * the token it says third as an extra stop id to show the carried-state path.
  */
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ChatSession, embeddedModelDir, Engine } from "@k3/engine";
@@ -47,7 +47,8 @@ if (!process.env.K3_MODEL_DIR) {
 await say(chat, "Name a prime number.");
 await say(chat, "And the next one?");
 
-const file = join(mkdtempSync(join(tmpdir(), "k3-chat-")), "conversation.k3st");
+const saveDir = mkdtempSync(join(tmpdir(), "k3-chat-"));
+const file = join(saveDir, "conversation.k3st");
 chat.save(file);
 const resumed = new ChatSession(engine, { system: "You are terse.", effort: "low" });
 resumed.load(file);
@@ -56,4 +57,5 @@ const a = await say(chat, "One more?");
 const b = await say(resumed, "One more?");
 if (a.join() !== b.join()) throw new Error("the resumed conversation diverged from the original");
 console.log("the resumed session produced the same reply, token for token");
+rmSync(saveDir, { recursive: true, force: true });
 engine.close();

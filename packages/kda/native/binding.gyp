@@ -1,4 +1,5 @@
 {
+  "includes": ["../../native/gyp/common.gypi"],
   "targets": [
     {
       "target_name": "k3_kda",
@@ -17,14 +18,8 @@
       ],
       "include_dirs": [
         "include",
-        "<!(node -p \"require('node-addon-api').include_dir\")",
-        "<!(node -p \"require('path').join(require('path').dirname(require.resolve('@k3/native/package.json')), 'include')\")",
         "<!(node -p \"require('path').join(require('path').dirname(require.resolve('@k3/dense/package.json')), 'native', 'include')\")"
-      ],
-      "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS", "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS"],
-      "cflags_c": ["-std=gnu11", "-O3", "-ffp-contract=off", "-fno-math-errno", "-Wall", "-Wextra"],
-      "cflags_cc": ["-std=c++17", "-O3", "-ffp-contract=off"],
-      "libraries": ["-lpthread", "-lm"]
+      ]
     }
   ]
 }

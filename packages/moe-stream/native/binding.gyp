@@ -1,4 +1,5 @@
 {
+  "includes": ["../../native/gyp/common.gypi"],
   "targets": [
     {
       "target_name": "k3_moe_stream",
@@ -23,15 +24,9 @@
       ],
       "include_dirs": [
         "include",
-        "<!(node -p \"require('node-addon-api').include_dir\")",
-        "<!(node -p \"require('path').join(require('path').dirname(require.resolve('@k3/native/package.json')), 'include')\")",
         "<!(node -p \"require('path').join(require('path').dirname(require.resolve('@k3/dense/package.json')), 'native', 'include')\")",
         "<!(node -p \"require('path').join(require('path').dirname(require.resolve('@k3/mxfp4/package.json')), 'native', 'include')\")"
-      ],
-      "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS", "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS"],
-      "cflags_c": ["-std=gnu11", "-O2", "-ffp-contract=off", "-Wall", "-Wextra"],
-      "cflags_cc": ["-std=c++17", "-O2", "-ffp-contract=off"],
-      "libraries": ["-lpthread"]
+      ]
     }
   ]
 }

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, 
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { SafetensorsError, SafetensorsWriter, ShardedCheckpointWriter, openCheckpoint, openCheckpointSync, openSafetensorsSync } from "../src/index.js";
-import { BACKENDS, tempDir } from "./helpers.js";
+import { BACKENDS, removedAfterFile, tempDir } from "./helpers.js";
 
 /** A tiny K3-like checkpoint: 2 layers x 3 experts (ids written in lexicographic order) + trunk. */
 function writeTinyK3(dir: string, experts = 12): { names: string[] } {
@@ -132,7 +132,7 @@ describe.each(BACKENDS)("checkpoints (%s)", (backend) => {
       expect(r, bad).toBeInstanceOf(SafetensorsError);
       expect((r as SafetensorsError).code, bad).toBe("UnsafeShardPath");
     }
-    mkdirSync(join(dir, "..", "outside-shard"), { recursive: true });
+    mkdirSync(removedAfterFile(join(dir, "..", "outside-shard")), { recursive: true });
     symlinkSync("/etc/hostname", join(dir, "link.safetensors"));
     expect((tryWith((ix) => (ix.weight_map[first] = "link.safetensors")) as SafetensorsError).code).toBe("UnsafeShardPath");
     expect((tryWith((ix) => (ix.weight_map[first] = "nope.safetensors")) as SafetensorsError).code).toBe("MissingShard");

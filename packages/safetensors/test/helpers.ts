@@ -1,7 +1,8 @@
 /** Test helpers: building files by hand, and an independent checker used to explain fuzz accepts. */
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { afterAll } from "vitest";
 import { defaultBackend, nativeUnavailableReason } from "../src/index.js";
 
 /** Backends to run every test against: always "ts", plus "native" when the addon loads. */
@@ -9,8 +10,24 @@ export const BACKENDS: ("ts" | "native")[] = nativeUnavailableReason() === null 
 if (BACKENDS.length === 1) console.warn(`[safetensors tests] native backend skipped: ${nativeUnavailableReason()}`);
 export { defaultBackend };
 
+// Every temp directory a test file makes is removed when that file ends (each file imports this
+// module afresh, so the hook belongs to the importing file). The bench imports the fuzz seeds
+// outside vitest, where there is no file to hook.
+const made: string[] = [];
+if (process.env.VITEST)
+  afterAll(() => {
+    for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true });
+  });
+
+/** A fresh directory under the temp dir, removed after the test file. */
 export function tempDir(tag: string): string {
-  return mkdtempSync(join(tmpdir(), `k3-st-${tag}-`));
+  return removedAfterFile(mkdtempSync(join(tmpdir(), `k3-st-${tag}-`)));
+}
+
+/** Removes `path` (file or directory) after the test file; returns it. */
+export function removedAfterFile(path: string): string {
+  made.push(path);
+  return path;
 }
 
 /** 8-byte LE length + header text (or raw bytes) + `data` (bytes or a length of patterned bytes). */

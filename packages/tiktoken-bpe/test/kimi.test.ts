@@ -1,10 +1,10 @@
-// Kimi: the verified ids of tokenizer.md section 1, the tiny checkpoints in fixtures/models, the
+// Kimi: the verified ids of docs/formats.md §2.1, the tiny checkpoints in fixtures/models, the
 // 256/258 special-id variants, tokenizer_config.json validation and the kimi-hf mode.
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync, copyFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, copyFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { KIMI_MAX_RUN_CHARS, kimiHfParts, loadKimiTokenizer, pythonIsSpace, VocabularyError } from "../src/index.js";
 import { backends, fixturesDir, hasKimi, kimi, kimiDir } from "./helpers.js";
 
@@ -113,8 +113,15 @@ describe("tiny checkpoints in fixtures/models", () => {
 
 describe("tokenizer_config.json validation", () => {
   const tinyDir = join(fixturesDir, "tiny-k3");
-  const withConfig = (config: string) => {
+  const made: string[] = [];
+  afterAll(() => made.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+  const scratch = () => {
     const dir = mkdtempSync(join(tmpdir(), "k3-tok-"));
+    made.push(dir);
+    return dir;
+  };
+  const withConfig = (config: string) => {
+    const dir = scratch();
     copyFileSync(join(tinyDir, "tiktoken.model"), join(dir, "tiktoken.model"));
     writeFileSync(join(dir, "tokenizer_config.json"), config);
     return dir;
@@ -126,7 +133,7 @@ describe("tokenizer_config.json validation", () => {
     expect(() => loadKimiTokenizer(withConfig('{"added_tokens_decoder": {"768": {"content": 7}}}'))).toThrow(/\[768\]\.content must be a non-empty string/);
     expect(() => loadKimiTokenizer(withConfig('{"num_reserved_special_tokens": -3}'))).toThrow(/num_reserved_special_tokens/);
     expect(() => loadKimiTokenizer(withConfig('{"added_tokens_decoder": {"768": {"content": "A"}, "769": {"content": "A"}}}'))).toThrow(VocabularyError);
-    const dir = mkdtempSync(join(tmpdir(), "k3-tok-"));
+    const dir = scratch();
     copyFileSync(join(tinyDir, "tiktoken.model"), join(dir, "tiktoken.model"));
     expect(() => loadKimiTokenizer(dir)).toThrow(/tokenizer_config.json: missing/);
     expect(() => loadKimiTokenizer(join(dir, "nope"))).toThrow(/tiktoken.model: cannot read/);
@@ -134,7 +141,7 @@ describe("tokenizer_config.json validation", () => {
 
   it("refuses a FIFO as tiktoken.model or tokenizer_config.json instead of hanging", async () => {
     for (const name of ["tiktoken.model", "tokenizer_config.json"]) {
-      const dir = mkdtempSync(join(tmpdir(), "k3-tok-"));
+      const dir = scratch();
       for (const f of ["tiktoken.model", "tokenizer_config.json"]) if (f !== name) copyFileSync(join(tinyDir, f), join(dir, f));
       execFileSync("mkfifo", [join(dir, name)]);
       // A writer that opens the FIFO and closes it after 1 s without writing, so that a reader
