@@ -1,6 +1,7 @@
 // Publishing checks over every public @k3/* package, run by `pnpm test` after the package suites:
 // the manifest a consumer relies on, the README's opening usage example, a changeset-ready name,
-// and for native packages a prebuilt binary with a portable glibc symbol ceiling.
+// and for native packages a prebuilt binary with a portable glibc symbol ceiling. Then, over the
+// whole repo: every `docs/<file>.md` a source file cites exists, and so does the section (`§2.3`) it names.
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -66,4 +67,20 @@ for (const dir of readdirSync(join(root, "packages")).sort()) {
     }
   }
 }
+// Citations: code comments point at docs/ in the repo, never at notes outside it.
+const sources = execFileSync("git", ["ls-files", "packages", "scripts", "examples", "reference", "vitest.config.ts"], { cwd: root, encoding: "utf8" })
+  .split("\n")
+  .filter((f) => /\.(ts|mts|mjs|js|c|h|cc|py|gyp|gypi|sh)$/.test(f) && !f.includes("/dist/"));
+let citations = 0;
+for (const file of sources) {
+  if (!existsSync(join(root, file))) continue;
+  const text = readFileSync(join(root, file), "utf8");
+  for (const m of text.matchAll(/docs\/([\w./-]+\.md)(?:\s+§(\d+(?:\.\d+)?))?/g)) {
+    citations++;
+    const doc = join(root, "docs", m[1]);
+    const ok = existsSync(doc);
+    check("docs", `${file} cites docs/${m[1]}${m[2] ? ` §${m[2]}` : ""}`, ok && (!m[2] || readFileSync(doc, "utf8").includes(`§${m[2]}`)), ok ? `no §${m[2]} in docs/${m[1]}` : "no such file");
+  }
+}
+check("docs", "source files cite docs/", citations > 0, "no citation found: the scan is broken");
 finish();

@@ -1,7 +1,7 @@
 // Runs ggml's own MUL_MAT beside a k3 bench row, when the user points K3_GGML_BIN at a ggml
 // `test-backend-ops` binary THEY built (the project never downloads, builds or commits ggml).
-// Shapes go in through the tool's `--test-file` mechanism (one generic-op line per case, format in
-// /work/shared/spec/ggml-anchors.md), timed with `perf -b CPU` (its text us/run line). Shared by the benches of
+// Shapes go in through the tool's `--test-file` mechanism (one generic-op line per case, in the
+// format that ggml's tests/test-backend-ops.cpp parses), timed with `perf -b CPU` (its text us/run line). Shared by the benches of
 // @k3/dense (bf16/f32) and @k3/mxfp4. Plain JS, no dependencies.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";

@@ -1,6 +1,6 @@
 """k3ref: an independent, plain-PyTorch (float64) reference for Kimi K3 and Kimi-Linear-48B.
 
-Follows /work/shared/spec/architecture.md to the letter. Clarity over speed; torch + stdlib only.
+Follows docs/architecture.md to the letter. Clarity over speed; torch + stdlib only.
 """
 import torch
 

@@ -1,4 +1,4 @@
-"""K3 Block Attention Residuals (architecture.md 6.2)."""
+"""K3 Block Attention Residuals (docs/architecture.md §6.2)."""
 import torch
 
 

@@ -1,4 +1,4 @@
-"""Kimi Delta Attention (architecture.md section 2), float64.
+"""Kimi Delta Attention (docs/architecture.md §2), float64.
 
 Shapes: T tokens, H heads, dk = dv = head_dim. q, k, g: [T, H, dk]; v: [T, H, dv]; beta: [T, H];
 state S: [H, dk, dv] (rows = key channels, fla's [K, V] layout).

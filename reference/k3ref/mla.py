@@ -1,4 +1,4 @@
-"""MLA as used by Kimi (architecture.md section 3): NoPE, expanded (non-absorbed) form, float64.
+"""MLA as used by Kimi (docs/architecture.md §3): NoPE, expanded (non-absorbed) form, float64.
 
 The cache holds, per past position, the normalised latent c [kv_lora] and the shared k_pe [rope]
 (what any engine caches); attention is computed by expanding c through kv_b_proj for every position.

@@ -1,4 +1,4 @@
-"""Router, experts (SiLU-GLU / SiTU-GLU), K3 latent MoE and 48B plain MoE (architecture.md 4)."""
+"""Router, experts (SiLU-GLU / SiTU-GLU), K3 latent MoE and 48B plain MoE (docs/architecture.md §4)."""
 import torch
 
 from .ops import linear, rmsnorm, sigmoid, silu

@@ -143,7 +143,7 @@ function gemmShare(c: ChildResult): { ideal: number; actual: number; share: numb
   return { ideal, actual, share: actual > 0 ? ideal / actual : 0 };
 }
 
-/** The exclusive bench lock with its turnstile (HELPERS.md): /work/bin/k3-excl when present. */
+/** The exclusive bench lock with its turnstile: /work/bin/k3-excl when present. */
 function exclusive(argv: string[]): [string, string[]] {
   if (existsSync("/work/bin/k3-excl")) return ["/work/bin/k3-excl", argv];
   return ["flock", ["/tmp/k3-turn.lock", "flock", "-x", "/tmp/k3-bench.lock", ...argv]];

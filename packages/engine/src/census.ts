@@ -1,5 +1,5 @@
 /**
- * Byte census of a checkpoint computed from its config alone (anchor.md §1.6): what the trunk,
+ * Byte census of a checkpoint computed from its config alone (docs/architecture.md §7): what the trunk,
  * embeddings, head, experts, recurrent state and KV cache cost. Used for the memory plan before
  * any weight is read; the loader cross-checks it against the real tensor headers.
  */

@@ -1,5 +1,5 @@
 /**
- * config.json reader that refuses to guess (anchor.md §1, architecture.md §0).
+ * config.json reader that refuses to guess (docs/architecture.md §0).
  *
  * Accepts K3's nested layout (`text_config` + `text_config.linear_attn_config`, weights under
  * `language_model.`) and Kimi-Linear-48B's flat one. Every missing or inconsistent key is
@@ -464,7 +464,7 @@ export function readConfig(dir: string): ModelConfig {
   return parseConfig(raw, file);
 }
 
-/** Special ids K3 and Kimi-Linear reserve after the ranks (num_reserved_special_tokens, tokenizer.md). */
+/** Special ids K3 and Kimi-Linear reserve after the ranks (num_reserved_special_tokens, docs/formats.md §2.1). */
 export const KIMI_SPECIAL_IDS = 256;
 
 /**

@@ -3,7 +3,7 @@
  * script can tell who has to act: usage (the command line or request), config (config.json, or a
  * checkpoint/state file that does not match it), io (a file or download missing, unreadable or with
  * the wrong bytes), runtime (everything else: a plan that does not fit, a NaN, an abort, a bug).
- * Exit 4 is not a failure kind: the run finished, but a routed expert was dropped (anchor.md §4).
+ * Exit 4 is not a failure kind: the run finished, but a routed expert was dropped (docs/io.md §8).
  */
 
 export const EXIT_OK = 0;

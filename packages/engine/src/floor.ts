@@ -1,5 +1,5 @@
 /**
- * The ceilings a run's floor is measured against (streaming.md §2.5), measured in the same process
+ * The ceilings a run's floor is measured against (docs/io.md §2), measured in the same process
  * as the run they judge, with the run's own access pattern, before the model loads and again after
  * the run (Engine.floorAfterRun); the higher of the two is the ceiling, so a run cannot silently be
  * faster than the ceiling that judges it:

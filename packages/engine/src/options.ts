@@ -28,7 +28,7 @@ export interface NumberRule {
 
 /** Threads of the shared compute pool: dense/native/src/pool.c MAX_THREADS (test/options.test.ts reads it there). */
 export const MAX_THREADS = 256;
-/** The longest prompt one generation takes (anchor.md: a prompt <= 32768 ids), for `k3 run`, eval, chat and the server alike. */
+/** The longest prompt one generation takes (a prompt <= 32768 ids), for `k3 run`, eval, chat and the server alike. */
 export const MAX_PROMPT_TOKENS = 32768;
 /** Tokens one call generates at most: `k3 run`, `k3 chat`, the server and Engine.generate alike. */
 export const MAX_NEW_TOKENS = 4096;

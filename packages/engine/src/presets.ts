@@ -1,5 +1,5 @@
 /**
- * Memory presets (anchor.md §4 table) and the pre-load memory plan.
+ * Memory presets (docs/io.md §6) and the pre-load memory plan.
  *
  * A preset maps to three budgets: trunk (pinned layers + streaming ring), expert cache, and KV.
  * The plan says, before anything is loaded, which layers are pinned, how many ring and cache slots
@@ -131,7 +131,7 @@ export function readMemInfo(root = "/"): MemInfo {
   return info;
 }
 
-/** The preset doctor would suggest for this much available memory (anchor.md §4). */
+/** The preset doctor would suggest for this much available memory (docs/io.md §6). */
 export function presetForMemory(availableBytes: number): Exclude<PresetName, "auto"> {
   const gb = availableBytes / GB;
   if (gb >= 192) return "server";

@@ -20,7 +20,7 @@
  *   MoE layer, the distinct experts of T tokens: E (1 - (1 - k/E)^T) (flat routing, as K3's).
  * - s/token is given as a range: compute and I/O fully overlapped (max) .. not at all (sum).
  *
- * Anchors (streaming.md §1a, §2.2): kimi-k3-in-c measured 26-33 s/token at its 8 GB preset
+ * Anchors (docs/io.md §1): kimi-k3-in-c measured 26-33 s/token at its 8 GB preset
  * (32.69 s, 2x EPYC 7763, NVMe ~3.2-6 GB/s) and 5.59 s/token with the trunk resident (4.6 GB/s NVMe).
  */
 import { censusOf, kindCensus } from "./census.js";

@@ -2,10 +2,10 @@
  * The published configurations, one copy for the synthetic checkpoint generator (`k3 synth`), the
  * plan tables and the tests.
  *
- * - Kimi K3 (moonshotai/Kimi-K3 config.json): anchor.md §1 and architecture.md §0. The nested
+ * - Kimi K3 (moonshotai/Kimi-K3 config.json): docs/architecture.md §0. The nested
  *   layout (`text_config`, `text_config.linear_attn_config`) as released; the vision_config
  *   (MoonViT-V2), which text engines ignore, is left out.
- * - Kimi-Linear-48B-A3B (moonshotai/Kimi-Linear-48B-A3B-Instruct config.json): architecture.md §0,
+ * - Kimi-Linear-48B-A3B (moonshotai/Kimi-Linear-48B-A3B-Instruct config.json): docs/architecture.md §0,
  *   flat layout.
  *
  * Both functions return a fresh object (callers may edit it).

@@ -2,7 +2,7 @@
  * `k3 synth`: a synthetic checkpoint at the published widths (Kimi K3, or Kimi-Linear-48B with
  * `family: "kimi-linear"`), with only the layer count (and optionally the expert count and the
  * vocabulary) changed. Every tensor name, dtype, shape, shard and index layout follows the release
- * (anchor.md §1.6; the same layout as fixtures/models/tiny-k3 from reference/make_tiny.py):
+ * (docs/architecture.md §7; the same layout as fixtures/models/tiny-k3 from reference/make_tiny.py):
  *
  * - K3: nested config, `language_model.` prefix, bf16 trunk, F32 A_log/dt_bias/conv1d/o_norm/
  *   e_score_correction_bias, MXFP4 experts (`w{1,2,3}.weight_packed` U8 [out, in/2] and

@@ -210,7 +210,7 @@ describe("config reader", () => {
     const cfg = parseConfig(raw);
     expect(cfg.layerKinds.filter((k) => k === "mla").length).toBe(24);
     const c = censusOf(cfg);
-    expect(c.expertBytes).toBe(17_547_264); // anchor.md §1.6
+    expect(c.expertBytes).toBe(17_547_264); // docs/architecture.md §7
     expect(c.expertBytesPerToken).toBe(92 * 16 * 17_547_264); // 25.83 GB
     expect(c.embedBytes).toBe(163840 * 7168 * 2);
     // MLA latent cache: 24 layers x 576 fp32

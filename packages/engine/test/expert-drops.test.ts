@@ -1,7 +1,7 @@
 /**
  * A routed expert whose bytes cannot be used (here: MXFP4 scales poked to 0xFF on disk, the way a
  * corrupt shard looks) is dropped: the run finishes, the report lists it, and `k3` exits 4 — the
- * reference engine's contract (anchor.md §1.5). --on-expert-error fail stops at once with exit 1.
+ * reference engine's contract (docs/io.md §8). --on-expert-error fail stops at once with exit 1.
  */
 import { cpSync, mkdtempSync, openSync, readFileSync, readSync, closeSync, rmSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";

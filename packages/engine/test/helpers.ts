@@ -11,7 +11,7 @@ export function rawConfig(dir: string): Record<string, any> {
   return JSON.parse(readFileSync(join(dir, "config.json"), "utf8"));
 }
 
-/** The published K3 config (anchor.md §1); the one copy lives in src/published.ts. */
+/** The published K3 config (docs/architecture.md §0); the one copy lives in src/published.ts. */
 export { publishedK3Config } from "../src/published.js";
 
 /** Runs the `k3` CLI in this process and captures what it writes (stdout, stderr) and its exit code. */

@@ -58,7 +58,7 @@ describe("published-K3 projection", () => {
     expect(p.computeSeconds!).toBeCloseTo(want, 9);
     const laptop = p.rows.find((r) => r.preset === "laptop")!;
     const resident = p.rows.find((r) => r.preset === "resident")!;
-    // streaming.md §2.2 at 7 GB/s: 19.2 s/token with the trunk streamed, 3.7 s with it resident.
+    // docs/io.md §1 at 7 GB/s: 19.2 s/token with the trunk streamed, 3.7 s with it resident.
     expect(laptop.ioSeconds).toBeCloseTo(19.2, 1);
     expect(resident.ioSeconds).toBeCloseTo(3.7, 1);
     expect(laptop.overlappedSeconds).toBeCloseTo(Math.max(laptop.ioSeconds, want), 9);

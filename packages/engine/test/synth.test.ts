@@ -35,7 +35,7 @@ afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })))
 const sum = (ts: SynthTensor[]) => ts.reduce((a, t) => a + tensorByteSize(t), 0);
 
 describe("published configs", () => {
-  it("K3 holds the anchor.md §1 values and parses", () => {
+  it("K3 holds the docs/architecture.md §0 values and parses", () => {
     const c = publishedK3Config();
     const t = c.text_config;
     expect([c.model_type, c.bos_token_id, c.eos_token_id, c.pad_token_id, c.media_placeholder_token_id, c.tie_word_embeddings]).toEqual(["kimi_k3", 163584, 163586, 163839, 163605, false]);
@@ -55,7 +55,7 @@ describe("published configs", () => {
     expect(cfg.layerKinds.filter((k) => k === "mla")).toHaveLength(24);
   });
 
-  it("Kimi-Linear-48B holds the architecture.md §0 values and parses", () => {
+  it("Kimi-Linear-48B holds the docs/architecture.md §0 values and parses", () => {
     const c = publishedKimiLinearConfig();
     expect([c.hidden_size, c.num_hidden_layers, c.vocab_size, c.intermediate_size, c.kv_lora_rank, c.q_lora_rank]).toEqual([2304, 27, 163840, 9216, 512, null]);
     expect([c.linear_attn_config.num_heads, c.linear_attn_config.head_dim, c.num_attention_heads]).toEqual([32, 128, 32]);
@@ -92,7 +92,7 @@ describe("plan at real widths (nothing written)", () => {
   const all = plan.flatMap((s) => s.tensors);
   const layer = (l: number) => all.filter((t) => t.name.startsWith(`language_model.model.layers.${l}.`));
 
-  it("matches the byte census of the release (anchor.md §1.6)", () => {
+  it("matches the byte census of the release (docs/architecture.md §7)", () => {
     const attnAndNorms = (l: number) => sum(layer(l).filter((t) => /self_attn\.|layernorm|_res_/.test(t.name)));
     expect(attnAndNorms(1)).toBe(887_886_848); // a KDA layer
     expect(attnAndNorms(3)).toBe(464_478_208); // an MLA layer (its attention + the six norms, as the census counts it)

@@ -3,7 +3,7 @@
  *  1. decode step at K3's state (96 x 128 x 128 fp32 = 6.29 MB) vs the memory floor of reading and
  *     writing that state once (2 x 6.29 MB at @k3/dense's measured read ceiling);
  *  2. chunked WY/UT prefill vs the token-by-token recurrence at T = 1024 (core only, K3 heads);
- *  3. the shapes of ggml's GATED_DELTA_NET KDA rows in ggml-anchors.md (figures quoted, another sitting).
+ *  3. the shapes of ggml's GATED_DELTA_NET KDA rows (figures quoted from a test-backend-ops run in another sitting).
  * Run: flock /tmp/k3-bench.lock pnpm bench
  */
 import { gemmF32, memoryReadCeiling, setThreadCount, simdLevel, threadCount } from "@k3/dense";
@@ -148,7 +148,7 @@ const poolThreads = threadCount();
   const o2 = new Float32Array(1024 * h * d);
   const t1024 = await time(() => chunked(x2.q, x2.k, x2.v, x2.g, x2.beta, S.fill(0), o2, { tokens: 1024, heads: h, dk: d, dv: d }), { minRuns: 3, minMs: 1500 });
   rows.push({ case: "32 heads d=128, 1024 tokens (chunked)", ours_us: t1024.median * 1000, limit: "ggml GATED_DELTA_NET (GDN, not KDA; quoted)", limit_us: 87875, "floor/ours": 87875 / (t1024.median * 1000) });
-  notes.push("ggml figures are quoted from ggml-anchors.md (another sitting on the same VM type, -march=native build, 2 threads, includes a small l2_norm); ours are measured here. 'floor/ours' > 1 means we are faster than the reference figure.");
+  notes.push("ggml figures are quoted from a test-backend-ops run (another sitting on the same VM type, -march=native build, 2 threads, includes a small l2_norm); ours are measured here. 'floor/ours' > 1 means we are faster than the reference figure.");
 }
 
 notes.push(`load average (1/5/15 min) at the start: ${load0.map((x) => x.toFixed(1)).join(" / ")}, at the end: ${loadavg().map((x) => x.toFixed(1)).join(" / ")} (2 cores).`);

@@ -1,4 +1,4 @@
-/** KDA layer configuration and the per-head A_log check (architecture.md 2.3, section 7.1). */
+/** KDA layer configuration and the per-head A_log check (docs/architecture.md §2.3, docs/invariants.md §1). */
 import type { GateForm } from "./core.js";
 import { KdaError } from "./errors.js";
 

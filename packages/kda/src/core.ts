@@ -1,5 +1,5 @@
 /**
- * The attention math of one KDA layer on already-projected activations (architecture.md 2.1-2.6).
+ * The attention math of one KDA layer on already-projected activations (docs/architecture.md §2.1-2.6).
  * Layouts are row-major: q, k, g [T][H][dk], v, o [T][H][dv], beta [T][H], state S [H][dk][dv].
  */
 import { KdaError } from "./errors.js";

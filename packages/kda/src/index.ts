@@ -1,5 +1,5 @@
 /**
- * @k3/kda: Kimi Delta Attention (architecture.md section 2) for Kimi K3 and Kimi-Linear-48B.
+ * @k3/kda: Kimi Delta Attention (docs/architecture.md §2) for Kimi K3 and Kimi-Linear-48B.
  *
  * - `KdaLayer`: one layer's weights + config; `forward(x, state)` for a chunk of tokens or one.
  * - `KdaState`: conv tails + recurrent state, fp32 or bf16; `save()` / `KdaState.load()`.

@@ -1,5 +1,5 @@
 /**
- * One KDA mixer layer (architecture.md section 2): x [T][D] (already input-normed) -> out [T][D].
+ * One KDA mixer layer (docs/architecture.md §2): x [T][D] (already input-normed) -> out [T][D].
  * Projections run on @k3/dense (batched GEMM for T > 1, bit-identical per row to the one-token
  * GEMV); the attention math (conv, gate, recurrence / chunked prefill) is this package's native code.
  */

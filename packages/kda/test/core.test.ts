@@ -20,7 +20,7 @@ describe("loading", () => {
   });
 });
 
-describe("forget gate (invariant 7.1: A_log per head, right family)", () => {
+describe("forget gate (invariant 1: A_log per head, right family)", () => {
   it.skipIf(!fixtureExists("kda_gate_k3.safetensors"))("K3 form matches the reference, A_log sliced from its padded vector", () => {
     const m = readFixture("kda_gate_k3.safetensors");
     const H = 8, dk = 16;
@@ -150,7 +150,7 @@ describe("short conv + SiLU", () => {
   });
 });
 
-describe("recurrence (invariant 7.2: decay, error, write, then read)", () => {
+describe("recurrence (invariant 2: decay, error, write, then read)", () => {
   it.skipIf(!fixtureExists("kda_recurrent.safetensors"))("matches naive_recurrent_kda at T=1 and T=70 with a non-zero S0", () => {
     const m = readFixture("kda_recurrent.safetensors");
     const tol = manifestTol("kda_recurrent.safetensors");
@@ -206,7 +206,7 @@ describe("recurrence (invariant 7.2: decay, error, write, then read)", () => {
   });
 });
 
-describe("chunked WY/UT form (invariant 7.2: (I+M)^-1, M strictly lower, P keeps its diagonal)", () => {
+describe("chunked WY/UT form (invariant 2: (I+M)^-1, M strictly lower, P keeps its diagonal)", () => {
   it.skipIf(!fixtureExists("kda_chunked.safetensors"))("matches the reference with chunk 16 and 64 at T=70, non-zero S0; the two classic bugs do not match", () => {
     const m = readFixture("kda_chunked.safetensors");
     const tol = manifestTol("kda_chunked.safetensors");

@@ -1,6 +1,6 @@
 /**
  * Float64 TypeScript references for the tests: the KDA recurrence (and deliberately wrong variants
- * that section 7.2 warns about), so a test can show the fixture comparison rejects each bug.
+ * that docs/invariants.md §2 warns about), so a test can show the fixture comparison rejects each bug.
  */
 export type RecurrenceVariant = "spec" | "decay_after_write" | "read_before_write";
 

@@ -1,4 +1,4 @@
-/** MLA layer configuration (architecture.md section 3). */
+/** MLA layer configuration (docs/architecture.md §3). */
 import { MlaError } from "./errors.js";
 
 export interface MlaConfig {

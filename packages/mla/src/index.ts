@@ -1,6 +1,6 @@
 /**
- * @k3/mla: Multi-head Latent Attention as Kimi K3 and Kimi-Linear-48B use it (NoPE, architecture.md
- * section 3), in absorbed form over a latent cache of kvLora + rope (576) values per position.
+ * @k3/mla: Multi-head Latent Attention as Kimi K3 and Kimi-Linear-48B use it (NoPE,
+ * docs/architecture.md §3), in absorbed form over a latent cache of kvLora + rope (576) values per position.
  *
  * - `MlaLayer`: one layer's weights + config; `forward(x, cache)` for a prompt chunk or one token.
  * - `MlaCache`: f32 or bf16 latent rows; `bytesPerPosition`, `save()` / `MlaCache.load()`.

@@ -1,5 +1,5 @@
 /**
- * One MLA mixer layer (architecture.md section 3) in absorbed form: x [T][D] (already input-normed)
+ * One MLA mixer layer (docs/architecture.md §3) in absorbed form: x [T][D] (already input-normed)
  * -> out [T][D], appending T positions to a latent cache of kvLora + rope values each.
  *   q      = q_b(RMSNorm(q_a x)) (K3) or q_proj x (48B), per head [q_nope | q_pe]
  *   a      = kv_a_proj_with_mqa x;  c = RMSNorm_{kvLora}(a[:kvLora]);  k_pe = a[kvLora:] (never rotated)

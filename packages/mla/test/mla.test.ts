@@ -48,7 +48,7 @@ describe("loading", () => {
   });
 });
 
-describe("attention core at K3's real head shapes (invariant 7.5: scale 192^-1/2, shared unrotated k_pe)", () => {
+describe("attention core at K3's real head shapes (invariant 5: scale 192^-1/2, shared unrotated k_pe)", () => {
   const file = "mla_core_k3.safetensors";
   it.skipIf(!fixtureExists(file))("expanded form matches the reference; 128^-1/2 and 576^-1/2 are rejected", () => {
     const m = readFixture(file);
@@ -156,7 +156,7 @@ describe.each(FORMS)("MlaLayer against $file", ({ file, config }) => {
     expect(closeTo(shifted, get(m, "shift.out").data, tol).detail).toBe("ok");
   });
 
-  it.skipIf(!present)("the TS expanded reference matches, and every wrong variant of invariant 7.5 is rejected", () => {
+  it.skipIf(!present)("the TS expanded reference matches, and every wrong variant of invariant 5 is rejected", () => {
     const m = readFixture(file);
     const tol = manifestTol(file);
     const W = rawWeights(m);

@@ -1,6 +1,6 @@
 /**
  * Float64 TypeScript reference of the MLA layer in EXPANDED form (k_nope and v materialised per head
- * per position, the naive cache), with deliberately wrong variants of section 7.5 so a test can show
+ * per position, the naive cache), with deliberately wrong variants of docs/invariants.md §5 so a test can show
  * the fixture comparison rejects each one.
  */
 import type { MlaConfig } from "../src/index.js";

@@ -8,7 +8,7 @@
  * The provider serves POOL distinct expert buffers (id % POOL), more bytes than the L3, so every
  * token reads its experts from memory. Decode (T = 1) tokens are independent random vectors.
  *
- * Then K3's routed experts alone (architecture.md §4.3/§4.4): 16 MXFP4 experts per token on the 3584
+ * Then K3's routed experts alone (docs/architecture.md §4.3/§4.4): 16 MXFP4 experts per token on the 3584
  * latent, inter 3072, SiTU-GLU (17.5 MB each, K3_POOL distinct ones), one decode row per expert:
  * runMany (one native call, two pool dispatches) against run() per expert (3 @k3/mxfp4 matmuls +
  * a GLU call each: the path before runMany), each against the same memory-read floor.

@@ -1,7 +1,7 @@
 /**
  * planMemory: splits a byte budget between the trunk (pinned layers + a ring) and the expert
  * store (streaming slots + a per-layer cache), trunk first: one pinned GB removes ~1 GB of reads
- * from every token, one GB of expert cache saves far less under K3's flat routing (streaming.md §2.4).
+ * from every token, one GB of expert cache saves far less under K3's flat routing (docs/io.md §1).
  *
  * Order: fixed costs (caller's reserve, runtime overhead, the expert streaming slots, one ring
  * slot) must fit or the plan fails with a BudgetError carrying both numbers. Then a second ring
@@ -82,7 +82,7 @@ function expertBytesOf(inDim: number, inter: number, mxfp4: boolean): number {
 
 /**
  * Per-layer trunk sizes from a K3 / Kimi-Linear config (bf16 matrices and norms, f32 conv/A_log/
- * dt_bias/o_norm/bias), matching the released checkpoints' byte counts (anchor.md §1.6).
+ * dt_bias/o_norm/bias), matching the released checkpoints' byte counts (docs/architecture.md §7).
  */
 export function censusFromConfig(config: Record<string, unknown>): ModelCensus {
   const c = (config.text_config as Record<string, unknown>) ?? config;

@@ -6,7 +6,7 @@ import { censusFromConfig, planMemory } from "../src/plan.js";
 import { tinyK3Dir } from "./fixtures.js";
 
 const GB = 1e9;
-// Kimi K3's published text_config (architecture.md §0, anchor.md §1).
+// Kimi K3's published text_config (docs/architecture.md §0).
 const fullAttn = [...Array.from({ length: 23 }, (_, i) => 4 * (i + 1)), 93];
 const k3 = {
   quantization_config: { format: "mxfp4-pack-quantized" },

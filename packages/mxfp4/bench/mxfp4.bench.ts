@@ -122,7 +122,7 @@ function ggmlRun(bin: string | null, c: GgmlCase, threads: number): { us: number
 // K3_GGML_REPACK_BIN: optional program of yours that runs ggml's MUL_MAT through its public API with the
 // weights in the CPU_REPACK buffer (llama.cpp's mxfp4_8x8 path, which test-backend-ops cannot reach):
 // argv `m k n E threads repack(1) seconds`, E distinct weight copies per graph, prints one JSON line
-// {"us": per matrix, "gflops", "gbPerSec"}. Not part of the project (ggml-anchors.md "harness").
+// {"us": per matrix, "gflops", "gbPerSec"}. Not part of the project.
 const ggmlRepack: string | null = process.env.K3_GGML_REPACK_BIN || null;
 function ggmlRepackRun(m: number, k: number, n: number, experts: number, threads: number): { us: number; gflops: number; gbPerSec: number } | null {
   if (!ggmlRepack) return null;
@@ -268,7 +268,7 @@ setSimdLevel(bestSimdLevel());
 
 const ggmlNotes = [
   ggmlNote(ggml) + (ggmlAvx2 ? ` AVX2 rows: ggml ${ggmlAvx2}.` : " AVX2 rows: no portable ggml build given (K3_GGML_BIN_AVX2), so they print ours alone."),
-  "ggml path measured: test-backend-ops puts weights in the plain CPU buffer, so its MXFP4 rows are the NON-repacked path (q8_0 activations, vec_dot; ggml-anchors.md 'Caveat (no repack)'); llama.cpp's repacked mxfp4_8x8 path is not reachable through test-backend-ops. ggml rounds the activations to int8 (q8_0) in every row; our exact rows keep fp32, our Int8 rows round like ggml. ggml 1-thread rows: the process pinned to cpu 0 with taskset (its thread count is hardware_concurrency = 2). ggml matvec rows use 16 distinct experts per call (94 MB, DRAM); its batched rows reuse one matrix (L3-hot; compute-bound at n >= 4).",
+  "ggml path measured: test-backend-ops puts weights in the plain CPU buffer, so its MXFP4 rows are the NON-repacked path (q8_0 activations, vec_dot); llama.cpp's repacked mxfp4_8x8 path is not reachable through test-backend-ops. ggml rounds the activations to int8 (q8_0) in every row; our exact rows keep fp32, our Int8 rows round like ggml. ggml 1-thread rows: the process pinned to cpu 0 with taskset (its thread count is hardware_concurrency = 2). ggml matvec rows use 16 distinct experts per call (94 MB, DRAM); its batched rows reuse one matrix (L3-hot; compute-bound at n >= 4).",
   ggmlRepack
     ? `ggml repacked: ${ggmlRepack} (ggml's public API, weights in CPU_REPACK = mxfp4_8x8, q8_0 activations; matvec rows >= 256 MiB of distinct copies per graph, batched rows 4 copies; best graph time / copies).`
     : "ggml repacked: not run (K3_GGML_REPACK_BIN not set).",

@@ -1,5 +1,5 @@
 /**
- * A synthetic checkpoint with Kimi K3's exact text layout (anchor.md §1.6): 96 shards, 497,220
+ * A synthetic checkpoint with Kimi K3's exact text layout (docs/architecture.md §7): 96 shards, 497,220
  * tensors with the real names, shapes and dtypes, experts stored in lexicographic id order with
  * each expert's 6 tensors adjacent, each layer's trunk one run. Tensor data are sparse holes
  * (ftruncate), so the 1.56 TB checkpoint costs only its ~65 MB of headers on disk.

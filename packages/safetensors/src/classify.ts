@@ -1,5 +1,5 @@
 /**
- * The grouping rule of safetensors.md §4, applied to one name. It is written without regular
+ * The grouping rule of docs/formats.md §1.4, applied to one name. It is written without regular
  * expressions so that native/src/st_classify.c can implement the very same steps.
  *
  *   [model. | language_model.model.] layers.{L}. <rest>

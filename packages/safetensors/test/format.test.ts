@@ -5,7 +5,7 @@ import { BACKENDS, fileOf, independentCheck } from "./helpers.js";
 const t = (name: string, dtype: string, shape: number[], begin: number, end: number) =>
   `${JSON.stringify(name)}:{"dtype":"${dtype}","shape":[${shape.join(",")}],"data_offsets":[${begin},${end}]}`;
 
-/** [case, bytes, expected code, expected tensor (optional)] from safetensors.md §3. */
+/** [case, bytes, expected code, expected tensor (optional)] from docs/formats.md §1.3. */
 const BAD: [string, Uint8Array, string, string?][] = [
   ["empty file", new Uint8Array(0), "HeaderTooSmall"],
   ["7 bytes", new Uint8Array(7), "HeaderTooSmall"],

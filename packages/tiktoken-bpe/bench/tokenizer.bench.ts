@@ -154,7 +154,7 @@ writeReport("tiktoken-bpe", {
     "Kimi load:\n\n" + table(loadRows),
     "Long inputs (ours, native, encodeOrdinary, one run):\n\n" + table(longRows),
     `One 40,000-byte piece ('a' × 40k, o200k): tiktoken WASM ${oracleLong.toFixed(0)} ms, ours ${oursLong.toFixed(1)} ms.`,
-    `Differential fuzz against tiktoken (hostile alphabet of tokenizer.md 4.13; Han-heavy strings up to 80 chars):\n\n` + table(fuzzRows),
+    `Differential fuzz against tiktoken (hostile alphabet of docs/formats.md §2.4; Han-heavy strings up to 80 chars):\n\n` + table(fuzzRows),
     `Machine shared with other engineers during the run (2 vCPUs); ${busy}.`,
   ],
 });

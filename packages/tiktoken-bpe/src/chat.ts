@@ -4,7 +4,7 @@
  * reasoning) is encoded ORDINARILY, so text that spells a special token cannot inject one.
  *
  * K3 format (Moonshot's encoding_k3.py as mirrored by kimi-k3-in-c src/chat/k3_chat.c and the
- * public Python adapters; anchor.md 1.7):
+ * public Python adapters; docs/architecture.md §8):
  *   message:   <|open|>message role="R"<|sep|>TEXT<|close|>message<|sep|><|end_of_msg|>
  *   assistant: <|open|>message role="assistant"<|sep|>[<|open|>think<|sep|>REASONING<|close|>think<|sep|>]
  *              <|open|>response<|sep|>TEXT<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>

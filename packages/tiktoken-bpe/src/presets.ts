@@ -84,7 +84,7 @@ export const KIMI_K2_SPECIALS: Record<number, string> = {
   20: "<|media_end|>", 21: "<|media_pad|>", 254: "[UNK]", 255: "[PAD]",
 };
 
-/** K3 names (anchor.md 1.7), used when a directory has no tokenizer_config.json. */
+/** K3 names (docs/architecture.md §8), used when a directory has no tokenizer_config.json. */
 export const KIMI_K3_SPECIALS: Record<number, string> = {
   0: "[BOS]", 1: "[EOS]", 2: "<|end_of_msg|>", 3: "<|open|>", 4: "<|close|>", 5: "<|sep|>",
   18: "<|media_begin|>", 19: "<|media_content|>", 20: "<|media_end|>", 21: "<|media_pad|>", 254: "[UNK]", 255: "[PAD]",

@@ -1,4 +1,4 @@
-// The adversarial inputs of tokenizer.md section 4 (items 1-9, 11; long pieces live in long.test.ts).
+// The adversarial inputs of docs/formats.md §2.3 (long pieces live in long.test.ts).
 const ws = ["\u0085", "\ufeff", "\u3000", "\u00a0", "\u1680", "\u2000", "\u2005", "\u200a", "\u2028", "\u2029", "\u202f", "\u205f", "\u001c", "\u001d", "\u001e", "\u001f"];
 const out: string[] = [];
 

@@ -63,7 +63,7 @@ export function rng(seed: number): () => number {
   };
 }
 
-/** The hostile alphabet of tokenizer.md section 4.13, plus case and script edges. */
+/** The hostile alphabet of docs/formats.md §2.4, plus case and script edges. */
 export const HOSTILE = [
   "a", "B", "s", "S", "t", "T", "r", "e", "l", "L", "d", "m", "v", "x", " ", "  ", "\t", "\n", "\r", "\r\n",
   "\u00a0", "\u3000", "\u0085", "\ufeff", "\u2028", "\u1680", "\u200a", "\u001c", "!", "'", "/", ".", ",", "1", "2",

@@ -1,5 +1,5 @@
 // Byte-exactness against tiktoken@1.0.22 (WASM build of tiktoken's Rust core): the adversarial
-// list of tokenizer.md section 4 and a bounded differential fuzz, for every encoding and backend.
+// list of docs/formats.md §2.3 and a bounded differential fuzz, for every encoding and backend.
 import { describe, expect, it } from "vitest";
 import { backends, cjkString, hasKimi, hostileString, oracle, rng, tokenizer } from "./helpers.js";
 import { ADVERSARIAL } from "./adversarial.js";

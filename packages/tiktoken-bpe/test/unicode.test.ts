@@ -24,7 +24,7 @@ describe("Unicode 16 class table", () => {
     let diff = 0;
     for (let cp = 0; cp < 0x110000; cp++) if (codePointClass(cp) !== want[cp]) diff++;
     expect(diff).toBe(0);
-    // The traps of tokenizer.md 2.2: \s has U+0085, not U+FEFF; Unicode 16 letters yes, 17 no.
+    // The traps of docs/formats.md §2.2: \s has U+0085, not U+FEFF; Unicode 16 letters yes, 17 no.
     expect(codePointClass(0x85) & CLS_SPACE).toBeTruthy();
     expect(codePointClass(0xfeff) & CLS_SPACE).toBe(0);
     expect(codePointClass(0x11380) & CLS_LETTER).toBeTruthy();

@@ -1,5 +1,5 @@
 /**
- * K3 block attention residuals (architecture.md §6.2, anchor.md §1.3), token-local:
+ * K3 block attention residuals (docs/architecture.md §6.2), token-local:
  * R(p, [b_1..b_n]; w_n, w_p): V = (b_1..b_n, p); score_i = Σ_d (V_i/rms(V_i))[d]·w_n[d]·w_p[d];
  * π = softmax(score); return Σ π_i V_i over the RAW sources (fp32).
  */

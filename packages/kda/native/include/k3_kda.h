@@ -1,5 +1,5 @@
 /*
- * k3_kda.h: the C kernels of @k3/kda (Kimi Delta Attention), architecture.md section 2.
+ * k3_kda.h: the C kernels of @k3/kda (Kimi Delta Attention), docs/architecture.md §2.
  *
  * Layouts (row-major, f32 unless noted):
  *   q, k, g  [T][H][dk]     q already L2-normalised and scaled by dk^-1/2, k L2-normalised,
@@ -41,7 +41,7 @@ void k3_kda_gate(const float *z_raw, const float *dt_bias, const float *a_log, f
 int k3_kda_recurrent(const float *q, const float *k, const float *v, const float *g, const float *beta,
                       void *S, int state_bf16, float *o, size_t T, size_t H, size_t dk, size_t dv);
 
-/* Chunkwise WY/UT form (architecture.md 2.6), same result as the recurrence up to rounding.
+/* Chunkwise WY/UT form (docs/architecture.md §2.6), same result as the recurrence up to rounding.
    chunk >= 1 (64 by default in the TS API). bf16 state is widened once at the start and rounded
    once at the end of the call. Returns 0, or -1 when scratch memory is unavailable. */
 int k3_kda_chunked(const float *q, const float *k, const float *v, const float *g, const float *beta,

@@ -1,5 +1,5 @@
 /*
- * kda_chunked.c: the chunkwise WY/UT form of the KDA recurrence (architecture.md 2.6), per head.
+ * kda_chunked.c: the chunkwise WY/UT form of the KDA recurrence (docs/architecture.md §2.6), per head.
  *
  * For a chunk of n tokens with state S0 and Gamma_i = sum_{s<=i} g_s (in-chunk, inclusive):
  *   M[i][j] = beta_i sum_d k_i k_j e^(Gamma_i - Gamma_j)   j < i   (strictly lower)

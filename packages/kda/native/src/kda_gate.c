@@ -1,5 +1,5 @@
 /*
- * kda_gate.c: the KDA forget gate in log space (architecture.md 2.3), A_log per HEAD.
+ * kda_gate.c: the KDA forget gate in log space (docs/architecture.md §2.3), A_log per HEAD.
  *   K3  (form 0): g[h,d] = lower_bound * sigmoid(exp(A_log[h]) * (z[h,d] + dt_bias[h,d]))   in (lb, 0)
  *   48B (form 1): g[h,d] = -exp(A_log[h]) * softplus(z[h,d] + dt_bias[h,d])                  <= 0
  * softplus(y) = max(y, 0) + log1p(exp(-|y|)) (no threshold cut-off). One implementation for all levels.

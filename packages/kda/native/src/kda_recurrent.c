@@ -1,5 +1,5 @@
 /*
- * kda_recurrent.c: the token-by-token recurrence (architecture.md 2.5), heads split over the pool.
+ * kda_recurrent.c: the token-by-token recurrence (docs/architecture.md §2.5), heads split over the pool.
  *   S <- diag(alpha_t) S;  e = v_t - S^T k_t;  S <- S + beta_t k_t e^T;  o_t = S^T q_t (after the write)
  * alpha_t = k3_expf(g_t) (@k3/dense k3_exp.h), the same exp the chunked form uses for its decays.
  */

@@ -1,5 +1,5 @@
 /*
- * short_conv.c: depthwise causal conv + SiLU with carried state (architecture.md 2.1).
+ * short_conv.c: depthwise causal conv + SiLU with carried state (docs/architecture.md §2.1).
  *   u_t[c] = SiLU( sum_{j=0..K-1} w[c][j] * x_{t-(K-1)+j}[c] ),  tap K-1 = the current token.
  * Inputs before this call come from `state` (the last K-1 pre-conv inputs, oldest first). The sum
  * runs j = 0, 1, ..., K-1 (separate multiply and add); SiLU is @k3/dense's (through k3_dense_api).

@@ -1,6 +1,6 @@
 /*
  * k3_mla.h: the C kernels of @k3/mla (Multi-head Latent Attention as Kimi uses it, NoPE),
- * architecture.md section 3.
+ * docs/architecture.md §3.
  *
  * One attention kernel serves both cache forms:
  *   absorbed: query rows [q~ (512) | q_pe (64)] against the latent cache rows [c (512) | k_pe (64)],

@@ -1,5 +1,5 @@
 /*
- * mla_absorb.c: the two per-head products of absorbed MLA (architecture.md 3.3), straight on the
+ * mla_absorb.c: the two per-head products of absorbed MLA (docs/architecture.md §3.3), straight on the
  * kv_b_proj rows (no transposed copy), heads split over the pool:
  *   absorb:  q~_h[t] = W_UK^h^T q_nope_h[t]   (@k3/dense gemm_acc: acc = fmaf(q_nope[i], W_UK[i][c], acc), i ascending)
  *   project: o_h[t]  = W_UV^h o~_h[t]         (@k3/dense dot_rows: the gemv order, 16 lanes then the tree)

@@ -2,7 +2,7 @@
  * How one routed expert turns its input rows into output rows, straight from the bytes the
  * expert store read (no copy, no dequantised matrix):
  *
- *   E(u) = W2 · φ(W1 u, W3 u)      w1 = gate, w3 = up, w2 = down (architecture.md §4.2)
+ *   E(u) = W2 · φ(W1 u, W3 u)      w1 = gate, w3 = up, w2 = down (docs/architecture.md §4.2)
  *
  * φ is SiTU-GLU for K3 (with the config's two bounds) and SiLU-GLU for Kimi-Linear-48B. The MLP
  * is @k3/dense's GluMlp over views of the expert's bytes (dense `Linear`s or MXFP4 matrices); the

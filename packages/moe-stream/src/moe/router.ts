@@ -1,5 +1,5 @@
 /**
- * The K3 / Kimi-Linear sigmoid router (architecture.md §4.1), in fp32:
+ * The K3 / Kimi-Linear sigmoid router (docs/architecture.md §4.1), in fp32:
  *
  *   s  = sigmoid(W_r x)                  scores
  *   s' = s + e_score_correction_bias     used for SELECTION only

@@ -123,7 +123,7 @@ int st_parse_header(const uint8_t *header, size_t n, uint64_t file_size, st_aren
 /* Index of the first byte of the first invalid UTF-8 sequence, or -1. */
 int64_t st_utf8_first_invalid(const uint8_t *s, size_t n);
 
-/* The grouping rule of safetensors.md §4 (see src/classify.ts). */
+/* The grouping rule of docs/formats.md §1.4 (see src/classify.ts). */
 void st_classify(const uint8_t *name, size_t len, int32_t *layer, int32_t *expert, uint8_t *kind);
 
 /* Layout rules (sorted tiling, sizes, coverage); 0 on success. */
