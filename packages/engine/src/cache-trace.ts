@@ -81,14 +81,14 @@ export function cacheSimReport(dir: string, slots: number[] | null, policies: re
     meta = JSON.parse(read(HIST_FILE).toString("utf8"));
   } catch (e) {
     if (e instanceof UsageError) throw e;
-    throw new UsageError(`${join(dir, HIST_FILE)}: not JSON (${(e as Error).message})`);
+    throw new UsageError(`${join(dir, HIST_FILE)}: not JSON (${(e as Error).message})`, { cause: e });
   }
   if (meta?.format !== "k3-expert-trace-v1") throw new UsageError(`${join(dir, HIST_FILE)}: format ${JSON.stringify(meta?.format)}, expected "k3-expert-trace-v1"`);
   let trace: CacheTraceRequest[];
   try {
     trace = parseCacheTrace(read(TRACE_FILE), join(dir, TRACE_FILE));
   } catch (e) {
-    throw e instanceof UsageError ? e : new UsageError((e as Error).message);
+    throw e instanceof UsageError ? e : new UsageError((e as Error).message, { cause: e });
   }
   if (trace.length !== meta.requests) throw new UsageError(`${join(dir, TRACE_FILE)}: ${trace.length} requests, but ${HIST_FILE} says ${meta.requests} (files from different runs?)`);
   const moeLayers = new Set(trace.map((r) => r.layer)).size;

@@ -130,7 +130,7 @@ export class ChatSession {
     try {
       buf = readFileSync(file);
     } catch (err) {
-      throw new StateFileError(file, `cannot read (${(err as NodeJS.ErrnoException).code})`);
+      throw new StateFileError(file, `cannot read (${(err as NodeJS.ErrnoException).code})`, { cause: err });
     }
     if (buf.length < 12 || buf.toString("ascii", 0, 4) !== MAGIC) throw new StateFileError(file, "not a k3 state file (bad magic)");
     if (buf.readUInt32LE(4) !== VERSION) throw new StateFileError(file, `version ${buf.readUInt32LE(4)}, expected ${VERSION}`);
@@ -152,7 +152,7 @@ export class ChatSession {
       try {
         return this.engine.model.loadLayerState(l, bytes);
       } catch (err) {
-        throw new StateFileError(file, `layer ${l}: ${(err as Error).message}`);
+        throw new StateFileError(file, `layer ${l}: ${(err as Error).message}`, { cause: err });
       }
     });
     // Every layer record has seen exactly the `pos` tokens the header says were fed. An open reply

@@ -453,13 +453,13 @@ export function readConfig(dir: string): ModelConfig {
     text = readRegularTextSync(file, CONFIG_MAX_BYTES);
   } catch (err) {
     const e = err as { code?: string; message?: string };
-    throw new ConfigError(file, [`cannot read it (${e.code ?? String(err)}${e.code === "ENOTREG" || e.code === "EFBIG" ? `: ${e.message}` : ""}); a model directory needs config.json`]);
+    throw new ConfigError(file, [`cannot read it (${e.code ?? String(err)}${e.code === "ENOTREG" || e.code === "EFBIG" ? `: ${e.message}` : ""}); a model directory needs config.json`], { cause: err });
   }
   let raw: unknown;
   try {
     raw = JSON.parse(text);
   } catch (err) {
-    throw new ConfigError(file, [`not valid JSON: ${(err as Error).message}`]);
+    throw new ConfigError(file, [`not valid JSON: ${(err as Error).message}`], { cause: err });
   }
   return parseConfig(raw, file);
 }

@@ -20,8 +20,8 @@ import { fmtBytes } from "./presets.js";
 
 /** A failed download (network, verification): io, exit 5; the message names the file. */
 export class DownloadError extends K3Error {
-  constructor(message: string) {
-    super(message, EXIT_IO);
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, EXIT_IO, options);
   }
 }
 
@@ -79,7 +79,7 @@ async function hubJson(url: string, token: string | undefined): Promise<unknown>
   try {
     res = await fetch(url, { headers: headers(token) });
   } catch (e) {
-    throw new DownloadError(`${url}: ${(e as Error).message}${(e as { cause?: Error }).cause ? ` (${(e as { cause: Error }).cause.message})` : ""}`);
+    throw new DownloadError(`${url}: ${(e as Error).message}${(e as { cause?: Error }).cause ? ` (${(e as { cause: Error }).cause.message})` : ""}`, { cause: e });
   }
   if (res.status === 401 || res.status === 403) throw new DownloadError(`${url}: HTTP ${res.status}: the repository needs a token (--token or $HF_TOKEN) with access to it`);
   if (res.status === 404) throw new DownloadError(`${url}: HTTP 404: no such repository or revision`);
@@ -137,7 +137,7 @@ async function fetchFile(o: { url: string; token?: string; file: HubFile; path: 
   try {
     res = await fetch(o.url, { headers: headers(o.token, have > 0 ? { range: `bytes=${have}-` } : {}), redirect: "follow" });
   } catch (e) {
-    throw new DownloadError(`${o.file.name}: ${(e as Error).message}`);
+    throw new DownloadError(`${o.file.name}: ${(e as Error).message}`, { cause: e });
   }
   let restart = false;
   if (have > 0 && res.status === 200) restart = true; // the server ignored the range

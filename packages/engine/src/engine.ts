@@ -41,7 +41,7 @@ function packedLayerBytes(trunkDir: string, census: Census, dir: string, shardDi
     manifest = readTrunkManifest(trunkDir);
     checkTrunkSource(trunkDir, manifest, dir, shardDirs);
   } catch (e) {
-    throw new UsageError(`--trunk ${trunkDir}: ${(e as Error).message}`);
+    throw new UsageError(`--trunk ${trunkDir}: ${(e as Error).message}`, { cause: e });
   }
   const byLayer = new Map(manifest.groups.filter((g) => g.layer !== null).map((g) => [g.layer!, g.byteLength]));
   return census.layerTrunkBytes.map((b, l) => byLayer.get(l) ?? b);

@@ -6,6 +6,8 @@
  * Exit 4 is not a failure kind: the run finished, but a routed expert was dropped (docs/io.md §8).
  */
 
+import { PackageError } from "@k3/native";
+
 export const EXIT_OK = 0;
 export const EXIT_RUNTIME = 1;
 export const EXIT_USAGE = 2;
@@ -23,20 +25,28 @@ export const EXIT_CODES_HELP = `exit codes: 0 ok; 1 runtime (memory plan exceeds
             checkpoint / state file that does not match it); 4 finished but a routed expert was dropped;
             5 io (a file missing, unreadable or corrupt; a download or checksum that does not match)`;
 
-/** Base class: every engine error carries the exit code the CLI should use. */
-export class K3Error extends Error {
+/**
+ * Base class: every engine error carries the exit code the CLI should use. `code` is the class's
+ * kind in kebab case ("usage", "config", "non-finite", "state-file", ...), `package` "@k3/engine".
+ */
+export class K3Error extends PackageError {
   readonly exitCode: number;
-  constructor(message: string, exitCode: number) {
-    super(message);
-    this.name = new.target.name;
+  constructor(message: string, exitCode: number, options?: { cause?: unknown }) {
+    super("@k3/engine", kindOf(new.target.name), message, options);
     this.exitCode = exitCode;
   }
 }
 
+/** "NonFiniteError" -> "non-finite"; the base itself is "engine". */
+function kindOf(className: string): string {
+  const kind = className.replace(/Error$/, "").replace(/([a-z0-9])([A-Z])/g, "$1-$2").toLowerCase();
+  return kind === "k3" || kind === "" ? "engine" : kind;
+}
+
 /** Bad command line or request (exit 2). */
 export class UsageError extends K3Error {
-  constructor(message: string) {
-    super(message, EXIT_USAGE);
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, EXIT_USAGE, options);
   }
 }
 
@@ -44,8 +54,8 @@ export class UsageError extends K3Error {
 export class ConfigError extends K3Error {
   readonly problems: string[];
   readonly file: string;
-  constructor(file: string, problems: string[]) {
-    super(`${file}: ${problems.length} problem(s), refusing to guess:\n  - ${problems.join("\n  - ")}`, EXIT_CONFIG);
+  constructor(file: string, problems: string[], options?: { cause?: unknown }) {
+    super(`${file}: ${problems.length} problem(s), refusing to guess:\n  - ${problems.join("\n  - ")}`, EXIT_CONFIG, options);
     this.problems = problems;
     this.file = file;
   }
@@ -71,8 +81,8 @@ export class ContextError extends K3Error {
 
 /** A state file that does not belong to this model/config, or is corrupt (exit 3). */
 export class StateFileError extends K3Error {
-  constructor(file: string, message: string) {
-    super(`${file}: ${message}`, EXIT_CONFIG);
+  constructor(file: string, message: string, options?: { cause?: unknown }) {
+    super(`${file}: ${message}`, EXIT_CONFIG, options);
   }
 }
 

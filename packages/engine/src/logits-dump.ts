@@ -59,7 +59,7 @@ export function readLogits(file: string): LogitsFile {
   try {
     ck = openSafetensorsSync(file);
   } catch (e) {
-    throw new UsageError(`${file}: ${(e as Error).message}`);
+    throw new UsageError(`${file}: ${(e as Error).message}`, { cause: e });
   }
   const meta = (ck.metadata ?? {}) as Record<string, string>;
   if (!ck.has("ids")) throw new UsageError(`${file}: no "ids" tensor (not a logits dump from k3 run --dump-logits?)`);

@@ -100,7 +100,7 @@ export function loadReference(spec: string): { continuation: number[]; prompt?: 
   try {
     report = JSON.parse(readFileSync(spec, "utf8"));
   } catch (e) {
-    throw new UsageError(`--tf-check ${spec}: not a list of ids, and not a readable JSON run report (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    throw new UsageError(`--tf-check ${spec}: not a list of ids, and not a readable JSON run report (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`, { cause: e });
   }
   if (report === null || typeof report !== "object" || !("generated_ids" in report)) throw new UsageError(`--tf-check ${spec}: the JSON has no generated_ids (expected a run report from k3 run --json)`);
   const continuation = ids(report.generated_ids, "generated_ids");

@@ -130,14 +130,14 @@ function readManifest(file: string): ExpectedFile[] {
   try {
     text = readFileSync(file, "utf8");
   } catch (e) {
-    throw new UsageError(`--manifest ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    throw new UsageError(`--manifest ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { cause: e });
   }
   if (text.trimStart().startsWith("{")) {
     let v: unknown;
     try {
       v = JSON.parse(text);
     } catch (e) {
-      throw new UsageError(`${file}: not valid JSON (${(e as Error).message})`);
+      throw new UsageError(`${file}: not valid JSON (${(e as Error).message})`, { cause: e });
     }
     return fromJson(v, file);
   }

@@ -15,8 +15,8 @@ import { K3Error, EXIT_CONFIG, EXIT_IO } from "./errors.js";
  * config), or whose file cannot be read (`io`: exit 5).
  */
 export class WeightError extends K3Error {
-  constructor(message: string, kind: "config" | "io" = "config") {
-    super(message, kind === "io" ? EXIT_IO : EXIT_CONFIG);
+  constructor(message: string, kind: "config" | "io" = "config", options?: { cause?: unknown }) {
+    super(message, kind === "io" ? EXIT_IO : EXIT_CONFIG, options);
   }
 }
 
@@ -241,7 +241,7 @@ export function preloadWeights(src: WeightSource, names: readonly string[], opts
     const onProgress = ranges.reduce((a, r) => a + r.length, 0) >= 512 * 2 ** 20 ? opts.onProgress : undefined;
     load = loadResidentRanges(ranges, { ...ro, maxBlockBytes: RESIDENT_BLOCK_BYTES, mergeGapBytes: RESIDENT_MERGE_GAP, populateThreads, onProgress });
   } catch (e) {
-    throw new WeightError(`${src.dir}: ${(e as Error).message}`, "io");
+    throw new WeightError(`${src.dir}: ${(e as Error).message}`, "io", { cause: e });
   }
   const after = measure ? ceiling() : null;
   // After the load (so its memory is still held and these get memory the way it did): the same
@@ -278,7 +278,7 @@ function ceilingRun(dir: string, blocks: ReturnType<typeof planBlocks>["blocks"]
     if (kind === "disk") return bytes / loadCeiling(blocks, o).seconds / 1e9;
     return loadFreshCeiling(blocks, { ...o, direct: kind === "fresh-direct" && o.direct }).gbPerSec;
   } catch (e) {
-    throw new WeightError(`${dir}: ${(e as Error).message}`, "io");
+    throw new WeightError(`${dir}: ${(e as Error).message}`, "io", { cause: e });
   }
 }
 
@@ -311,7 +311,7 @@ function wrap<T>(what: string, fn: () => T): T {
   try {
     return fn();
   } catch (err) {
-    if (err instanceof SafetensorsError) throw new WeightError(`${what}: ${err.message}`, "io");
+    if (err instanceof SafetensorsError) throw new WeightError(`${what}: ${err.message}`, "io", { cause: err });
     throw err;
   }
 }

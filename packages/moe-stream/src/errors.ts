@@ -2,13 +2,21 @@
  * Typed errors of @k3/moe-stream. Each names the file / tensor / layer / expert and what was
  * expected, so a caller (and the engine's CLI) can print it as is.
  */
-import { formatBytes } from "@k3/native";
+import { formatBytes, PackageError } from "@k3/native";
+
+/**
+ * The kind of failure: a bad argument or layout ("input"), a memory budget ("budget"), a checkpoint
+ * file ("checkpoint"), an expert or trunk read ("read"), a checksum ("checksum"), the I/O engine or a
+ * ceiling probe ("io"), a store used after close ("state"); a PackError carries the errno of the
+ * failed write ("ENOSPC", ...) or "pack".
+ */
+export type MoeStreamErrorCode = "input" | "budget" | "checkpoint" | "read" | "checksum" | "io" | "state" | "pack" | (string & {});
 
 /** Base class of every error this package throws. */
-export class MoeStreamError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = new.target.name;
+export class MoeStreamError extends PackageError {
+  declare readonly code: MoeStreamErrorCode;
+  constructor(message: string, code: MoeStreamErrorCode = "input", options?: { cause?: unknown }) {
+    super("@k3/moe-stream", code, message, options);
   }
 }
 
@@ -19,6 +27,7 @@ export class BudgetError extends MoeStreamError {
   constructor(what: string, neededBytes: number, budgetBytes: number) {
     super(
       `${what}: needs ${formatBytes(neededBytes)} (${neededBytes} B) but the budget is ${formatBytes(budgetBytes)} (${budgetBytes} B)`,
+      "budget",
     );
     this.neededBytes = neededBytes;
     this.budgetBytes = budgetBytes;
@@ -28,8 +37,8 @@ export class BudgetError extends MoeStreamError {
 /** A checkpoint file is missing, truncated, or its header/index is not what the layout needs. */
 export class CheckpointError extends MoeStreamError {
   readonly file: string;
-  constructor(file: string, message: string) {
-    super(`${file}: ${message}`);
+  constructor(file: string, message: string, options?: { cause?: unknown }) {
+    super(`${file}: ${message}`, "checkpoint", options);
     this.file = file;
   }
 }
@@ -40,7 +49,7 @@ export class ExpertReadError extends MoeStreamError {
   readonly expert: number;
   readonly errno: number;
   constructor(layer: number, expert: number, errno: number, detail: string) {
-    super(`layer ${layer} expert ${expert}: ${detail}`);
+    super(`layer ${layer} expert ${expert}: ${detail}`, "read");
     this.layer = layer;
     this.expert = expert;
     this.errno = errno;
@@ -55,23 +64,29 @@ export class ChecksumError extends MoeStreamError {
   constructor(file: string, tensor: string, expected: number, got: number, where?: string) {
     super(
       `${file}: checksum mismatch in ${tensor}${where ? ` (${where})` : ""}: expected crc32 ${hex(expected)}, got ${hex(got)} (the file is corrupt; re-run packTrunk)`,
+      "checksum",
     );
     this.file = file;
     this.tensor = tensor;
   }
 }
 
-/** packTrunk could not finish (disk full, source changed, ...); the journal lets the next run resume. */
+/**
+ * packTrunk could not finish (disk full, source changed, ...); the journal lets the next run resume.
+ * `code` is the errno of the failed write ("ENOSPC", ...) when there is one, else "pack".
+ */
 export class PackError extends MoeStreamError {
-  readonly code: string | undefined;
-  constructor(message: string, code?: string) {
-    super(message);
-    this.code = code;
+  constructor(message: string, code?: string, options?: { cause?: unknown }) {
+    super(message, code ?? "pack", options);
   }
 }
 
 /** The store or streamer was used after close(), or a request was malformed. */
-export class StoreStateError extends MoeStreamError {}
+export class StoreStateError extends MoeStreamError {
+  constructor(message: string) {
+    super(message, "state");
+  }
+}
 
 function hex(n: number): string {
   return "0x" + (n >>> 0).toString(16).padStart(8, "0");

@@ -2,6 +2,7 @@
  * The MXFP4 format in plain TypeScript: E2M1 element values, E8M0 scales, scale validation and the
  * quantiser. The hot kernels are native (see index.ts); this module is the readable definition.
  */
+import { PackageError } from "@k3/native";
 
 /** E2M1 code (0..15) -> value; code 8 is -0. */
 export const E2M1_VALUES: readonly number[] = Object.freeze([
@@ -22,8 +23,11 @@ export interface Mxfp4Matrix {
 }
 
 /** Thrown for any malformed MXFP4 input (bad shape, short buffer, 0xFF scale, non-finite value). */
-export class Mxfp4Error extends Error {
-  override name = "Mxfp4Error";
+export class Mxfp4Error extends PackageError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("@k3/mxfp4", "input", message, options);
+    this.name = "Mxfp4Error";
+  }
 }
 
 /** 2^(s-127) for an E8M0 byte (exact in float64); throws for 0xFF. */

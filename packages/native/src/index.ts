@@ -9,6 +9,7 @@ import { createRequire } from "node:module";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { PackageError } from "./errors.js";
 
 const require = createRequire(import.meta.url);
 const nodeGypBuild = require("node-gyp-build") as ((dir: string) => unknown) & {
@@ -24,10 +25,13 @@ export interface LoadedAddon<T> {
   origin: "prebuilt" | "source";
 }
 
-export class NativeLoadError extends Error {
+/** The addon of `package` could not be loaded (code "load"); `cause` is the loader's own error. */
+export class NativeLoadError extends PackageError {
   constructor(packageName: string, nativeDir: string, cause: unknown) {
     const reason = cause instanceof Error ? cause.message : String(cause);
     super(
+      packageName,
+      "load",
       `${packageName}: could not load its native addon from ${nativeDir}\n` +
         `  reason: ${reason}\n` +
         `  platform: ${process.platform}-${process.arch}, node ${process.version}, N-API ${process.versions.napi}\n` +
@@ -35,7 +39,6 @@ export class NativeLoadError extends Error {
         `  \`npx k3-native rebuild ${nativeDir}\` (needs a C compiler and Python for node-gyp).`,
       { cause },
     );
-    this.name = "NativeLoadError";
   }
 }
 
@@ -56,6 +59,7 @@ export function loadAddon<T>(packageName: string, moduleUrl: string): LoadedAddo
   }
 }
 
+export { PackageError } from "./errors.js";
 export { readRegularFileSync, readRegularTextSync, FileRefusedError } from "./regular-file.js";
 export { formatBytes } from "./format.js";
 export { ProgressMeter, progressPrinter, redrawLine, type Progress, type ProgressStream } from "./progress.js";

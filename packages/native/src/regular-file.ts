@@ -6,16 +6,17 @@
  * the open is non-blocking so a FIFO with no writer cannot hang it.
  */
 import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from "node:fs";
+import { PackageError } from "./errors.js";
 
 /** Why a file was refused; `code` is an errno-like tag ("ENOTREG", "EFBIG") or the open's errno. */
-export class FileRefusedError extends Error {
+export class FileRefusedError extends PackageError {
   constructor(
     readonly file: string,
-    readonly code: string,
+    code: string,
     message: string,
+    options?: { cause?: unknown },
   ) {
-    super(message);
-    this.name = "FileRefusedError";
+    super("@k3/native", code, message, options);
   }
 }
 
@@ -35,7 +36,7 @@ export function readRegularFileSync(file: string, maxBytes: number): Uint8Array 
     fd = openSync(file, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
-    throw new FileRefusedError(file, e.code ?? "EIO", `cannot open (${e.code ?? e.message})`);
+    throw new FileRefusedError(file, e.code ?? "EIO", `cannot open (${e.code ?? e.message})`, { cause: err });
   }
   try {
     const st = fstatSync(fd);
@@ -53,7 +54,7 @@ export function readRegularFileSync(file: string, maxBytes: number): Uint8Array 
   } catch (err) {
     if (err instanceof FileRefusedError) throw err;
     const e = err as NodeJS.ErrnoException;
-    throw new FileRefusedError(file, e.code ?? "EIO", `cannot read (${e.code ?? e.message})`);
+    throw new FileRefusedError(file, e.code ?? "EIO", `cannot read (${e.code ?? e.message})`, { cause: err });
   } finally {
     closeSync(fd);
   }

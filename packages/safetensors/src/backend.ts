@@ -115,7 +115,7 @@ export const tsBackend: Backend = {
       // grew memory without bound, a FIFO hung, a 1.2 GB sparse index was read whole first.
       bytes = readRegularFileSync(file, MAX_INDEX_BYTES);
     } catch (err) {
-      if (err instanceof FileRefusedError && err.code === "ENOTREG") throw new SafetensorsError("InvalidIndex", `the index is ${err.message}`, { file });
+      if (err instanceof FileRefusedError && err.code === "ENOTREG") throw new SafetensorsError("InvalidIndex", `the index is ${err.message}`, { file, cause: err });
       if (err instanceof FileRefusedError && err.code === "EFBIG") throw new SafetensorsError("InvalidIndex", `the index is larger than ${MAX_INDEX_BYTES} bytes`, { file });
       throw ioError(file, "reading the index", err);
     }

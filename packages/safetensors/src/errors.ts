@@ -4,6 +4,8 @@
  * file, the tensor and the byte position in the header when they are known.
  */
 
+import { PackageError } from "@k3/native";
+
 export type SafetensorsErrorCode =
   // header framing (official: HeaderTooSmall, HeaderTooLarge, InvalidHeaderLength)
   | "HeaderTooSmall"
@@ -53,8 +55,8 @@ export interface SafetensorsErrorDetails {
   cause?: unknown;
 }
 
-export class SafetensorsError extends Error {
-  readonly code: SafetensorsErrorCode;
+export class SafetensorsError extends PackageError {
+  declare readonly code: SafetensorsErrorCode;
   readonly file?: string;
   readonly tensor?: string;
   readonly position?: number;
@@ -66,9 +68,8 @@ export class SafetensorsError extends Error {
     if (details.file !== undefined) where.push(details.file);
     if (details.tensor !== undefined) where.push(`tensor ${JSON.stringify(details.tensor)}`);
     if (details.position !== undefined) where.push(`header byte ${details.position}`);
-    super(`${code}: ${detail}${where.length ? ` (${where.join(", ")})` : ""}`, details.cause ? { cause: details.cause } : undefined);
+    super("@k3/safetensors", code, `${code}: ${detail}${where.length ? ` (${where.join(", ")})` : ""}`, { cause: details.cause });
     this.name = "SafetensorsError";
-    this.code = code;
     this.detail = detail;
     this.file = details.file;
     this.tensor = details.tensor;

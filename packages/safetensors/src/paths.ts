@@ -45,7 +45,7 @@ export function shardRoots(dir: string, extra: readonly string[] = []): ShardRoo
     try {
       return { dir: d, realDir: realpathSync(d) };
     } catch (err) {
-      throw new SafetensorsError("MissingShard", `shard directory ${JSON.stringify(d)} cannot be opened (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { file: d });
+      throw new SafetensorsError("MissingShard", `shard directory ${JSON.stringify(d)} cannot be opened (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { file: d, cause: err });
     }
   });
 }

@@ -1,15 +1,21 @@
+import { PackageError } from "@k3/native";
+
+/** What went wrong: a bad argument or text, a bad vocabulary file, a disallowed special, an unknown id. */
+export type TokenizerErrorCode = "input" | "vocabulary" | "disallowed-special" | "unknown-token";
+
 /** Every error this package throws names the file, field, token or argument that is wrong. */
-export class TokenizerError extends Error {
-  constructor(message: string) {
-    super(message);
+export class TokenizerError extends PackageError {
+  declare readonly code: TokenizerErrorCode;
+  constructor(message: string, code: TokenizerErrorCode = "input", options?: { cause?: unknown }) {
+    super("@k3/tiktoken-bpe", code, message, options);
     this.name = "TokenizerError";
   }
 }
 
 /** A rank file, tokenizer_config.json or special-token map that does not parse or validate. */
 export class VocabularyError extends TokenizerError {
-  constructor(message: string) {
-    super(message);
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, "vocabulary", options);
     this.name = "VocabularyError";
   }
 }
@@ -21,7 +27,7 @@ export class VocabularyError extends TokenizerError {
  */
 export class DisallowedSpecialError extends TokenizerError {
   constructor(readonly token: string) {
-    super(`The text contains a special token that is not allowed: ${token}`);
+    super(`The text contains a special token that is not allowed: ${token}`, "disallowed-special");
     this.name = "DisallowedSpecialError";
   }
 }
@@ -29,7 +35,7 @@ export class DisallowedSpecialError extends TokenizerError {
 /** decode() got an id that is neither a rank nor a special token. */
 export class UnknownTokenError extends TokenizerError {
   constructor(readonly id: number, readonly index: number) {
-    super(`decode: token id ${id} at position ${index} is not in this vocabulary`);
+    super(`decode: token id ${id} at position ${index} is not in this vocabulary`, "unknown-token");
     this.name = "UnknownTokenError";
   }
 }

@@ -159,13 +159,13 @@ function readJson(path: string): Record<string, unknown> {
     // A regular file only (a FIFO would hang); Kimi's tokenizer_config.json is 60 kB.
     text = readRegularTextSync(path, 64 << 20);
   } catch (err) {
-    throw new VocabularyError(`${path}: cannot read (${(err as Error).message})`);
+    throw new VocabularyError(`${path}: cannot read (${(err as Error).message})`, { cause: err });
   }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (err) {
-    throw new VocabularyError(`${path}: not valid JSON (${(err as Error).message})`);
+    throw new VocabularyError(`${path}: not valid JSON (${(err as Error).message})`, { cause: err });
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) throw new VocabularyError(`${path}: expected a JSON object`);
   return value as Record<string, unknown>;

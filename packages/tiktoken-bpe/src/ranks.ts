@@ -26,7 +26,7 @@ export function readRankFile(path: string, expectedSha256?: string): Vocabulary 
   try {
     data = readRegularFileSync(path, MAX_RANK_FILE_BYTES);
   } catch (err) {
-    throw new VocabularyError(`rank file ${path}: cannot read (${(err as Error).message})`);
+    throw new VocabularyError(`rank file ${path}: cannot read (${(err as Error).message})`, { cause: err });
   }
   if (expectedSha256) {
     const got = createHash("sha256").update(data).digest("hex");

@@ -75,7 +75,7 @@ export function translatePattern(pattern: string): RegExp {
   try {
     return new RegExp(out, "gu");
   } catch (err) {
-    throw new TokenizerError(`pattern: the translated RegExp does not compile (${(err as Error).message})`);
+    throw new TokenizerError(`pattern: the translated RegExp does not compile (${(err as Error).message})`, "input", { cause: err });
   }
 }
 

@@ -63,7 +63,7 @@ export class KdaMixer {
     try {
       this.layer = new KdaLayer(weights, kdaConfigOf(cfg));
     } catch (err) {
-      throw new WeightError(`${prefix}: ${(err as Error).message}`);
+      throw new WeightError(`${prefix}: ${(err as Error).message}`, "config", { cause: err });
     }
   }
 

@@ -58,7 +58,7 @@ export class MlaMixer {
     try {
       this.layer = new MlaLayer(weights, mlaConfigOf(cfg));
     } catch (err) {
-      throw new WeightError(`${prefix}: ${(err as Error).message}`);
+      throw new WeightError(`${prefix}: ${(err as Error).message}`, "config", { cause: err });
     }
   }
 

@@ -66,7 +66,7 @@ export class MoeFfn {
         onExpertError,
       });
     } catch (err) {
-      throw new WeightError(`${prefix}: ${(err as Error).message}`);
+      throw new WeightError(`${prefix}: ${(err as Error).message}`, "config", { cause: err });
     }
     this.trunkBytes = trunkBytes;
   }

@@ -101,7 +101,7 @@ export class DirectFileReader {
           this.direct = false;
           return this.readOnce(buf, at, length, position).then(res, rej);
         }
-        rej(new CheckpointError(this.file, `read error at offset ${position}: ${err.code ?? err.message}`));
+        rej(new CheckpointError(this.file, `read error at offset ${position}: ${err.code ?? err.message}`, { cause: err }));
       }),
     );
   }

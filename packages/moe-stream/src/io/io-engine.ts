@@ -48,7 +48,7 @@ export function openNativeStore(o: NativeStoreOptions): NativeExpertStore {
   try {
     return new native.NativeExpertStore(o.files, o.slotBytes, o.slots, o.readers, o.direct, o.maxPrefetchInflight, o.prefault, o.onDone, engine, sqpoll);
   } catch (e) {
-    if (e instanceof Error && /io_uring was requested/.test(e.message)) throw new MoeStreamError(e.message);
+    if (e instanceof Error && /io_uring was requested/.test(e.message)) throw new MoeStreamError(e.message, "io", { cause: e });
     throw e;
   }
 }

@@ -188,7 +188,7 @@ export class RangeReader {
     if (!job) return;
     if ((d.cancelled || d.status !== 0) && !job.failure) job.failure = d;
     if (--job.left > 0) return;
-    if (job.failure) job.reject(new MoeStreamError(`RangeReader: ${job.failure.cancelled ? "read cancelled (closed)" : job.failure.message || `errno ${job.failure.status}`}`));
+    if (job.failure) job.reject(new MoeStreamError(`RangeReader: ${job.failure.cancelled ? "read cancelled (closed)" : job.failure.message || `errno ${job.failure.status}`}`, "read"));
     else job.resolve();
   }
 }

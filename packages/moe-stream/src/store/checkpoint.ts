@@ -40,7 +40,7 @@ export interface CheckpointIndex {
 }
 
 function wrap(dir: string, e: unknown): never {
-  if (e instanceof SafetensorsError) throw new CheckpointError(e.file ?? dir, e.message);
+  if (e instanceof SafetensorsError) throw new CheckpointError(e.file ?? dir, e.message, { cause: e });
   throw e;
 }
 

@@ -151,7 +151,7 @@ export function loadResidentRanges(ranges: readonly ResidentRange[], opts: Resid
       progress,
     );
   } catch (e) {
-    throw new MoeStreamError(`resident load: ${(e as Error).message}`);
+    throw new MoeStreamError(`resident load: ${(e as Error).message}`, "io", { cause: e });
   }
   if (progress) opts.onProgress!(meter.snapshot(`${blocks.length} blocks`, true));
   const s = r.stats;
@@ -232,7 +232,7 @@ export function loadFreshCeiling(
       { pieceBytes: opts.pieceBytes ?? 8 * MIB, threads: opts.readers ?? 8, engine: opts.engine, direct: opts.direct, prefault: "huge", discard: true },
     );
   } catch (e) {
-    throw new MoeStreamError(`fresh-memory read ceiling: ${(e as Error).message}`);
+    throw new MoeStreamError(`fresh-memory read ceiling: ${(e as Error).message}`, "io", { cause: e });
   }
   return { bytes, seconds: r.stats.seconds, gbPerSec: bytes / r.stats.seconds / 1e9, direct: opts.direct };
 }
@@ -248,7 +248,7 @@ export function backingCeiling(bytes: number, threads = 0): { bytes: number; sec
   try {
     seconds = native.backingCeiling(bytes, threads, true);
   } catch (e) {
-    throw new MoeStreamError(`backing ceiling: ${(e as Error).message}`);
+    throw new MoeStreamError(`backing ceiling: ${(e as Error).message}`, "io", { cause: e });
   }
   return { bytes, seconds, gbPerSec: seconds > 0 ? bytes / seconds / 1e9 : 0, threads };
 }

@@ -352,6 +352,7 @@ export async function packTrunk(checkpointDir: string, outDir: string, opts: Pac
         ? `disk full writing ${g.name} of the trunk to ${partial}: needs ${formatBytes(plan.bytes - g.offset)} more, ${formatBytes(freeBytes(outDir))} free; free space and re-run to resume (${done.size} of ${plan.groups.length} groups kept)`
         : `cannot write ${g.name} of the trunk to ${partial}: ${err.message}`,
       err.code,
+      { cause: e },
     );
   };
   // Groups are read back (O_DIRECT: from the disk, not a cache) and journaled in order, each after
@@ -512,7 +513,7 @@ export function readTrunkManifest(dir: string): TrunkManifest {
   try {
     m = JSON.parse(readFileSync(file, "utf8"));
   } catch (e) {
-    throw new CheckpointError(file, `not valid JSON (${(e as Error).message})`);
+    throw new CheckpointError(file, `not valid JSON (${(e as Error).message})`, { cause: e });
   }
   const bad = (what: string) => new CheckpointError(file, what);
   if (m?.format !== "k3-trunk" || m.version !== 1) throw bad(`format must be k3-trunk version 1`);

@@ -357,7 +357,7 @@ export class TrunkStreamer {
           const t = g.tensors[names[d.checksum.tensor]];
           const where = `layer ${g.layer}, offset ${g.offset + t.offset} (+${t.byteLength} bytes)${d.checksum.others ? `; ${d.checksum.others} more tensor(s) of the layer differ` : ""}`;
           reject(new ChecksumError(this.file, names[d.checksum.tensor], d.checksum.expected, d.checksum.got, where));
-        } else if (d.status !== 0 || d.cancelled) reject(new MoeStreamError(`trunk layer ${g.layer}: ${d.cancelled ? "read cancelled (closed)" : d.message}`));
+        } else if (d.status !== 0 || d.cancelled) reject(new MoeStreamError(`trunk layer ${g.layer}: ${d.cancelled ? "read cancelled (closed)" : d.message}`, "read"));
         else if (d.dataOffset !== 0) reject(new MoeStreamError(`trunk layer ${g.layer}: chunk at ${offset} is not 4 KiB-aligned in the file`));
         else resolve();
       });
