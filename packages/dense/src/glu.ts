@@ -1,6 +1,6 @@
 /**
  * The GLU MLP, the one implementation every k3 MLP runs (dense layer 0, shared experts, routed
- * experts; architecture.md §4.2):
+ * experts; docs/architecture.md §4.2):
  *
  *   MLP(x) = down( φ(gate x, up x) )     experts: w1 = gate, w3 = up, w2 = down
  *

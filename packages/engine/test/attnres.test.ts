@@ -1,5 +1,5 @@
 /**
- * The attention-residual mix alone (architecture.md §6.2), against the float64 PyTorch reference
+ * The attention-residual mix alone (docs/architecture.md §6.2), against the float64 PyTorch reference
  * (fixtures/components/attn_res.safetensors, k3ref.attnres.mix): the mixed rows and the softmax
  * weights π it hands back, for 0, 1, 3 and 8 block snapshots.
  */
