@@ -1,5 +1,6 @@
 // Example: the pieces of @k3/moe-stream on the tiny K3 checkpoint in fixtures/models/tiny-k3
-// (the released layout, random weights), plus a memory plan for the real Kimi K3 at 8 GB.
+// (the released layout, random weights). How many layers, ring and cache slots the real Kimi K3
+// gets under a budget is the engine's memory plan: `k3 plan --published-k3 --preset laptop`.
 //   pnpm --filter example-expert-store start          (--quick: fewer tokens, for the smoke test)
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,7 +11,6 @@ import {
   formatBytes,
   openCheckpointIndex,
   packTrunk,
-  planMemory,
   progressPrinter,
 } from "@k3/moe-stream";
 
@@ -61,22 +61,3 @@ try {
 } finally {
   rmSync(out, { recursive: true, force: true });
 }
-
-// 4. What the real Kimi K3 would get at 8 GB (config shape from the published text_config).
-const tc = config.text_config;
-const k3 = {
-  quantization_config: config.quantization_config,
-  text_config: {
-    ...tc, hidden_size: 7168, num_hidden_layers: 93, vocab_size: 163840, num_experts: 896, num_experts_per_token: 16,
-    moe_intermediate_size: 3072, routed_expert_hidden_size: 3584, intermediate_size: 33792, num_attention_heads: 96,
-    q_lora_rank: 1536, kv_lora_rank: 512, qk_nope_head_dim: 128, qk_rope_head_dim: 64, v_head_dim: 128,
-    linear_attn_config: { ...tc.linear_attn_config, num_heads: 96, head_dim: 128,
-      full_attn_layers: [...Array.from({ length: 23 }, (_, i) => 4 * (i + 1)), 93],
-      kda_layers: Array.from({ length: 93 }, (_, i) => i + 1).filter((l) => l % 4 !== 0 && l !== 93) },
-  },
-};
-const plan = planMemory({ config: k3, budgetBytes: 8e9, reservedBytes: 1e9 });
-console.log(
-  `K3 at 8 GB: ${plan.pinnedLayers.length} pinned layers, ring ${plan.ringSlots} x ${formatBytes(plan.ringSlotBytes)} (overlap ${plan.trunkOverlap}), ` +
-    `${plan.cacheSlotsPerLayer} cache slots/layer, ${(plan.bytesPerTokenNoCache / 1e9).toFixed(1)} GB read per token`,
-);

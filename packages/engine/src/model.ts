@@ -18,7 +18,7 @@ import { MoeFfn } from "./layers/moe.js";
 import type { ExpertTraceRecorder } from "./cache-trace.js";
 import type { ReadPattern } from "./floor.js";
 import { checkpointIndex, ExpertStore, MoeLayer, RangeReader, TrunkStreamer, type TrunkLayer } from "@k3/moe-stream";
-import { prefetchSlotsFor } from "./presets.js";
+import { prefetchSlotsFor, type PlanParts } from "./presets.js";
 import { emptyCounters, type ReportKind, type Phase, type RunCounters } from "./report.js";
 import { classifyName, KIND_SHARED, KIND_TRUNK } from "@k3/safetensors";
 import { loadMatrix, loadVector, openWeights, preloadWeights, WeightError, type FreshCeilings, type PreloadOptions, type WeightSource } from "./weights.js";
@@ -297,22 +297,22 @@ export class Model {
   }
 
   /**
-   * What the model allocated, by memory-plan part name (bytes): the resident trunk and embed/head
+   * What the model allocated, by memory-plan part (bytes): the resident trunk and embed/head
    * (bytes loaded), the trunk ring arena, the expert store's cache and streaming slots, and the
    * streamed embed/head's read slots. Parts the model cannot measure are absent.
    */
-  allocations(): Record<string, number> {
-    const out: Record<string, number> = {
+  allocations(): Partial<PlanParts> {
+    const out: Partial<PlanParts> = {
       // Tensor bytes (the preload's blocks also hold the small gaps it merged across: peak RSS counts those).
-      "pinned trunk": (this.loadStats?.tensorBytes ?? this.loadBytes) - this.embedHeadLoadBytes,
-      "embed + lm_head": this.embedHeadLoadBytes,
-      "trunk ring": this.streamer ? this.streamer.stats().arenaBytes : 0,
-      "embed/head read slots": this.stream ? this.stream.reader.arenaBytes : 0,
+      pinnedTrunk: (this.loadStats?.tensorBytes ?? this.loadBytes) - this.embedHeadLoadBytes,
+      embedHead: this.embedHeadLoadBytes,
+      trunkRing: this.streamer ? this.streamer.stats().arenaBytes : 0,
+      embedHeadReadSlots: this.stream ? this.stream.reader.arenaBytes : 0,
     };
     if (this.experts) {
       const layers = this.cfg.layerKinds.filter((_, l) => isMoeLayer(this.cfg, l)).length;
-      out["expert cache"] = this.experts.slotsPerLayer * layers * this.experts.slotBytes;
-      out["expert read slots"] = this.experts.ioSlots * this.experts.slotBytes;
+      out.expertCache = this.experts.slotsPerLayer * layers * this.experts.slotBytes;
+      out.expertReadSlots = this.experts.ioSlots * this.experts.slotBytes;
     }
     return out;
   }

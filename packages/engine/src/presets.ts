@@ -165,6 +165,50 @@ export function budgetsFor(preset: PresetName, census: Census, mem: MemInfo = re
   return { trunkBytes, cacheBytes: 0.5 * GB, kvBytes, ringSlots: 2, streamEmbedHead: trunkBytes <= 0 };
 }
 
+/** The resident bytes a plan counts, one field per part. */
+export interface PlanParts {
+  pinnedTrunk: number;
+  trunkRing: number;
+  /** Embedding + lm_head when resident (0 when they stream). */
+  embedHead: number;
+  /** A streamed embed/head's read slots (0 when resident). */
+  embedHeadReadSlots: number;
+  expertCache: number;
+  /** The expert store's streaming slots: demand (topK + 2) and the lookahead share. */
+  expertReadSlots: number;
+  recurrentState: number;
+  kvCache: number;
+  runtime: number;
+  /** Only with a prompt cache. */
+  promptCache?: number;
+  /** Only with speculative decoding (its rollback copy of the KDA states). */
+  specCheckpoint?: number;
+}
+export type PlanPart = keyof PlanParts;
+
+/**
+ * How each part is named wherever a plan is shown (the printed plan, the run report's memory
+ * rows, the plan check's mismatches), in print order.
+ */
+export const PLAN_PART_NAMES: Readonly<Record<PlanPart, string>> = {
+  pinnedTrunk: "pinned trunk",
+  trunkRing: "trunk ring",
+  embedHead: "embed + lm_head",
+  embedHeadReadSlots: "embed/head read slots",
+  expertCache: "expert cache",
+  expertReadSlots: "expert read slots",
+  recurrentState: "recurrent state",
+  kvCache: "KV cache",
+  runtime: "runtime + scratch",
+  promptCache: "prompt cache",
+  specCheckpoint: "spec checkpoint",
+};
+
+/** The plan's parts as printed rows, in PLAN_PART_NAMES order; optional parts only when planned. */
+export function planPartRows(parts: PlanParts): { part: PlanPart; name: string; bytes: number }[] {
+  return (Object.keys(PLAN_PART_NAMES) as PlanPart[]).flatMap((part) => (parts[part] === undefined ? [] : [{ part, name: PLAN_PART_NAMES[part], bytes: parts[part]! }]));
+}
+
 export interface MemoryPlan {
   preset: PresetName | "custom";
   /** The memory cgroup limit that lowered availableBytes, when there is one. */
@@ -200,8 +244,8 @@ export interface MemoryPlan {
   expectedReads: { trunk: number; experts: number; embedHead: number };
   /** One routed expert read as the device moves it (the expert plus its aligned-superset page); 0 without experts. */
   expertReadBytes: number;
-  /** Planned resident bytes, by part. */
-  parts: { name: string; bytes: number }[];
+  /** Planned resident bytes, by part (printed through PLAN_PART_NAMES, in their order). */
+  parts: PlanParts;
   totalBytes: number;
   availableBytes: number;
 }
@@ -337,24 +381,24 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
   const topK = census.moeLayers > 0 && census.expertBytes > 0 ? Math.round(census.expertBytesPerToken / (census.moeLayers * census.expertBytes)) : 0;
   const prefetchSlots = topK > 0 && io.prefetch !== false ? prefetchSlotsFor(topK, preset) : 0;
   const streamSlots = topK > 0 ? topK + 2 + prefetchSlots : 0;
-  const parts = [
-    { name: "pinned trunk", bytes: pinnedBytes },
-    { name: "trunk ring", bytes: ringBytes },
-    { name: "embed + lm_head", bytes: embedHeadResident ? census.embedBytes + census.headBytes : 0 },
-    { name: "embed/head read slots", bytes: embedHeadResident ? 0 : headReadSlotBytes(census) },
-    { name: "expert cache", bytes: cacheSlotsPerLayer * census.moeLayers * expertSlot },
-    { name: "expert read slots", bytes: streamSlots * expertSlot },
-    { name: "recurrent state", bytes: census.recurrentStateBytes },
-    { name: "KV cache", bytes: Math.min(budgets.kvBytes, kvCapacityTokens * census.kvBytesPerToken) },
-    { name: "runtime + scratch", bytes: RUNTIME_OVERHEAD_BYTES },
-  ];
+  const parts: PlanParts = {
+    pinnedTrunk: pinnedBytes,
+    trunkRing: ringBytes,
+    embedHead: embedHeadResident ? census.embedBytes + census.headBytes : 0,
+    embedHeadReadSlots: embedHeadResident ? 0 : headReadSlotBytes(census),
+    expertCache: cacheSlotsPerLayer * census.moeLayers * expertSlot,
+    expertReadSlots: streamSlots * expertSlot,
+    recurrentState: census.recurrentStateBytes,
+    kvCache: Math.min(budgets.kvBytes, kvCapacityTokens * census.kvBytesPerToken),
+    runtime: RUNTIME_OVERHEAD_BYTES,
+  };
   const pc = io.promptCache;
   if (pc && pc.slots > 0) {
     const snapshot = census.recurrentStateBytes + kvCapacityTokens * census.kvBytesPerToken;
-    parts.push({ name: "prompt cache", bytes: Math.min(pc.maxBytes, pc.slots * snapshot) });
+    parts.promptCache = Math.min(pc.maxBytes, pc.slots * snapshot);
   }
-  if (io.spec) parts.push({ name: "spec checkpoint", bytes: census.recurrentStateBytes });
-  const totalBytes = parts.reduce((a, p) => a + p.bytes, 0);
+  if (io.spec) parts.specCheckpoint = census.recurrentStateBytes;
+  const totalBytes = planPartRows(parts).reduce((a, p) => a + p.bytes, 0);
   return {
     preset,
     budgets,
@@ -407,7 +451,7 @@ export const fmtBytes = formatBytes;
 /** The plan as printed before loading. */
 export function formatPlan(plan: MemoryPlan, layers: number): string {
   const lines = [`memory plan (${plan.preset}):`];
-  for (const p of plan.parts) lines.push(`  ${p.name.padEnd(22)} ${fmtBytes(p.bytes).padStart(10)}`);
+  for (const p of planPartRows(plan.parts)) lines.push(`  ${p.name.padEnd(22)} ${fmtBytes(p.bytes).padStart(10)}`);
   lines.push(`  ${"TOTAL".padEnd(22)} ${fmtBytes(plan.totalBytes).padStart(10)}   (available ${fmtBytes(plan.availableBytes)})`);
   const pinned = plan.pinnedLayers.length === layers ? `all ${layers} layers pinned (trunk resident)` : `${plan.pinnedLayers.length}/${layers} layers pinned`;
   const ring = plan.ringSlots ? `, ring ${plan.ringSlots} x ${fmtBytes(plan.ringSlotBytes)}${plan.ringSlots >= 2 ? " (async prefetch)" : " (no prefetch)"}` : "";

@@ -3,7 +3,7 @@
  * decode speed separately, peak RSS, bytes read per token, resident hit rate, I/O share, overlap.
  */
 import type { LoadStats } from "./model.js";
-import { fmtBytes, type MemoryPlan } from "./presets.js";
+import { fmtBytes, planPartRows, type MemoryPlan, type PlanParts } from "./presets.js";
 import { formatThreadCpu, type ThreadCpuReport } from "./thread-cpu.js";
 import { formatGemvProbe, type GemvProbeReport } from "./gemv-probe.js";
 import { ceilingGbps, DISK_SOURCES, KIND_SOURCE, memCeilingGbps, type Ceilings, type DiskSource, type SourceCeiling } from "./floor.js";
@@ -443,8 +443,8 @@ export interface PlanCheckInput {
   decodeExpertHits: number;
   /** Lookahead reads of the decode phase no layer then used (mispredicted): bytes the plan's cold-cache figure does not hold. */
   decodeUnusedPrefetches?: number;
-  /** Allocations the run made, by plan part name (bytes); parts not listed are not measured. */
-  allocated: Record<string, number>;
+  /** Allocations the run made, by plan part (bytes); parts not listed are not measured. */
+  allocated: Partial<PlanParts>;
   peakRssBytes: number;
 }
 
@@ -477,7 +477,7 @@ export function checkPlan(x: PlanCheckInput): PlanCheck {
         mismatches.push(`${label} reads: ${fmtBytes(got)}/token measured vs ${fmtBytes(want)}/token planned${key === "experts" && hit !== null ? ` at the measured ${(100 * hit).toFixed(1)}% resident hit rate` : ""} (${want > 0 ? `${((100 * (got - want)) / want).toFixed(0)}%` : "none planned"})`);
     }
   }
-  const memory = x.plan.parts.map((p) => ({ name: p.name, planned: p.bytes, measured: x.allocated[p.name] ?? null }));
+  const memory = planPartRows(x.plan.parts).map((p) => ({ name: p.name, planned: p.bytes, measured: x.allocated[p.part] ?? null }));
   for (const m of memory) if (m.measured !== null && m.measured > m.planned * (1 + MISMATCH_TOLERANCE) + 65536) mismatches.push(`${m.name}: ${fmtBytes(m.measured)} allocated vs ${fmtBytes(m.planned)} planned`);
   if (x.peakRssBytes > x.plan.totalBytes) mismatches.push(`peak RSS ${fmtBytes(x.peakRssBytes)} exceeds the planned total ${fmtBytes(x.plan.totalBytes)}`);
   return {

@@ -20,7 +20,7 @@ describe("plan check", () => {
       decodeBytes: { trunk: 0, experts: 4 * 0.75 * r.experts, embedHead: 4 * 1.05 * r.embedHead },
       decodeExpertRequests: 192,
       decodeExpertHits: 48,
-      allocated: { "pinned trunk": c4.trunkBytes, "embed/head read slots": ultra.parts.find((p) => p.name === "embed/head read slots")!.bytes },
+      allocated: { pinnedTrunk: c4.trunkBytes, embedHeadReadSlots: ultra.parts.embedHeadReadSlots },
       peakRssBytes: ultra.totalBytes - 1,
     });
     expect(pc.decode_resident_hit_rate).toBe(0.25);
@@ -44,7 +44,7 @@ describe("plan check", () => {
     const wrong = planMemory(c4, budgetsFor("ultra", c4, box), "ultra", box, { packedTrunk: true });
     expect(wrong.expectedBytesPerToken / GB).toBeCloseTo(8.91, 1);
     const measured = { trunk: 0, experts: ultra.expectedReads.experts, embedHead: ultra.expectedReads.embedHead };
-    const pc = checkPlan({ plan: wrong, decodeForwards: 1, decodeBytes: measured, decodeExpertRequests: 48, decodeExpertHits: 0, allocated: { "trunk ring": 0 }, peakRssBytes: 1 });
+    const pc = checkPlan({ plan: wrong, decodeForwards: 1, decodeBytes: measured, decodeExpertRequests: 48, decodeExpertHits: 0, allocated: { trunkRing: 0 }, peakRssBytes: 1 });
     expect(pc.mismatches).toEqual([expect.stringMatching(/^trunk reads: 0 B\/token measured vs 5\.72 GB\/token planned \(-100%\)$/)]);
     // The fixed plan holds for the same run.
     expect(checkPlan({ plan: ultra, decodeForwards: 1, decodeBytes: measured, decodeExpertRequests: 48, decodeExpertHits: 0, allocated: {}, peakRssBytes: 1 }).mismatches).toEqual([]);
@@ -57,7 +57,7 @@ describe("plan check", () => {
       decodeBytes: { trunk: 0, experts: 0, embedHead: 0 },
       decodeExpertRequests: 0,
       decodeExpertHits: 0,
-      allocated: { "expert read slots": 2 * ultra.parts.find((p) => p.name === "expert read slots")!.bytes },
+      allocated: { expertReadSlots: 2 * ultra.parts.expertReadSlots },
       peakRssBytes: ultra.totalBytes + GB,
     });
     expect(pc.mismatches).toHaveLength(2);

@@ -39,7 +39,7 @@ describe("presets and plan", () => {
     expect(plan.ringSlots).toBe(2);
     expect(plan.trunkMode).toBe("streamed");
     expect(plan.pinnedLayers.length).toBe(3);
-    expect(plan.parts.find((p) => p.name === "trunk ring")!.bytes).toBe(2 * slot);
+    expect(plan.parts.trunkRing).toBe(2 * slot);
     expect(plan.pinnedLayers.length + plan.streamedLayers.length).toBe(13);
     expect(plan.expectedBytesPerToken).toBeGreaterThan(census.expertBytesPerToken);
     expect(formatPlan(plan, 13)).toMatch(/ring 2 x .* \(async prefetch\)/);
@@ -116,17 +116,17 @@ describe("presets and plan", () => {
     expect(ultra.totalBytes).toBeLessThan(4 * GB);
     // The expert store's streaming slots are planned: 16 + 2 demand + 16 lookahead, one expert each.
     const slot = Math.ceil(k3.expertBytes / 4096) * 4096 + 4096;
-    expect(laptop.parts.find((p) => p.name === "expert read slots")!.bytes).toBe(34 * slot);
+    expect(laptop.parts.expertReadSlots).toBe(34 * slot);
     // A prompt cache and speculation's checkpoint are planned when on: capped snapshots, one KDA state set.
     const extras = planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { ...streamed, promptCache: { slots: 2, maxBytes: 2 ** 40 }, spec: true });
     const snapshot = k3.recurrentStateBytes + laptop.kvCapacityTokens * k3.kvBytesPerToken;
-    expect(extras.parts.find((p) => p.name === "prompt cache")!.bytes).toBe(2 * snapshot);
-    expect(extras.parts.find((p) => p.name === "spec checkpoint")!.bytes).toBe(k3.recurrentStateBytes);
+    expect(extras.parts.promptCache).toBe(2 * snapshot);
+    expect(extras.parts.specCheckpoint).toBe(k3.recurrentStateBytes);
     expect(extras.totalBytes).toBe(laptop.totalBytes + 2 * snapshot + k3.recurrentStateBytes);
-    expect(planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { ...streamed, promptCache: { slots: 2, maxBytes: GB } }).parts.find((p) => p.name === "prompt cache")!.bytes).toBe(GB);
-    expect(laptop.parts.some((p) => p.name === "prompt cache" || p.name === "spec checkpoint")).toBe(false);
+    expect(planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { ...streamed, promptCache: { slots: 2, maxBytes: GB } }).parts.promptCache).toBe(GB);
+    expect([laptop.parts.promptCache, laptop.parts.specCheckpoint]).toEqual([undefined, undefined]);
     const noPrefetch = planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box, { ...streamed, prefetch: false });
-    expect(noPrefetch.parts.find((p) => p.name === "expert read slots")!.bytes).toBe(18 * slot);
+    expect(noPrefetch.parts.expertReadSlots).toBe(18 * slot);
     expect(laptop.totalBytes - noPrefetch.totalBytes).toBe(16 * slot);
   });
 
@@ -142,8 +142,8 @@ describe("presets and plan", () => {
       expect(plan.ringSlots).toBe(0);
       expect(plan.pinnedLayers).toEqual([0, 1, 2, 3]);
       expect(plan.expectedReads.trunk).toBe(0);
-      expect(plan.parts.find((p) => p.name === "trunk ring")!.bytes).toBe(0);
-      expect(plan.parts.find((p) => p.name === "pinned trunk")!.bytes).toBe(c4.trunkBytes);
+      expect(plan.parts.trunkRing).toBe(0);
+      expect(plan.parts.pinnedTrunk).toBe(c4.trunkBytes);
       // 3 MoE layers x 16 experts, one aligned-superset read each.
       expect(plan.expectedReads.experts).toBe(3 * 16 * perExpert);
       expect(plan.trunkNote).toMatch(/no packed trunk .* whole trunk is loaded resident \(5\.72 GB, over the \d\.\d+ GB trunk budget\)/);
@@ -155,7 +155,7 @@ describe("presets and plan", () => {
     // What the issue measured: 3.19 GB/token at ultra (experts + streamed lm_head), 0.84 at laptop.
     expect(ultra.expectedBytesPerToken / GB).toBeCloseTo(3.19, 2);
     expect(laptop.expectedBytesPerToken / GB).toBeCloseTo(0.84, 2);
-    expect(ultra.parts.find((p) => p.name === "embed/head read slots")!.bytes).toBe(headReadSlotBytes(c4));
+    expect(ultra.parts.embedHeadReadSlots).toBe(headReadSlotBytes(c4));
     expect(headReadSlotBytes(c4)).toBe(2 * (4096 * 7168 * 2 + 4096)); // two 4096-row chunks, page-rounded + one page
     // With a packed trunk the same budgets stream: a ring and trunk reads.
     const packed = planMemory(c4, budgetsFor("laptop", c4, box), "laptop", box, { packedTrunk: true });

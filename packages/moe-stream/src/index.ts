@@ -58,7 +58,6 @@ export {
 } from "./trunk/trunk-pack.js";
 export { RangeReader, type RangeReaderOptions, type RangeReaderStats } from "./io/range-reader.js";
 export { TrunkStreamer, type TrunkStreamerOptions, type TrunkLayer, type TrunkStreamerStats } from "./trunk/trunk-stream.js";
-export { planMemory, censusFromConfig, type PlanOptions, type MemoryPlan, type ModelCensus } from "./plan.js";
 export { resolveIoEngine, type IoEngine, type IoEngineInUse } from "./io/io-engine.js";
 export { procIo, peakRssBytes, dropPageCache, measureReadCeiling, measureReadEngine } from "./io/io-stats.js";
 export { DirectFileWriter, StagingBuffers, dioAlignment, synthBlock, DIRECT_BUFFER_BYTES, type DirectWriterOptions } from "./io/direct-write.js";
