@@ -19,6 +19,7 @@
  * and K3_RW_TRUNK=0|1 restrict it; K3_RW_TRUNK_DIR reuses a trunk already packed from the same
  * checkpoint; K3_RW_SCRATCH is where a trunk is packed (deleted after).
  */
+import { formatBytes } from "@k3/native";
 import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
@@ -26,7 +27,7 @@ import { fileURLToPath } from "node:url";
 import { gemmBf16, simdLevel, threadCount } from "@k3/dense";
 import { formatThreadCpu } from "../src/thread-cpu.js";
 import { formatGemvProbe } from "../src/gemv-probe.js";
-import { Engine, REPORT_KINDS, kindFloorSeconds, memCeilingGbps, phaseFloorSeconds, reportCeilings, fmtBytes, type RunReport } from "../src/index.js";
+import { Engine, REPORT_KINDS, kindFloorSeconds, memCeilingGbps, phaseFloorSeconds, reportCeilings, type RunReport } from "../src/index.js";
 
 const here = fileURLToPath(import.meta.url);
 const GEMM_SHAPE = { rows: 12288, cols: 7168 };
@@ -97,7 +98,7 @@ function perKindTable(r: RunReport, p64: RunReport): string[] {
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   const row = (name: string, d: number[], fd: number, p: number[], fp: number) =>
-    `| ${name} | ${ms(d[0] / dt)} | ${fmtBytes(d[1] / dt)} | ${fmtBytes(d[2] / dt)} | ${ms(fd / dt)} | ${ratio(d[0], fd)} | ${ms(p[0] / pt)} | ${fmtBytes(p[1] / pt)} | ${fmtBytes(p[2] / pt)} | ${ms(fp / pt)} | ${ratio(p[0], fp)} |`;
+    `| ${name} | ${ms(d[0] / dt)} | ${formatBytes(d[1] / dt)} | ${formatBytes(d[2] / dt)} | ${ms(fd / dt)} | ${ratio(d[0], fd)} | ${ms(p[0] / pt)} | ${formatBytes(p[1] / pt)} | ${formatBytes(p[2] / pt)} | ${ms(fp / pt)} | ${ratio(p[0], fp)} |`;
   const tot = { d: [0, 0, 0], p: [0, 0, 0] };
   for (const k of REPORT_KINDS) {
     const d = r.per_kind[k].decode;
@@ -232,7 +233,7 @@ function render(model: string, rows: Row[], when = new Date()): string {
     const g2 = (x: number | null) => (x === null ? "-" : x.toFixed(2));
     const disk = f.sources.map((x) => `${x.source} ${g2(x.before_gbps)} / ${g2(x.after_gbps)}`).join("; ");
     out.push(
-      `| ${row.name} | ${row.exit} | ${c.streamed_layers} | ${fmtBytes(c.run64.peak_rss_bytes)} / ${fmtBytes(c.plan_total_bytes)} | ${f.decode_s_per_token.toFixed(3)} | ${f.decode_floor_s_per_token.toFixed(3)} | ${f.decode_ratio?.toFixed(2)} | ${c.prefill8.floor!.prefill_s_per_token.toFixed(3)} | ${f.prefill_s_per_token.toFixed(3)} | ${f.prefill_floor_s_per_token.toFixed(3)} | ${g.share.toFixed(2)} (${ms(g.ideal)} / ${ms(g.actual)} ms) | ${f.mem_before_gbps.toFixed(1)} / ${f.mem_after_gbps === null ? "-" : f.mem_after_gbps.toFixed(1)} | ${disk} |`,
+      `| ${row.name} | ${row.exit} | ${c.streamed_layers} | ${formatBytes(c.run64.peak_rss_bytes)} / ${formatBytes(c.plan_total_bytes)} | ${f.decode_s_per_token.toFixed(3)} | ${f.decode_floor_s_per_token.toFixed(3)} | ${f.decode_ratio?.toFixed(2)} | ${c.prefill8.floor!.prefill_s_per_token.toFixed(3)} | ${f.prefill_s_per_token.toFixed(3)} | ${f.prefill_floor_s_per_token.toFixed(3)} | ${g.share.toFixed(2)} (${ms(g.ideal)} / ${ms(g.actual)} ms) | ${f.mem_before_gbps.toFixed(1)} / ${f.mem_after_gbps === null ? "-" : f.mem_after_gbps.toFixed(1)} | ${disk} |`,
     );
   }
   const over = rows.filter((r) => r.result && (r.result.run64.floor!.decode_ratio ?? 0) > 1.3);

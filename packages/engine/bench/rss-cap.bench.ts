@@ -8,12 +8,13 @@
  *   K3_BENCH_MODEL=/work/rw/k3-L4-E64 [K3_BENCH_TRUNK=DIR] [K3_BENCH_PRESETS=ultra,laptop] \
  *     node --import tsx bench/rss-cap.bench.ts
  */
+import { formatBytes } from "@k3/native";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { censusOf } from "../src/census.js";
 import { readConfig } from "../src/config.js";
-import { budgetsFor, fmtBytes, planMemory, readMemInfo, type PresetName } from "../src/presets.js";
+import { budgetsFor, planMemory, readMemInfo, type PresetName } from "../src/presets.js";
 import { formatProjection, projectK3, ratesFromReport } from "../src/projection.js";
 import type { RunReport } from "../src/report.js";
 import { capForPlan, memoryCap, runCapped, runtimeChargeAtPlan } from "../test/cgroup.js";
@@ -41,7 +42,7 @@ try {
     const r = await runCapped(cap, capForPlan(plan.totalBytes, await runtimeChargeAtPlan(cap, cli, model, join(import.meta.dirname, ".."))), argv, { timeoutMs: 1_800_000 });
     const wall = (performance.now() - t0) / 1000;
     if (r.code !== 0) {
-      rows.push(`| ${preset} | ${plan.trunkMode} | ${fmtBytes(plan.totalBytes)} | exit ${r.code} ${r.signal ?? ""} | | | | |`);
+      rows.push(`| ${preset} | ${plan.trunkMode} | ${formatBytes(plan.totalBytes)} | exit ${r.code} ${r.signal ?? ""} | | | | |`);
       process.stderr.write(r.stderr.slice(-2000));
       continue;
     }
@@ -49,8 +50,8 @@ try {
     first ??= rep;
     const pc = rep.plan_check!;
     rows.push(
-      `| ${preset} | ${plan.trunkMode} | ${fmtBytes(plan.totalBytes)} | ${fmtBytes(rep.peak_rss_bytes)} (${((100 * rep.peak_rss_bytes) / plan.totalBytes).toFixed(0)}%) | ${r.cgroupPeakBytes === null ? "n/a" : fmtBytes(r.cgroupPeakBytes)} | ` +
-        `${fmtBytes(pc.expected_per_token.total)} / ${fmtBytes(pc.measured_per_token.total)} | ${pc.mismatches.length ? pc.mismatches.join("; ") : "held"} | ${rep.floor ? `${rep.floor.decode_s_per_token.toFixed(2)} s (floor ${rep.floor.decode_floor_s_per_token.toFixed(2)}; mem ${rep.floor.mem_ceiling_gbps.toFixed(1)}, disk ${rep.floor.disk_ceiling_gbps.toFixed(2)} GB/s)` : "n/a"} | ${wall.toFixed(0)} s |`,
+      `| ${preset} | ${plan.trunkMode} | ${formatBytes(plan.totalBytes)} | ${formatBytes(rep.peak_rss_bytes)} (${((100 * rep.peak_rss_bytes) / plan.totalBytes).toFixed(0)}%) | ${r.cgroupPeakBytes === null ? "n/a" : formatBytes(r.cgroupPeakBytes)} | ` +
+        `${formatBytes(pc.expected_per_token.total)} / ${formatBytes(pc.measured_per_token.total)} | ${pc.mismatches.length ? pc.mismatches.join("; ") : "held"} | ${rep.floor ? `${rep.floor.decode_s_per_token.toFixed(2)} s (floor ${rep.floor.decode_floor_s_per_token.toFixed(2)}; mem ${rep.floor.mem_ceiling_gbps.toFixed(1)}, disk ${rep.floor.disk_ceiling_gbps.toFixed(2)} GB/s)` : "n/a"} | ${wall.toFixed(0)} s |`,
     );
   }
   console.log(`model ${model} (${cfg.numLayers} layers, ${cfg.moe.numExperts} experts), cgroup ${cap.kind} cap = plan total, memory.swap 0, ${trunk ? `--trunk ${trunk}` : "no packed trunk (trunk resident)"}`);

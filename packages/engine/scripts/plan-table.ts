@@ -4,17 +4,17 @@ import { censusOf } from "../src/census.js";
 import { parseConfig } from "../src/config.js";
 import { budgetsFor, GB, planMemory, PRESET_NAMES } from "../src/presets.js";
 import { publishedK3Config } from "../test/helpers.js";
+import { formatBytes } from "@k3/native";
 
 const k3 = censusOf(parseConfig(publishedK3Config()));
 const box = { totalBytes: 512 * GB, availableBytes: 500 * GB };
-const gb = (b: number) => `${(b / 1e9).toFixed(1)} GB`;
 console.log("| preset | pinned layers | ring | cache slots/layer | KV tokens | planned total | cold read/token |");
 console.log("|---|---:|---|---:|---:|---:|---:|");
 for (const preset of PRESET_NAMES.filter((p) => p !== "auto")) {
   // With a packed trunk (k3 pack, --trunk DIR): without one the whole trunk is resident at every preset.
   const plan = planMemory(k3, budgetsFor(preset, k3, box), preset, box, { packedTrunk: true });
-  const ring = plan.ringSlots === 0 ? "none" : `${plan.ringSlots} x ${(plan.ringSlotBytes / 1e9).toFixed(2)} GB`;
+  const ring = plan.ringSlots === 0 ? "none" : `${plan.ringSlots} x ${formatBytes(plan.ringSlotBytes)}`;
   console.log(
-    `| ${preset} | ${plan.pinnedLayers.length}/${k3.numLayers ?? plan.pinnedLayers.length + plan.streamedLayers.length} | ${ring} | ${plan.cacheSlotsPerLayer} | ${plan.kvCapacityTokens} | ${gb(plan.totalBytes)} | ${gb(plan.expectedBytesPerToken)} |`,
+    `| ${preset} | ${plan.pinnedLayers.length}/${k3.layerTrunkBytes.length} | ${ring} | ${plan.cacheSlotsPerLayer} | ${plan.kvCapacityTokens} | ${formatBytes(plan.totalBytes)} | ${formatBytes(plan.expectedBytesPerToken)} |`,
   );
 }

@@ -5,11 +5,11 @@
  *   DIR/expert_hist.json   how often each layer's experts were requested, plus the run's figures
  * for `k3 cache-sim DIR`, which replays the trace through other cache sizes and policies.
  */
+import { formatBytes } from "@k3/native";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { encodeCacheTrace, parseCacheTrace, simulateCache, simulateCacheSizes, type CachePolicy, type CacheTraceRequest } from "@k3/moe-stream";
 import { UsageError } from "./errors.js";
-import { fmtBytes } from "./presets.js";
 
 export const TRACE_FILE = "expert_trace.bin";
 export const HIST_FILE = "expert_hist.json";
@@ -121,7 +121,7 @@ export function formatCacheSim(r: CacheSimReport, policies: readonly CachePolicy
   const pct = (x: number | null | undefined) => (x === null || x === undefined ? "n/a" : `${(100 * x).toFixed(1)}%`);
   const lines = [
     `expert-cache simulation: ${m.requests} requests over ${r.moe_layers} MoE layers, ${m.tokens} tokens (${m.model})`,
-    `the run itself: ${m.slots_per_layer} slots/layer, measured resident hit rate ${pct(m.resident_hit_rate)}; one expert ${fmtBytes(m.expert_bytes)}`,
+    `the run itself: ${m.slots_per_layer} slots/layer, measured resident hit rate ${pct(m.resident_hit_rate)}; one expert ${formatBytes(m.expert_bytes)}`,
     "",
     ["slots/layer", "    cache", ...policies.map((p) => p.padStart(8)), "LRU expert reads/token"].join("  "),
   ];
@@ -129,9 +129,9 @@ export function formatCacheSim(r: CacheSimReport, policies: readonly CachePolicy
     lines.push(
       [
         String(row.slots_per_layer).padStart(11),
-        fmtBytes(row.cache_bytes).padStart(9),
+        formatBytes(row.cache_bytes).padStart(9),
         ...policies.map((p) => pct(row.hit_rate[p]).padStart(8)),
-        fmtBytes(row.lru_expert_bytes_per_token).padStart(22),
+        formatBytes(row.lru_expert_bytes_per_token).padStart(22),
       ].join("  "),
     );
   lines.push(

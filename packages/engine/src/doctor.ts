@@ -9,6 +9,7 @@
  * measureReadCeiling (plain pread threads at the same depth). O_DIRECT bypasses the page cache, so a
  * checkpoint that fits in RAM is measured at disk speed too (unless its filesystem refuses O_DIRECT).
  */
+import { formatBytes } from "@k3/native";
 import { execFileSync } from "node:child_process";
 import { closeSync, existsSync, fstatSync, openSync, readdirSync, readFileSync, readSync, statSync } from "node:fs";
 import { basename, join } from "node:path";
@@ -16,7 +17,7 @@ import { bestSimdLevel, nativeInfo, simdLevel, threadCount } from "@k3/dense";
 import { measureReadCeiling, measureReadEngine, openCheckpointIndex, RangeReader } from "@k3/moe-stream";
 import { censusOf } from "./census.js";
 import { isMoeLayer, readConfig } from "./config.js";
-import { fmtBytes, GB, presetForMemory, readMemInfo } from "./presets.js";
+import { GB, presetForMemory, readMemInfo } from "./presets.js";
 import { VERIFY_STATE } from "./verify.js";
 
 export interface DoctorOptions {
@@ -182,7 +183,7 @@ export async function runDoctor(o: DoctorOptions): Promise<boolean> {
   ok(`threads: ${threadCount()} (K3_THREADS or --threads to change)`);
   const mem = readMemInfo();
   const preset = presetForMemory(mem.availableBytes);
-  ok(`RAM: MemAvailable ${fmtBytes(mem.availableBytes)} of ${fmtBytes(mem.totalBytes)} → suggested --preset ${preset}`);
+  ok(`RAM: MemAvailable ${formatBytes(mem.availableBytes)} of ${formatBytes(mem.totalBytes)} → suggested --preset ${preset}`);
   if (mem.availableBytes < 4 * GB) warn("less than 4 GB available: even the ultra preset (~3 GB) will be tight");
 
   if (!o.dir) {
@@ -197,7 +198,7 @@ export async function runDoctor(o: DoctorOptions): Promise<boolean> {
   try {
     const cfg = readConfig(o.dir);
     const census = censusOf(cfg);
-    ok(`config: ${cfg.family}, ${cfg.numLayers} layers (${cfg.layerKinds.filter((k) => k === "mla").length} MLA), ${cfg.moe.numExperts} experts top-${cfg.moe.topK}; trunk ${fmtBytes(census.trunkBytes + census.embedBytes + census.headBytes)}, experts ${fmtBytes(census.expertsTotal * census.expertBytes)}`);
+    ok(`config: ${cfg.family}, ${cfg.numLayers} layers (${cfg.layerKinds.filter((k) => k === "mla").length} MLA), ${cfg.moe.numExperts} experts top-${cfg.moe.topK}; trunk ${formatBytes(census.trunkBytes + census.embedBytes + census.headBytes)}, experts ${formatBytes(census.expertsTotal * census.expertBytes)}`);
   } catch (err) {
     fail((err as Error).message);
   }
@@ -221,7 +222,7 @@ export async function runDoctor(o: DoctorOptions): Promise<boolean> {
       fail(`${f}: ${problem}`);
     }
   }
-  if (shardFiles.length && !bad) ok(`${shardFiles.length} shards, ${fmtBytes(total)}: every size matches its header`);
+  if (shardFiles.length && !bad) ok(`${shardFiles.length} shards, ${formatBytes(total)}: every size matches its header`);
   verifiedLine(o.dir, ok, warn);
   const m = /of-(\d+)\.safetensors$/.exec(shardFiles[0] ?? "");
   if (m && Number(m[1]) !== shardFiles.filter((f) => /model-\d+-of-\d+\.safetensors$/.test(f)).length) fail(`expected ${Number(m[1])} shards (from the file names), found ${shardFiles.length}`);
@@ -231,7 +232,7 @@ export async function runDoctor(o: DoctorOptions): Promise<boolean> {
   else {
     const what = p.pattern === "experts" ? "of the checkpoint's routed experts" : "expert-sized (17.5 MB) ranges at scattered offsets";
     const cached = p.direct ? "" : " (O_DIRECT refused by this filesystem: buffered reads, the page cache may serve them)";
-    ok(`disk probe (the engine's pattern): ${p.reads} reads ${what}, ${fmtBytes(p.readBytes)}, O_DIRECT, ${PROBE_QUEUE_DEPTH} in flight${cached}`);
+    ok(`disk probe (the engine's pattern): ${p.reads} reads ${what}, ${formatBytes(p.readBytes)}, O_DIRECT, ${PROBE_QUEUE_DEPTH} in flight${cached}`);
     o.out(`      read engine (${p.engine.engine}${p.engine.note ? `; ${p.engine.note}` : ""}): ${p.engine.gbPerSec.toFixed(2)} GB/s; plain pread threads, same depth: ${p.ceiling.gbPerSec.toFixed(2)} GB/s`);
     const rate = Math.max(p.engine.gbPerSec, p.ceiling.gbPerSec);
     o.out(`      a K3 token with no cached expert reads 25.83 GB of experts: ~${(25.83 / rate).toFixed(1)} s/token from this disk (k3 plan --project --disk-gbps ${rate.toFixed(2)})`);

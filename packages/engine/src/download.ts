@@ -11,12 +11,12 @@
  * - Then the set is checked as the reference engine's script does: every shard index.json names is
  *   present, and the shard bytes add up to the listing.
  */
+import { formatBytes } from "@k3/native";
 import { createHash } from "node:crypto";
 import { createReadStream, existsSync, mkdirSync, readFileSync, renameSync, statSync, statfsSync, writeFileSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { K3Error, UsageError, EXIT_IO } from "./errors.js";
-import { fmtBytes } from "./presets.js";
 
 /** A failed download (network, verification): io, exit 5; the message names the file. */
 export class DownloadError extends K3Error {
@@ -228,8 +228,8 @@ export async function downloadCheckpoint(opts: DownloadOptions): Promise<Downloa
     const s = statfsSync(dir);
     return s.bavail * s.bsize;
   })();
-  if (need + FREE_MARGIN > free) throw new DownloadError(`download: ${fmtBytes(need)} still to fetch (+ 1 GiB margin) but ${dir} has ${fmtBytes(free)} free`);
-  log(`${todo.length} of ${files.length} files to fetch, ${fmtBytes(need)} (${fmtBytes(resumed)} already on disk)`);
+  if (need + FREE_MARGIN > free) throw new DownloadError(`download: ${formatBytes(need)} still to fetch (+ 1 GiB margin) but ${dir} has ${formatBytes(free)} free`);
+  log(`${todo.length} of ${files.length} files to fetch, ${formatBytes(need)} (${formatBytes(resumed)} already on disk)`);
 
   // 3. Fetch, `concurrency` files at a time, largest first (the tail is small files).
   let fetched = 0;

@@ -7,6 +7,7 @@
  * Greedy and seeded sampling are deterministic; K3 stops on both [EOS] and <|end_of_msg|>
  * (Kimi-Linear on [EOS] and <|im_end|>); an AbortSignal is honoured between layers.
  */
+import { formatBytes } from "@k3/native";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { basename, join } from "node:path";
@@ -21,7 +22,7 @@ import type { KdaCore } from "./layers/kda.js";
 import type { Progress } from "@k3/moe-stream";
 import { EXPERT_READERS, HEAD_PIECE_BYTES, HEAD_READERS, Model, TRUNK_READERS, type ModelState } from "./model.js";
 import { DEFAULT_PROMPT_CACHE_BYTES, PromptCache, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
-import { budgetsFor, checkContextFits, checkPlanFits, fmtBytes, formatPlan, planMemory, readMemInfo, headChunkRowsFor, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
+import { budgetsFor, checkContextFits, checkPlanFits, formatPlan, planMemory, readMemInfo, headChunkRowsFor, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
 import { afterPlans, measureCeilings, measureCeilingsAfter, type FloorSetup, type SourcePlan } from "./floor.js";
 import { buildReport, emptyCounters, refloorReport, type Ceilings, type RunCounters, type RunReport } from "./report.js";
 import { Sampler, type SamplingOptions, type TokenConstraint } from "./sampler.js";
@@ -353,7 +354,7 @@ export class Engine {
       const m = measureCeilings(setup);
       ceilings = m.ceilings;
       ceilingPlans = m.plans;
-      options.log?.(`ceilings (measured now, before loading): memory read ${ceilings.mem_before_gbps.toFixed(1)} GB/s (2 threads); disk read, per source with the run's own pattern: ${ceilings.sources.map((x) => `${x.source} ${x.before_gbps.toFixed(2)} GB/s (${fmtBytes(x.piece_bytes || x.request_bytes)} reads, ${x.queue_depth} in flight)`).join(", ") || "none (nothing is read during the run)"}`);
+      options.log?.(`ceilings (measured now, before loading): memory read ${ceilings.mem_before_gbps.toFixed(1)} GB/s (2 threads); disk read, per source with the run's own pattern: ${ceilings.sources.map((x) => `${x.source} ${x.before_gbps.toFixed(2)} GB/s (${formatBytes(x.piece_bytes || x.request_bytes)} reads, ${x.queue_depth} in flight)`).join(", ") || "none (nothing is read during the run)"}`);
     }
     const model = await Model.open(dir, {
       headChunkRows,
@@ -589,8 +590,8 @@ export class Engine {
       } else {
         const snap = cache.store(this.promptCacheKey, state);
         note = snap
-          ? `; snapshot at ${split} tokens (${fmtBytes(snap.bytes)}; cache ${cache.size}/${cache.slots} slots, ${fmtBytes(cache.bytes)})`
-          : `; the ${split}-token snapshot exceeds the cache's ${fmtBytes(cache.maxBytes)}: not stored`;
+          ? `; snapshot at ${split} tokens (${formatBytes(snap.bytes)}; cache ${cache.size}/${cache.slots} slots, ${formatBytes(cache.bytes)})`
+          : `; the ${split}-token snapshot exceeds the cache's ${formatBytes(cache.maxBytes)}: not stored`;
       }
     }
     const logits = await this.model.forward(promptIds.slice(Math.max(start, split)), state, fwd);

@@ -374,7 +374,7 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
   const expectedBytesPerToken = expectedReads.trunk + expectedReads.experts + expectedReads.embedHead;
   const trunkNote =
     !fits && !io.packedTrunk
-      ? `no packed trunk (--trunk DIR from \`k3 pack\`): the whole trunk is loaded resident (${fmtBytes(census.trunkBytes)}, over the ${fmtBytes(budgets.trunkBytes)} trunk budget)`
+      ? `no packed trunk (--trunk DIR from \`k3 pack\`): the whole trunk is loaded resident (${formatBytes(census.trunkBytes)}, over the ${formatBytes(budgets.trunkBytes)} trunk budget)`
       : null;
   // The expert store's streaming slots (topK + 2 for demand reads, plus the lookahead share), each
   // one expert rounded up to 4 KiB plus 4 KiB for the aligned-superset read; faulted in at open.
@@ -428,7 +428,7 @@ export function checkPlanFits(plan: MemoryPlan): void {
   const limit = 0.95 * plan.availableBytes;
   if (plan.totalBytes > limit) {
     throw new PlanError(
-      `memory plan needs ${fmtBytes(plan.totalBytes)} but only ${fmtBytes(limit)} is usable (95% of ${plan.cgroupLimitBytes !== undefined ? `the headroom under the memory cgroup limit ${fmtBytes(plan.cgroupLimitBytes)},` : "MemAvailable"} ${fmtBytes(plan.availableBytes)}); choose a smaller --preset`,
+      `memory plan needs ${formatBytes(plan.totalBytes)} but only ${formatBytes(limit)} is usable (95% of ${plan.cgroupLimitBytes !== undefined ? `the headroom under the memory cgroup limit ${formatBytes(plan.cgroupLimitBytes)},` : "MemAvailable"} ${formatBytes(plan.availableBytes)}); choose a smaller --preset`,
       plan.totalBytes,
       limit,
     );
@@ -439,27 +439,23 @@ export function checkPlanFits(plan: MemoryPlan): void {
 export function checkContextFits(plan: MemoryPlan, tokens: number, kvBytesPerToken: number): void {
   if (tokens > plan.kvCapacityTokens) {
     throw new ContextError(
-      `context of ${tokens} tokens needs ${fmtBytes(tokens * kvBytesPerToken)} of KV cache but the ${plan.preset} plan holds ${plan.kvCapacityTokens} tokens (${fmtBytes(plan.budgets.kvBytes)})`,
+      `context of ${tokens} tokens needs ${formatBytes(tokens * kvBytesPerToken)} of KV cache but the ${plan.preset} plan holds ${plan.kvCapacityTokens} tokens (${formatBytes(plan.budgets.kvBytes)})`,
     );
   }
 }
 
-/** Human-readable byte count (decimal units, like the budgets). */
-/** The shared byte formatter (decimal units, one system across the packages; @k3/native). */
-export const fmtBytes = formatBytes;
-
 /** The plan as printed before loading. */
 export function formatPlan(plan: MemoryPlan, layers: number): string {
   const lines = [`memory plan (${plan.preset}):`];
-  for (const p of planPartRows(plan.parts)) lines.push(`  ${p.name.padEnd(22)} ${fmtBytes(p.bytes).padStart(10)}`);
-  lines.push(`  ${"TOTAL".padEnd(22)} ${fmtBytes(plan.totalBytes).padStart(10)}   (available ${fmtBytes(plan.availableBytes)})`);
+  for (const p of planPartRows(plan.parts)) lines.push(`  ${p.name.padEnd(22)} ${formatBytes(p.bytes).padStart(10)}`);
+  lines.push(`  ${"TOTAL".padEnd(22)} ${formatBytes(plan.totalBytes).padStart(10)}   (available ${formatBytes(plan.availableBytes)})`);
   const pinned = plan.pinnedLayers.length === layers ? `all ${layers} layers pinned (trunk resident)` : `${plan.pinnedLayers.length}/${layers} layers pinned`;
-  const ring = plan.ringSlots ? `, ring ${plan.ringSlots} x ${fmtBytes(plan.ringSlotBytes)}${plan.ringSlots >= 2 ? " (async prefetch)" : " (no prefetch)"}` : "";
+  const ring = plan.ringSlots ? `, ring ${plan.ringSlots} x ${formatBytes(plan.ringSlotBytes)}${plan.ringSlots >= 2 ? " (async prefetch)" : " (no prefetch)"}` : "";
   lines.push(`  trunk: ${pinned}${ring}`);
   if (plan.trunkNote) lines.push(`  note: ${plan.trunkNote}`);
   lines.push(`  expert cache: ${plan.cacheSlotsPerLayer} slots per MoE layer; KV capacity ${plan.kvCapacityTokens === Number.MAX_SAFE_INTEGER ? "unbounded" : plan.kvCapacityTokens + " tokens"}`);
   const r = plan.expectedReads;
   lines.push(`  embed/lm_head: ${plan.embedHeadResident ? "resident" : "streamed in chunks (O_DIRECT)"}`);
-  lines.push(`  expected read per decoded token (cold cache): ${fmtBytes(plan.expectedBytesPerToken)} = trunk ${fmtBytes(r.trunk)} + experts ${fmtBytes(r.experts)} + embed/head ${fmtBytes(r.embedHead)}`);
+  lines.push(`  expected read per decoded token (cold cache): ${formatBytes(plan.expectedBytesPerToken)} = trunk ${formatBytes(r.trunk)} + experts ${formatBytes(r.experts)} + embed/head ${formatBytes(r.embedHead)}`);
   return lines.join("\n");
 }

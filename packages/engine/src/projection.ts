@@ -23,12 +23,13 @@
  * Anchors (docs/io.md §1): kimi-k3-in-c measured 26-33 s/token at its 8 GB preset
  * (32.69 s, 2x EPYC 7763, NVMe ~3.2-6 GB/s) and 5.59 s/token with the trunk resident (4.6 GB/s NVMe).
  */
+import { formatBytes } from "@k3/native";
 import { censusOf, kindCensus } from "./census.js";
 import { REPORT_KINDS as LAYER_KINDS, type ReportKind } from "./report.js";
 import { DISK_SOURCES, KIND_SOURCE, type DiskSource } from "./floor.js";
 import { parseConfig, type ModelConfig } from "./config.js";
 import { UsageError } from "./errors.js";
-import { budgetsFor, fmtBytes, GB, planMemory, PRESET_NAMES, type MemInfo, type PresetName } from "./presets.js";
+import { budgetsFor, GB, planMemory, PRESET_NAMES, type MemInfo, type PresetName } from "./presets.js";
 import { publishedK3Config } from "./published.js";
 
 /** One phase of one kind in report.per_kind (the perf report's shape). */
@@ -265,7 +266,7 @@ export function formatProjection(p: Projection): string {
   const lines = [`projection for ${p.model}, disk ${same ? `${p.diskGbps.toFixed(2)} GB/s` : `trunk ${b.trunk.toFixed(2)}, experts ${b.experts.toFixed(2)}, embed/head ${b.embedHead.toFixed(2)} GB/s`} (${p.diskSource}):`];
   lines.push(`  compute per token, by layer kind (rates from the report; prefill at a chunk of ${p.prefillT} tokens):`);
   lines.push(`    ${"kind".padEnd(12)} ${"layers".padStart(6)} ${"bytes/layer".padStart(12)} ${"GB/s".padStart(7)} ${"decode s".padStart(8)} ${"prefill s".padStart(9)}  how (decode)`);
-  for (const k of p.kinds) lines.push(`    ${k.kind.padEnd(12)} ${String(k.layers).padStart(6)} ${fmtBytes(k.bytesPerLayer).padStart(12)} ${s(k.gbps).padStart(7)} ${s(k.seconds, 3).padStart(8)} ${s(k.prefillSeconds, 3).padStart(9)}  ${k.note}`);
+  for (const k of p.kinds) lines.push(`    ${k.kind.padEnd(12)} ${String(k.layers).padStart(6)} ${formatBytes(k.bytesPerLayer).padStart(12)} ${s(k.gbps).padStart(7)} ${s(k.seconds, 3).padStart(8)} ${s(k.prefillSeconds, 3).padStart(9)}  ${k.note}`);
   lines.push(`    ${"total".padEnd(12)} ${"".padStart(6)} ${"".padStart(12)} ${"".padStart(7)} ${s(p.computeSeconds, 3).padStart(8)} ${s(p.prefillComputeSeconds, 3).padStart(9)}${p.computeSeconds === null ? "  (give --from-report run.json with per_kind for compute; s/token below is the I/O floor)" : ""}`);
   lines.push("  s/token = max(compute, I/O) (fully overlapped) .. compute + I/O (not overlapped); I/O = cold-cache plan reads / disk:");
   lines.push(`    ${"preset".padEnd(12)} ${"memory".padStart(10)} ${"read/token".padStart(11)} ${"I/O s".padStart(7)} ${"compute s".padStart(9)}  ${"decode s/token".padEnd(15)} ${"prefill read".padStart(12)} ${"I/O s".padStart(6)} ${"compute".padStart(7)}  ${"prefill s/token".padEnd(15)} reference`);
@@ -273,8 +274,8 @@ export function formatProjection(p: Projection): string {
   const rngP = (lo: number, hi: number | null) => (hi === null ? `>= ${lo.toFixed(2)}` : `${lo.toFixed(2)} .. ${hi.toFixed(2)}`);
   for (const r of p.rows) {
     lines.push(
-      `    ${r.preset.padEnd(12)} ${fmtBytes(r.memoryBytes).padStart(10)} ${fmtBytes(r.readBytesPerToken).padStart(11)} ${r.ioSeconds.toFixed(2).padStart(7)} ${s(r.computeSeconds).padStart(9)}  ${rng(r.overlappedSeconds, r.serialSeconds).padEnd(15)} ` +
-        `${fmtBytes(r.prefill.readBytesPerToken).padStart(12)} ${r.prefill.ioSeconds.toFixed(2).padStart(6)} ${s(r.prefill.computeSeconds).padStart(7)}  ${rngP(r.prefill.overlappedSeconds, r.prefill.serialSeconds).padEnd(15)} ${r.anchor}`,
+      `    ${r.preset.padEnd(12)} ${formatBytes(r.memoryBytes).padStart(10)} ${formatBytes(r.readBytesPerToken).padStart(11)} ${r.ioSeconds.toFixed(2).padStart(7)} ${s(r.computeSeconds).padStart(9)}  ${rng(r.overlappedSeconds, r.serialSeconds).padEnd(15)} ` +
+        `${formatBytes(r.prefill.readBytesPerToken).padStart(12)} ${r.prefill.ioSeconds.toFixed(2).padStart(6)} ${s(r.prefill.computeSeconds).padStart(7)}  ${rngP(r.prefill.overlappedSeconds, r.prefill.serialSeconds).padEnd(15)} ${r.anchor}`,
     );
   }
   return lines.join("\n");

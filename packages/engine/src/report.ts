@@ -2,8 +2,9 @@
  * The run report printed after every run (and written as JSON with --json): tokens, prefill and
  * decode speed separately, peak RSS, bytes read per token, resident hit rate, I/O share, overlap.
  */
+import { formatBytes } from "@k3/native";
 import type { LoadStats } from "./model.js";
-import { fmtBytes, planPartRows, type MemoryPlan, type PlanParts } from "./presets.js";
+import { planPartRows, type MemoryPlan, type PlanParts } from "./presets.js";
 import { formatThreadCpu, type ThreadCpuReport } from "./thread-cpu.js";
 import { formatGemvProbe, type GemvProbeReport } from "./gemv-probe.js";
 import { ceilingGbps, DISK_SOURCES, KIND_SOURCE, memCeilingGbps, type Ceilings, type DiskSource, type SourceCeiling } from "./floor.js";
@@ -474,12 +475,12 @@ export function checkPlan(x: PlanCheckInput): PlanCheck {
       const want = expected[key];
       const got = measured[key];
       if (off(want, got, key))
-        mismatches.push(`${label} reads: ${fmtBytes(got)}/token measured vs ${fmtBytes(want)}/token planned${key === "experts" && hit !== null ? ` at the measured ${(100 * hit).toFixed(1)}% resident hit rate` : ""} (${want > 0 ? `${((100 * (got - want)) / want).toFixed(0)}%` : "none planned"})`);
+        mismatches.push(`${label} reads: ${formatBytes(got)}/token measured vs ${formatBytes(want)}/token planned${key === "experts" && hit !== null ? ` at the measured ${(100 * hit).toFixed(1)}% resident hit rate` : ""} (${want > 0 ? `${((100 * (got - want)) / want).toFixed(0)}%` : "none planned"})`);
     }
   }
   const memory = planPartRows(x.plan.parts).map((p) => ({ name: p.name, planned: p.bytes, measured: x.allocated[p.part] ?? null }));
-  for (const m of memory) if (m.measured !== null && m.measured > m.planned * (1 + MISMATCH_TOLERANCE) + 65536) mismatches.push(`${m.name}: ${fmtBytes(m.measured)} allocated vs ${fmtBytes(m.planned)} planned`);
-  if (x.peakRssBytes > x.plan.totalBytes) mismatches.push(`peak RSS ${fmtBytes(x.peakRssBytes)} exceeds the planned total ${fmtBytes(x.plan.totalBytes)}`);
+  for (const m of memory) if (m.measured !== null && m.measured > m.planned * (1 + MISMATCH_TOLERANCE) + 65536) mismatches.push(`${m.name}: ${formatBytes(m.measured)} allocated vs ${formatBytes(m.planned)} planned`);
+  if (x.peakRssBytes > x.plan.totalBytes) mismatches.push(`peak RSS ${formatBytes(x.peakRssBytes)} exceeds the planned total ${formatBytes(x.plan.totalBytes)}`);
   return {
     decode_forwards: n,
     planned_per_token: planned,
@@ -594,8 +595,8 @@ export function formatReport(r: RunReport): string {
     `  prefill: ${r.prefill_seconds.toFixed(3)} s, ${r.prefill_tokens_per_second.toFixed(2)} tok/s${r.prompt_cached_tokens > 0 ? ` (${r.prompt_tokens - r.prompt_cached_tokens} tokens; ${r.prompt_cached_tokens} restored from the prompt cache)` : ""}`,
     `  decode:  ${r.decode_seconds.toFixed(3)} s, ${r.decode_tokens_per_second.toFixed(2)} tok/s`,
     `  wall: ${r.wall_seconds.toFixed(3)} s; threads ${r.threads}; SIMD ${r.simd}; preset ${r.preset}`,
-    `  peak RSS: ${fmtBytes(r.peak_rss_bytes)}`,
-    `  read: ${fmtBytes(r.bytes_read.total)} (trunk ${fmtBytes(r.bytes_read.trunk)}, experts ${fmtBytes(r.bytes_read.experts)}, embed/head ${fmtBytes(r.bytes_read.embed_head)}), ${fmtBytes(r.bytes_read_per_token)}/token`,
+    `  peak RSS: ${formatBytes(r.peak_rss_bytes)}`,
+    `  read: ${formatBytes(r.bytes_read.total)} (trunk ${formatBytes(r.bytes_read.trunk)}, experts ${formatBytes(r.bytes_read.experts)}, embed/head ${formatBytes(r.bytes_read.embed_head)}), ${formatBytes(r.bytes_read_per_token)}/token`,
     `  experts: ${r.expert_requests} requests, resident hit rate ${pct(r.resident_hit_rate)}, prefetch hit rate ${pct(r.prefetch_hit_rate)}, drops ${r.expert_drops}`,
     r.prefetch
       ? `  lookahead prefetch: accuracy ${pct(r.prefetch_accuracy)} (${r.prefetch_used} of ${r.prefetch_predicted} predicted experts used), ${r.prefetch_issued} reads issued; pieces ${pieces(r.piece_bytes)}`
@@ -604,7 +605,7 @@ export function formatReport(r: RunReport): string {
   ];
   if (r.load)
     lines.push(
-      `  load: ${fmtBytes(r.load.bytes)} in ${r.load.seconds.toFixed(2)} s = ${r.load.gbps.toFixed(2)} GB/s` +
+      `  load: ${formatBytes(r.load.bytes)} in ${r.load.seconds.toFixed(2)} s = ${r.load.gbps.toFixed(2)} GB/s` +
         (r.load.ceiling_gbps !== null ? ` (ceiling ${r.load.ceiling_gbps.toFixed(2)} GB/s, ${(100 * r.load.ratio!).toFixed(0)}%)` : "") +
         (r.load.fresh
           ? `; into fresh memory: read ${r.load.fresh.fresh_read_gbps.toFixed(2)} GB/s (${(100 * r.load.fresh.vs.fresh_read).toFixed(0)}%), backing alone ${r.load.fresh.backing_gbps.toFixed(2)} GB/s, bound min(disk, backing) ${r.load.fresh.bound_gbps.toFixed(2)} GB/s (${(100 * r.load.fresh.vs.bound).toFixed(0)}%)`
@@ -618,14 +619,14 @@ export function formatReport(r: RunReport): string {
   lines.push(...formatPerKind(r));
   const pc = r.plan_check;
   if (pc) {
-    const row = (x: ReadsBySource) => `trunk ${fmtBytes(x.trunk)}, experts ${fmtBytes(x.experts)}, embed/head ${fmtBytes(x.embed_head)} = ${fmtBytes(x.total)}`;
+    const row = (x: ReadsBySource) => `trunk ${formatBytes(x.trunk)}, experts ${formatBytes(x.experts)}, embed/head ${formatBytes(x.embed_head)} = ${formatBytes(x.total)}`;
     if (pc.decode_forwards > 0) {
       lines.push(`  plan vs run, read per decoded token (${pc.decode_forwards} decode forwards):`);
-      lines.push(`    planned  ${row(pc.expected_per_token)}${pc.decode_resident_hit_rate ? ` (cold cache: experts ${fmtBytes(pc.planned_per_token.experts)})` : ""}`);
+      lines.push(`    planned  ${row(pc.expected_per_token)}${pc.decode_resident_hit_rate ? ` (cold cache: experts ${formatBytes(pc.planned_per_token.experts)})` : ""}`);
       lines.push(`    measured ${row(pc.measured_per_token)}`);
     } else lines.push("  plan vs run: no decode forward (reads per token not compared)");
-    const measured = pc.memory.filter((m) => m.measured !== null).map((m) => `${m.name} ${fmtBytes(m.measured!)} of ${fmtBytes(m.planned)}`);
-    lines.push(`  plan vs run, memory: peak RSS ${fmtBytes(pc.peak_rss_bytes)} of ${fmtBytes(pc.planned_total_bytes)} planned${measured.length ? `; ${measured.join(", ")}` : ""}`);
+    const measured = pc.memory.filter((m) => m.measured !== null).map((m) => `${m.name} ${formatBytes(m.measured!)} of ${formatBytes(m.planned)}`);
+    lines.push(`  plan vs run, memory: peak RSS ${formatBytes(pc.peak_rss_bytes)} of ${formatBytes(pc.planned_total_bytes)} planned${measured.length ? `; ${measured.join(", ")}` : ""}`);
     lines.push(pc.mismatches.length ? pc.mismatches.map((m) => `  PLAN MISMATCH (>${100 * MISMATCH_TOLERANCE}%): ${m}`).join("\n") : `  plan held (every source and part within ${100 * MISMATCH_TOLERANCE}%)`);
   }
   for (const d of r.expert_drop_details.slice(0, 3)) lines.push(`  DROPPED layer ${d.layer} expert ${d.expert} (${d.tokens} token(s)): ${d.reason}`);
@@ -662,7 +663,7 @@ export function formatPerKind(r: RunReport): string[] {
     lines.push(row("all kinds", sec, ceil ? phaseFloorSeconds(all, ceil) : 0, touched, read));
     function row(name: string, s: number, fl: number, t: number, b: number): string {
       const extra = ceil ? ` ${((1000 * fl) / tokens).toFixed(2).padStart(9)} ${(fl > 0 ? (s / fl).toFixed(2) : "-").padStart(6)}` : "";
-      return `    ${name.padEnd(12)} ${((1000 * s) / tokens).toFixed(2).padStart(9)} ${fmtBytes(t / tokens).padStart(10)} ${fmtBytes(b / tokens).padStart(10)}${extra}`;
+      return `    ${name.padEnd(12)} ${((1000 * s) / tokens).toFixed(2).padStart(9)} ${formatBytes(t / tokens).padStart(10)} ${formatBytes(b / tokens).padStart(10)}${extra}`;
     }
   }
   if (f) {
@@ -678,7 +679,7 @@ export function formatCeilings(f: FloorReport): string[] {
   const g = (x: number | null) => (x === null ? "-" : x.toFixed(2));
   const lines = [`  ceilings (GB/s, before / after the run; the higher is used): memory ${g(f.mem_before_gbps)} / ${g(f.mem_after_gbps)}`];
   for (const s of f.sources)
-    lines.push(`    ${s.source.padEnd(8)} ${g(s.before_gbps).padStart(6)} / ${g(s.after_gbps).padStart(6)}  ${s.what}; ${fmtBytes(s.request_bytes)} requests${s.piece_bytes && s.piece_bytes < s.request_bytes ? ` in ${fmtBytes(s.piece_bytes)} pieces` : ""}, ${s.queue_depth} in flight, ${s.direct ? "O_DIRECT" : "buffered"}, ${s.engine}, ${fmtBytes(s.sample_bytes)} read${s.after_what ? `; after: ${s.after_what}` : ""}`);
+    lines.push(`    ${s.source.padEnd(8)} ${g(s.before_gbps).padStart(6)} / ${g(s.after_gbps).padStart(6)}  ${s.what}; ${formatBytes(s.request_bytes)} requests${s.piece_bytes && s.piece_bytes < s.request_bytes ? ` in ${formatBytes(s.piece_bytes)} pieces` : ""}, ${s.queue_depth} in flight, ${s.direct ? "O_DIRECT" : "buffered"}, ${s.engine}, ${formatBytes(s.sample_bytes)} read${s.after_what ? `; after: ${s.after_what}` : ""}`);
   if (f.after_note) lines.push(`    (${f.after_note})`);
   return lines;
 }
