@@ -1,7 +1,8 @@
 // node --import tsx bench/kernels.bench.ts [--quick] [--gemv | --gemm | --gemm-exact], under `flock -x /tmp/k3-bench.lock`
 // (--gemv: only the GEMV rows, every K3 decode shape at 1 and 2 threads beside ggml; --shapes=MxK,...;
 // --gemm: every GEMM and two-core row, no GEMV; --gemm-exact: only the exact batched GEMM rows at
-// n = 16 / 32 / 64, one short exclusive stretch).
+// n = 16 / 32 / 64, one short exclusive stretch; with it --ns=4,8,.. and --threads=1,2 pick the batch
+// sizes and thread counts, --shapes=MxK,.. the shapes).
 // Issue 18 rows for @k3/dense, each beside the ceiling measured right next to it in the same run:
 //   - exact batched bf16 GEMM (prefill) at n = 4..64, the opt-in rounded one (vdpbf16ps), f32 GEMM:
 //     GFLOP/s against the FMA peak (fmaPeak at the same thread count and SIMD level);
@@ -107,10 +108,15 @@ setSimdLevel(bestSimdLevel());
 if (!gemvOnly) {
 // K3's dense shapes (attention/shared-expert projections, dense FFN up/down, the expert-sized pair); the
 // 163840x7168 lm_head is left out of the default run (2.3 GB of weights for us and again for ggml).
-const gemmShapes: Array<[number, number]> = quick ? [[3072, 3584]]
+const listArg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3).split(",");
+const gemmShapeArg = gemmExactOnly ? listArg("shapes") : undefined;
+const gemmShapes: Array<[number, number]> = gemmShapeArg ? gemmShapeArg.map((s) => s.split("x").map(Number) as [number, number])
+  : quick ? [[3072, 3584]]
   : [[12288, 7168], [7168, 12288], [33792, 7168], [7168, 33792], [3072, 3584], [3584, 3072]];
-const gemmNs = gemmExactOnly ? [16, 32, 64] : quick ? [8, 32] : [4, 8, 16, 32, 64];
-for (const [m, k] of gemmShapes) for (const n of gemmNs) await gemmRow("exact", m, k, n, 2, n === 8 || n === 32);
+const nsArg = gemmExactOnly ? listArg("ns")?.map(Number) : undefined;
+const gemmNs = nsArg ?? (gemmExactOnly ? [16, 32, 64] : quick ? [8, 32] : [4, 8, 16, 32, 64]);
+const gemmThreads = (gemmExactOnly ? listArg("threads")?.map(Number) : undefined) ?? [2];
+for (const [m, k] of gemmShapes) for (const n of gemmNs) for (const threads of gemmThreads) await gemmRow("exact", m, k, n, threads, threads === 2 && (n === 8 || n === 32));
 if (!gemmExactOnly) {
 for (const [m, k] of gemmShapes) for (const n of [8, 32]) await gemmRow("rounded", m, k, n, 2, true);
 await gemmRow("f32", 3072, 3584, 32, 2, true);
@@ -243,7 +249,7 @@ notes.push(
 );
 writeReport("dense-kernels", {
   title: "@k3/dense issue-18 kernels: batched GEMM vs FMA peak, GEMV vs read ceiling, ggml beside",
-  command: `${bin ? "K3_GGML_BIN=<test-backend-ops> " : ""}flock -x /tmp/k3-bench.lock node --import tsx bench/kernels.bench.ts${quick ? " --quick" : ""}${gemvOnly ? " --gemv" : ""}${gemmOnly ? " --gemm" : ""}${gemmExactOnly ? " --gemm-exact" : ""}${shapeArg ? ` --shapes=${shapeArg}` : ""}`,
+  command: `${bin ? "K3_GGML_BIN=<test-backend-ops> " : ""}flock -x /tmp/k3-bench.lock node --import tsx bench/kernels.bench.ts ${process.argv.slice(2).join(" ")}`,
   rows,
   notes,
 });

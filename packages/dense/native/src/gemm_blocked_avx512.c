@@ -8,22 +8,25 @@
  * chain exactly the scalar one. The fold (k3_lanes16_sum_avx512) runs once, after the last block.
  * The tail vector (cols % 16 values) is masked and only ever in the last block.
  *
- * Micro-kernel: MR weight rows x NR batch rows = 24 accumulators. Per 16 k values it loads and
- * widens MR weight vectors once and uses each against NR activation vectors (and each activation
- * vector against MR weight vectors).
- * Loop order per task (a range of rows): row blocks of MC rows; K blocks of KC; batch tiles of at
- * most NR rows, near-equal (16 = 6 + 5 + 5); row tiles of MR rows. The NR x KC activation panel
- * (24 KiB at NR = 6, KC = 1024) stays in L1 while the MC x KC weight block (bf16: 128 KiB) stays in
- * L2 for every batch tile, so weights come from DRAM once per call. While a block runs, the micro
- * calls prefetch the NEXT block line by line at an even rate (prefetch_plan): without it the whole
- * block came from DRAM in a burst during the first batch tile (n = 16 ran 0.39-0.51 of the FMA
- * peak instead of 0.54-0.72 at 12288x7168 / 33792x7168, 2 threads). The prefetch asks for L2
- * (prefetcht2), not L1: the next block is not read until this one is done, and in L1 it only evicted
- * the activation panel. vpermw widening + the L2 hint, A/B in one exclusive hold (2026-12-02 04:40 UTC,
- * 2 threads, interleaved, best of >= 0.15 s each): 768x7168 (L3-hot) 1.06-1.10x, 12288x7168
- * 1.01-1.08x, 7168x33792 1.08-1.10x at n = 16 / 32 / 64, same bits. Tried and dropped in the same
- * stretch: KC 2048 / MC 32 (0.93-1.03x), KC 512 / MC 128 (0.93-0.99x), a 3x8 tile (0.45x: gcc
- * turned every activation into a memory operand, 27 loads per 24 FMAs, and spilled).
+ * Micro-kernel: MR = 6 weight rows x NR = 4 batch rows = 24 accumulators; per 16 k values 6 weight
+ * vectors and 4 activation vectors feed 24 FMAs.
+ * Loop order per task (a range of rows): row blocks of MC rows; K blocks of KC; groups of MR rows;
+ * batch tiles of at most NR rows, near-equal (5 = 3 + 2). The group's weights stay in L1 while every
+ * batch tile streams past them: from 3 batch tiles on, the first tile reads the bf16 rows, widens them
+ * and also stores them to a 24 KiB f32 panel (L1-resident: the one buffer is reused for every group),
+ * and the other tiles read the panel, so each weight vector is widened once per call instead of once
+ * per batch tile.
+ * The operand streamed from L2 is the activations (the n x KC block, <= 256 KiB, L2-resident), 4
+ * vectors per 24 FMAs. Why that way round (C harness, Xeon with AVX-512, 2 vCPU, 2026-12-02): with
+ * the activations in L1 and the weights streamed (the earlier 4 x 6 tile), every batch tile widened
+ * each weight vector again (vpermw takes the same port as the second FMA on this core: one slot in
+ * seven) or, widened once to an f32 panel in L2, paid its write-allocate traffic; in-cache the 4 x 6
+ * ran 0.64-0.73 of the per-core FMA peak.
+ * While a block runs, the micro calls prefetch the NEXT block line by line at an even rate
+ * (prefetch_plan): without it the whole block came from DRAM in a burst during the first batch tile
+ * (Zen 5: n = 16 ran 0.39-0.51 of the FMA peak instead of 0.54-0.72 at 12288x7168 / 33792x7168, 2
+ * threads). The prefetch asks for L2 (prefetcht2), not L1: the next block is not read until this one
+ * is done.
  */
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #include <immintrin.h>
@@ -35,10 +38,10 @@
 
 #define INLINE static inline __attribute__((always_inline))
 #ifndef MR
-#define MR 4
+#define MR 6 /* weight rows of the micro-kernel */
 #endif
 #ifndef NR
-#define NR 6
+#define NR 4 /* batch rows of the micro-kernel */
 #endif
 
 /*
@@ -85,12 +88,38 @@ INLINE void prefetch_step(prefetch_plan *pf) {
 }
 
 /*
- * R rows (w, ld apart) x T batch rows (x, ldx apart) over nv full vectors + an optional masked
- * tail (tail != 0). acc[t * acc_ts + i * 16] holds the lane vector of (t, i) between K blocks.
+ * Where a micro call reads its weights (`mode`):
+ *   ROWS:  row-major rows of W (w, ld apart), bf16 widened in the loop or f32;
+ *   PACK:  bf16 rows of W like ROWS, and every widened vector is also stored to the f32 panel;
+ *   PANEL: the f32 panel a PACK call of the same group wrote: step v, row i at w + (v * MR + i) * 16.
  */
-INLINE void micro(const int R, const int T, const int bf16, const void *w, size_t ld, const float *x, size_t ldx,
-                  size_t nv, __mmask16 tail, int first, int last, float *acc, size_t acc_ts, float *y, size_t ldy,
-                  prefetch_plan *pfp) {
+enum { ROWS = 0, PACK = 1, PANEL = 2 };
+/* The panel from 3 batch tiles on (n >= 9): at 2 tiles storing it cost as much as widening again
+   (3072x3584 n = 8, 1 thread: 0.89x of the 4 x 6 kernel with it, 1.00x without). */
+#define PANEL_MIN_TILES 2
+#define X_AHEAD 4 /* steps of 16 activations prefetched ahead of the FMAs (the operand read from L2) */
+
+/* The R weight vectors of step v (m: its lanes) as f32, from where `mode` says; PACK also stores them. */
+INLINE void weights(const int R, const int bf16, const int mode, const void *w, size_t ld, float *panel, size_t v,
+                    __mmask16 m, __m512 wv[MR]) {
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < R; i++) {
+        if (mode == PANEL) {
+            wv[i] = _mm512_load_ps((const float *)w + (v * MR + i) * 16);
+        } else {
+            wv[i] = load_w(w, i * ld + v * 16, m, bf16);
+        }
+        if (mode == PACK) _mm512_store_ps(panel + (v * MR + i) * 16, wv[i]);
+    }
+}
+
+/*
+ * R rows x T batch rows (x, ldx apart) over nv full vectors + an optional masked tail (tail != 0).
+ * acc[t * acc_ts + i * 16] holds the lane vector of (t, i) between K blocks.
+ */
+INLINE void micro(const int R, const int T, const int bf16, const int mode, const void *w, size_t ld, float *panel,
+                  const float *x, size_t ldx, size_t nv, __mmask16 tail, int first, int last, float *acc,
+                  size_t acc_ts, float *y, size_t ldy, prefetch_plan *pfp) {
     __m512 a[NR][MR];
     prefetch_plan pf = *pfp;
     _Pragma("GCC unroll 8")
@@ -102,11 +131,12 @@ INLINE void micro(const int R, const int T, const int bf16, const void *w, size_
         const size_t k = v * 16;
         __m512 wv[MR];
         if (pf.row) prefetch_step(&pf);
-        _Pragma("GCC unroll 8")
-        for (int i = 0; i < R; i++) wv[i] = load_w(w, i * ld + k, 0xFFFF, bf16);
+        weights(R, bf16, mode, w, ld, panel, v, 0xFFFF, wv);
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
+            _mm_prefetch((const char *)(x + t * ldx + k + X_AHEAD * 16), _MM_HINT_T0);
             __m512 xv = _mm512_loadu_ps(x + t * ldx + k);
+            __asm__("" : "+v"(xv)); /* in a register: gcc would otherwise fold a reload into each of the R FMAs */
             _Pragma("GCC unroll 8")
             for (int i = 0; i < R; i++) a[t][i] = _mm512_fmadd_ps(wv[i], xv, a[t][i]);
         }
@@ -115,8 +145,7 @@ INLINE void micro(const int R, const int T, const int bf16, const void *w, size_
     if (tail) {
         const size_t k = nv * 16;
         __m512 wv[MR];
-        _Pragma("GCC unroll 8")
-        for (int i = 0; i < R; i++) wv[i] = load_w(w, i * ld + k, tail, bf16);
+        weights(R, bf16, mode, w, ld, panel, nv, tail, wv);
         _Pragma("GCC unroll 8")
         for (int t = 0; t < T; t++) {
             __m512 xv = _mm512_maskz_loadu_ps(tail, x + t * ldx + k);
@@ -137,23 +166,32 @@ INLINE void micro(const int R, const int T, const int bf16, const void *w, size_
     }
 }
 
-typedef void (*micro_fn)(const void *w, size_t ld, const float *x, size_t ldx, size_t nv, __mmask16 tail, int first,
-                         int last, float *acc, size_t acc_ts, float *y, size_t ldy, prefetch_plan *pf);
+typedef void (*micro_fn)(const void *w, size_t ld, float *panel, const float *x, size_t ldx, size_t nv,
+                         __mmask16 tail, int first, int last, float *acc, size_t acc_ts, float *y, size_t ldy,
+                         prefetch_plan *pf);
 
-#define MICRO(R, T, B, NAME)                                                                                         \
-    static void NAME(const void *w, size_t ld, const float *x, size_t ldx, size_t nv, __mmask16 tail, int first,    \
-                     int last, float *acc, size_t acc_ts, float *y, size_t ldy, prefetch_plan *pf) {                \
-        micro(R, T, B, w, ld, x, ldx, nv, tail, first, last, acc, acc_ts, y, ldy, pf);                              \
+#define MICRO(R, T, B, MODE, NAME)                                                                                  \
+    static void NAME(const void *w, size_t ld, float *panel, const float *x, size_t ldx, size_t nv, __mmask16 tail, \
+                     int first, int last, float *acc, size_t acc_ts, float *y, size_t ldy, prefetch_plan *pf) {   \
+        micro(R, T, B, MODE, w, ld, panel, x, ldx, nv, tail, first, last, acc, acc_ts, y, ldy, pf);                \
     }
-#define MICRO_ROW(R, B, P)                                                                                           \
-    MICRO(R, 1, B, P##_##R##_1) MICRO(R, 2, B, P##_##R##_2) MICRO(R, 3, B, P##_##R##_3)                             \
-    MICRO(R, 4, B, P##_##R##_4) MICRO(R, 5, B, P##_##R##_5) MICRO(R, 6, B, P##_##R##_6)
-MICRO_ROW(1, 1, mb) MICRO_ROW(2, 1, mb) MICRO_ROW(3, 1, mb) MICRO_ROW(4, 1, mb)
-MICRO_ROW(1, 0, mf) MICRO_ROW(2, 0, mf) MICRO_ROW(3, 0, mf) MICRO_ROW(4, 0, mf)
+#define MICRO_ROW(R, B, MODE, P)                                                                                     \
+    MICRO(R, 1, B, MODE, P##_##R##_1) MICRO(R, 2, B, MODE, P##_##R##_2) MICRO(R, 3, B, MODE, P##_##R##_3)           \
+    MICRO(R, 4, B, MODE, P##_##R##_4)
+#define MICRO_TABLE(B, MODE, P)                                                                                      \
+    MICRO_ROW(1, B, MODE, P) MICRO_ROW(2, B, MODE, P) MICRO_ROW(3, B, MODE, P) MICRO_ROW(4, B, MODE, P)              \
+    MICRO_ROW(5, B, MODE, P) MICRO_ROW(6, B, MODE, P)
+MICRO_TABLE(1, ROWS, mb)
+MICRO_TABLE(0, ROWS, mf)
+MICRO_TABLE(1, PACK, mk)
+MICRO_TABLE(0, PANEL, mp)
 
-#define ROW_TABLE(P, R) {P##_##R##_1, P##_##R##_2, P##_##R##_3, P##_##R##_4, P##_##R##_5, P##_##R##_6}
-static const micro_fn micro_bf16[MR][NR] = {ROW_TABLE(mb, 1), ROW_TABLE(mb, 2), ROW_TABLE(mb, 3), ROW_TABLE(mb, 4)};
-static const micro_fn micro_f32[MR][NR] = {ROW_TABLE(mf, 1), ROW_TABLE(mf, 2), ROW_TABLE(mf, 3), ROW_TABLE(mf, 4)};
+#define ROW_TABLE(P, R) {P##_##R##_1, P##_##R##_2, P##_##R##_3, P##_##R##_4}
+#define TABLE(P) {ROW_TABLE(P, 1), ROW_TABLE(P, 2), ROW_TABLE(P, 3), ROW_TABLE(P, 4), ROW_TABLE(P, 5), ROW_TABLE(P, 6)}
+static const micro_fn micro_bf16[MR][NR] = TABLE(mb);
+static const micro_fn micro_f32[MR][NR] = TABLE(mf);
+static const micro_fn micro_pack[MR][NR] = TABLE(mk);
+static const micro_fn micro_panel[MR][NR] = TABLE(mp);
 
 /* ---------------------------------------------------------------- blocking */
 
@@ -161,28 +199,33 @@ static const micro_fn micro_f32[MR][NR] = {ROW_TABLE(mf, 1), ROW_TABLE(mf, 2), R
 #define KC 1024 /* multiple of 16 */
 #endif
 #ifndef MC
-#define MC 64 /* multiple of MR */
+#define MC 48 /* multiple of MR */
 #endif
 
-/* Batch tiles of near-equal size, none above NR (8 = 4 + 4, 16 = 6 + 5 + 5). */
+/* Batch tiles of near-equal size, none above NR (5 = 3 + 2, 16 = 4 x 4). */
 static size_t batch_tiles(size_t batch) { return (batch + NR - 1) / NR; }
 static size_t tile_begin(size_t batch, size_t tiles, size_t t) { return batch * t / tiles; }
 
 static void gemm_blocked(const int bf16, const void *w, size_t ld, const float *x, size_t ldx, float *y, size_t ldy,
                          size_t cols, size_t batch, size_t row_begin, size_t row_end) {
-    const micro_fn(*table)[NR] = bf16 ? micro_bf16 : micro_f32;
     const size_t esize = bf16 ? 2 : 4;
     const size_t n_kb = cols <= KC ? 1 : (cols + KC - 1) / KC;
     const size_t tiles = batch_tiles(batch);
-    float *acc = NULL;
+    /* bf16 with 3+ batch tiles: the first tile widens the group into the f32 panel, the others read it */
+    const int use_panel = bf16 && tiles > PANEL_MIN_TILES;
     const size_t acc_ts = MC * 16; /* floats between batch rows in the scratch */
-    if (n_kb > 1) {
-        acc = k3_gemm_scratch(batch * acc_ts * sizeof(float));
-        if (!acc) { /* out of memory: the unblocked kernel (same order, same bits) */
+    const size_t acc_floats = n_kb > 1 ? batch * acc_ts : 0;
+    const size_t panel_floats = use_panel ? MR * (KC + 16) : 0; /* + 16: the masked tail vector */
+    float *acc = NULL, *panel = NULL;
+    if (acc_floats + panel_floats) {
+        float *scratch = k3_gemm_scratch((acc_floats + panel_floats) * sizeof(float));
+        if (!scratch) { /* out of memory: the unblocked kernel (same order, same bits) */
             (bf16 ? k3_gemm_bf16_rows_avx512 : k3_gemm_f32_rows_avx512)(w, ld, x, ldx, y, ldy, cols, batch, row_begin,
                                                                         row_end);
             return;
         }
+        panel = scratch;
+        if (acc_floats) acc = scratch + panel_floats;
     }
     const char *wb = w;
     for (size_t r0 = row_begin; r0 < row_end; r0 += MC) {
@@ -212,12 +255,16 @@ static void gemm_blocked(const int bf16, const void *w, size_t ld, const float *
                 if (pf.every < 1) pf.every = 1;
                 pf.countdown = pf.every;
             }
-            for (size_t t = 0; t < tiles; t++) {
-                const size_t t0 = tile_begin(batch, tiles, t), tn = tile_begin(batch, tiles, t + 1) - t0;
-                for (size_t i0 = 0; i0 < mc; i0 += MR) {
-                    const size_t rn = mc - i0 < MR ? mc - i0 : MR;
-                    const char *wp = wb + ((r0 + i0) * ld + k0) * esize;
-                    table[rn - 1][tn - 1](wp, ld, x + t0 * ldx + k0, ldx, nv, tail, first, last,
+            for (size_t i0 = 0; i0 < mc; i0 += MR) {
+                const size_t rn = mc - i0 < MR ? mc - i0 : MR;
+                const char *wp = wb + ((r0 + i0) * ld + k0) * esize;
+                for (size_t t = 0; t < tiles; t++) {
+                    const size_t t0 = tile_begin(batch, tiles, t), tn = tile_begin(batch, tiles, t + 1) - t0;
+                    const micro_fn(*table)[NR] = !use_panel ? (bf16 ? micro_bf16 : micro_f32)
+                                                 : t == 0   ? micro_pack
+                                                            : micro_panel;
+                    table[rn - 1][tn - 1](use_panel && t > 0 ? (const void *)panel : (const void *)wp, ld, panel,
+                                          x + t0 * ldx + k0, ldx, nv, tail, first, last,
                                           acc ? acc + t0 * acc_ts + i0 * 16 : NULL, acc_ts, y + t0 * ldy + r0 + i0,
                                           ldy, &pf);
                 }
