@@ -140,19 +140,12 @@ export function loadResidentRanges(ranges: readonly ResidentRange[], opts: Resid
         opts.onProgress!(meter.snapshot(`${blocks.length} blocks`));
       }
     : undefined;
-  let r: ReturnType<typeof native.loadResident>;
-  try {
-    r = native.loadResident(
-      table.files,
-      table.fileOf,
-      table.starts,
-      table.ends,
-      { pieceBytes, threads: readers, engine, direct, prefault, populateThreads, ...(opts.injectFault ? { fault: opts.injectFault.kind, faultAfter: opts.injectFault.after } : {}) },
-      progress,
-    );
-  } catch (e) {
-    throw new MoeStreamError(`resident load: ${(e as Error).message}`, "io", { cause: e });
-  }
+  const r = readBlocks(
+    "resident load",
+    table,
+    { pieceBytes, threads: readers, engine, direct, prefault, populateThreads, ...(opts.injectFault ? { fault: opts.injectFault.kind, faultAfter: opts.injectFault.after } : {}) },
+    progress,
+  );
   if (progress) opts.onProgress!(meter.snapshot(`${blocks.length} blocks`, true));
   const s = r.stats;
   return {
@@ -222,18 +215,7 @@ export function loadFreshCeiling(
   const table = blockTable(blocks);
   for (const f of table.files) dropPageCache(f);
   const bytes = blocks.reduce((a, b) => a + b.end - b.start, 0);
-  let r: ReturnType<typeof native.loadResident>;
-  try {
-    r = native.loadResident(
-      table.files,
-      table.fileOf,
-      table.starts,
-      table.ends,
-      { pieceBytes: opts.pieceBytes ?? 8 * MIB, threads: opts.readers ?? 8, engine: opts.engine, direct: opts.direct, prefault: "huge", discard: true },
-    );
-  } catch (e) {
-    throw new MoeStreamError(`fresh-memory read ceiling: ${(e as Error).message}`, "io", { cause: e });
-  }
+  const r = readBlocks("fresh-memory read ceiling", table, { pieceBytes: opts.pieceBytes ?? 8 * MIB, threads: opts.readers ?? 8, engine: opts.engine, direct: opts.direct, prefault: "huge", discard: true });
   return { bytes, seconds: r.stats.seconds, gbPerSec: bytes / r.stats.seconds / 1e9, direct: opts.direct };
 }
 
@@ -251,4 +233,18 @@ export function backingCeiling(bytes: number, threads = 0): { bytes: number; sec
     throw new MoeStreamError(`backing ceiling: ${(e as Error).message}`, "io", { cause: e });
   }
   return { bytes, seconds, gbPerSec: seconds > 0 ? bytes / seconds / 1e9 : 0, threads };
+}
+
+/** The native block reader over a block table; its failures become MoeStreamError("io") naming `what`. */
+function readBlocks(
+  what: string,
+  table: ReturnType<typeof blockTable>,
+  options: Parameters<typeof native.loadResident>[4],
+  progress?: Parameters<typeof native.loadResident>[5],
+): ReturnType<typeof native.loadResident> {
+  try {
+    return native.loadResident(table.files, table.fileOf, table.starts, table.ends, options, progress);
+  } catch (e) {
+    throw new MoeStreamError(`${what}: ${(e as Error).message}`, "io", { cause: e });
+  }
 }
