@@ -31,7 +31,6 @@ export {
 } from "./moe/expert-compute.js";
 export {
   MoeLayer,
-  overlapOf,
   type MoeLayerOptions,
   type MoeForwardStats,
   type ExpertProvider,
@@ -46,8 +45,6 @@ export {
   verifyTrunkFile,
   readTrunkManifest,
   checkTrunkSource,
-  headersSha256,
-  TRUNK_ALIGN,
   TRUNK_FILE,
   TRUNK_MANIFEST,
   type PackTrunkOptions,

@@ -404,7 +404,7 @@ function droppable(err: unknown): boolean {
 }
 
 /** Compute/I-O overlap: 1 = the shorter of the two was fully hidden behind the other, 0 = serial. */
-export function overlapOf(ioNs: number, cpuNs: number, wallNs: number): number | null {
+function overlapOf(ioNs: number, cpuNs: number, wallNs: number): number | null {
   const m = Math.min(ioNs, cpuNs);
   if (m <= 0) return null;
   return Math.max(0, Math.min(1, (ioNs + cpuNs - wallNs) / m));

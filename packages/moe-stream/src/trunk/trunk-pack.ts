@@ -34,7 +34,7 @@ import { ProgressMeter, type Progress } from "@k3/native";
 import { DirectFileReader, alignedReadBuffer } from "../io/direct-read.js";
 import { DIRECT_BUFFER_BYTES, DirectFileWriter, StagingBuffers } from "../io/direct-write.js";
 
-export const TRUNK_ALIGN = 4096;
+const TRUNK_ALIGN = 4096;
 const TENSOR_ALIGN = 64;
 export const TRUNK_FILE = "trunk.bin";
 export const TRUNK_MANIFEST = "trunk.json";
@@ -174,7 +174,7 @@ const MAX_HEADER = 100 << 20;
  * offsets of all its tensors), in shard order: what a trunk is tied to besides the shards' names
  * and sizes. Reads only the headers.
  */
-export function headersSha256(files: readonly string[]): string {
+function headersSha256(files: readonly string[]): string {
   const h = createHash("sha256");
   for (const f of files) {
     const fd = openSync(f, "r");
