@@ -27,6 +27,7 @@
 import { join } from "node:path";
 import { memoryReadCeiling } from "@k3/dense";
 import { measureReadEngine, openCheckpointIndex, readTrunkManifest, TRUNK_FILE, type ExpertLocation } from "@k3/moe-stream";
+import { splitPieces } from "@k3/moe-stream/sizing";
 import { isMoeLayer, type ModelConfig } from "./config.js";
 import { cgroupMemory } from "./presets.js";
 import { WeightError } from "./weights.js";
@@ -96,21 +97,8 @@ export interface FloorSetup {
   embedHead: { headChunkRows: number; pieceBytes: number; readers: number; direct: boolean } | null;
 }
 
-/**
- * file[offset, offset + length) as the stores split it: pieces at multiples of `piece` from the
- * aligned base, clipped to the range (ExpertStore / RangeReader); one read when piece is 0.
- */
-export function splitPieces(offset: number, length: number, piece: number, align = 4096): Array<[number, number]> {
-  if (piece === 0 || length <= piece) return [[offset, length]];
-  const base = Math.floor(offset / align) * align;
-  const end = offset + length;
-  const out: Array<[number, number]> = [];
-  for (let k = 0; base + k * piece < end; k++) {
-    const s = Math.max(offset, base + k * piece);
-    out.push([s, Math.min(end, base + (k + 1) * piece) - s]);
-  }
-  return out;
-}
+/** file[offset, offset + length) cut into reads as ExpertStore and RangeReader cut it (their one formula). */
+export { splitPieces };
 
 /** `n` indices spread evenly over 0..len-1. */
 function spread(len: number, n: number): number[] {

@@ -18,7 +18,7 @@ import { MoeFfn } from "./layers/moe.js";
 import type { ExpertTraceRecorder } from "./cache-trace.js";
 import type { ReadPattern } from "./floor.js";
 import { checkpointIndex, ExpertStore, MoeLayer, RangeReader, TrunkStreamer, type TrunkLayer } from "@k3/moe-stream";
-import { prefetchSlotsFor, type PlanParts } from "./presets.js";
+import { expertIoSlotsFor, prefetchSlotsFor, type PlanParts } from "./presets.js";
 import { emptyCounters, type ReportKind, type Phase, type RunCounters } from "./report.js";
 import { classifyName, KIND_SHARED, KIND_TRUNK } from "@k3/safetensors";
 import { loadMatrix, loadVector, openWeights, preloadWeights, WeightError, type FreshCeilings, type PreloadOptions, type WeightSource } from "./weights.js";
@@ -419,7 +419,7 @@ export class Model {
     // Every ring read is checked against the manifest's crc32 on the reader threads. K3_TRUNK_VERIFY=pinned
     // turns that off (for measuring its cost: the trunk's bytes are then trusted as they are).
     const verify = process.env.K3_TRUNK_VERIFY === "pinned" ? "pinned" : "all";
-    const streamer = await TrunkStreamer.open({ dir: t.dir, pinnedLayers: [], ringSlots: Math.max(1, t.ringSlots), schedule: streamed, chunkBytes: t.chunkBytes ?? 64 << 20, direct: options.directIo ?? true, readers: TRUNK_READERS, verify });
+    const streamer = await TrunkStreamer.open({ dir: t.dir, pinnedLayers: [], ringSlots: Math.max(1, t.ringSlots), schedule: streamed, chunkBytes: t.chunkBytes, direct: options.directIo ?? true, readers: TRUNK_READERS, verify });
     try {
       return Model.load(dir, options, streamer);
     } catch (err) {
@@ -456,8 +456,7 @@ export class Model {
         store = ExpertStore.open({
           experts,
           slotsPerLayer: Math.min(cfg.moe.numExperts, options.cacheSlotsPerLayer ?? 0),
-          // Demand reads keep topK + 2 slots of their own; prefetch gets a separate share on top.
-          ioSlots: cfg.moe.topK + 2 + prefetchSlots,
+          ioSlots: expertIoSlotsFor(cfg.moe.topK, prefetchSlots),
           prefetchSlots,
           direct: options.directIo ?? true,
           pieceBytes,

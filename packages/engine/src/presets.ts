@@ -13,6 +13,10 @@ import { join } from "node:path";
 import type { Census } from "./census.js";
 import { ContextError, PlanError, UsageError } from "./errors.js";
 import { formatBytes } from "@k3/native";
+// The readers' slot formulas, from the subpath that loads no addon (presets are imported by `k3 --help`).
+import { DIRECT_ALIGN, ringSlotBytesFor, supersetBytes, trunkChunkBytesFor } from "@k3/moe-stream/sizing";
+
+export { ringSlotBytesFor, trunkChunkBytesFor };
 
 export const GB = 1e9;
 export const PRESET_NAMES = ["ultra", "laptop", "desktop", "workstation", "server", "max", "auto"] as const;
@@ -260,6 +264,11 @@ export function prefetchSlotsFor(topK: number, preset?: PresetName | "custom"): 
   return preset === "ultra" ? Math.ceil(topK / 2) : topK;
 }
 
+/** The expert store's streaming slots: topK + 2 of their own for demand reads, the prefetch share on top. */
+export function expertIoSlotsFor(topK: number, prefetchSlots: number): number {
+  return topK + 2 + prefetchSlots;
+}
+
 /** Node/V8 and scratch headroom counted in every plan. */
 export const RUNTIME_OVERHEAD_BYTES = 0.25 * GB;
 
@@ -288,33 +297,18 @@ export interface PlanExtras {
   packedLayerBytes?: number[];
 }
 
-/**
- * The trunk ring's read piece for a largest layer of `largest` bytes: 64 MiB, or the layer rounded
- * up to 4 KiB when smaller (Engine.load passes this to the TrunkStreamer; slots are whole pieces).
- */
-export function trunkChunkBytesFor(largest: number): number {
-  return Math.min(64 << 20, Math.max(1, Math.ceil(largest / 4096)) * 4096);
-}
-
 /** What an O_DIRECT read at an unaligned offset moves beyond the bytes asked, on average (one page). */
-export const ALIGN_SLACK = 4096;
+export const ALIGN_SLACK = DIRECT_ALIGN;
 
 /** lm_head rows per chunk when embed/head stream (at most 4096 rows, at least 16 chunks). */
 export function headChunkRowsFor(vocab: number): number {
   return Math.max(1, Math.min(4096, Math.ceil(vocab / 16)));
 }
 
-/** A streamed embed/head's read slots: two lm_head chunks, each rounded up to 4 KiB plus 4 KiB (RangeReader.arenaBytesFor). */
+/** A streamed embed/head's read slots: two lm_head chunks, each its aligned superset (RangeReader.arenaBytesFor). */
 export function headReadSlotBytes(census: Census): number {
   const vocab = Math.round(census.embedBytes / Math.max(1, census.embedRowBytes));
-  const chunk = headChunkRowsFor(vocab) * census.embedRowBytes;
-  return 2 * (Math.ceil(chunk / 4096) * 4096 + 4096);
-}
-
-/** One ring slot as the TrunkStreamer allocates it: the largest layer rounded up to whole pieces. */
-export function ringSlotBytesFor(largest: number): number {
-  const chunk = trunkChunkBytesFor(largest);
-  return Math.ceil(largest / chunk) * chunk;
+  return 2 * supersetBytes(headChunkRowsFor(vocab) * census.embedRowBytes);
 }
 
 export function planMemory(census: Census, budgets: Budgets, preset: PresetName | "custom", mem: MemInfo = readMemInfo(), io: PlanExtras = {}): MemoryPlan {
@@ -350,9 +344,8 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
   const pinnedBytes = pinned.reduce((a, l) => a + census.layerTrunkBytes[l], 0);
   // Never plan more cache slots than a layer has experts, nor more KV than the context limit.
   const expertsPerLayer = census.moeLayers > 0 ? census.expertsTotal / census.moeLayers : 0;
-  // Every expert store slot (cache or streaming) is one expert rounded up to 4 KiB plus 4 KiB for
-  // the aligned-superset O_DIRECT read (ExpertStore.arenaBytesFor).
-  const expertSlot = Math.ceil(census.expertBytes / 4096) * 4096 + 4096;
+  // Every expert store slot (cache or streaming) holds one expert's aligned superset (ExpertStore.arenaBytesFor).
+  const expertSlot = supersetBytes(census.expertBytes);
   const cacheSlotsPerLayer =
     census.moeLayers > 0 && census.expertBytes > 0 ? Math.min(expertsPerLayer, Math.floor(budgets.cacheBytes / census.moeLayers / expertSlot)) : 0;
   const kvCapacityTokens =
@@ -377,10 +370,10 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
       ? `no packed trunk (--trunk DIR from \`k3 pack\`): the whole trunk is loaded resident (${formatBytes(census.trunkBytes)}, over the ${formatBytes(budgets.trunkBytes)} trunk budget)`
       : null;
   // The expert store's streaming slots (topK + 2 for demand reads, plus the lookahead share), each
-  // one expert rounded up to 4 KiB plus 4 KiB for the aligned-superset read; faulted in at open.
+  // one expert slot; faulted in at open.
   const topK = census.moeLayers > 0 && census.expertBytes > 0 ? Math.round(census.expertBytesPerToken / (census.moeLayers * census.expertBytes)) : 0;
   const prefetchSlots = topK > 0 && io.prefetch !== false ? prefetchSlotsFor(topK, preset) : 0;
-  const streamSlots = topK > 0 ? topK + 2 + prefetchSlots : 0;
+  const streamSlots = topK > 0 ? expertIoSlotsFor(topK, prefetchSlots) : 0;
   const parts: PlanParts = {
     pinnedTrunk: pinnedBytes,
     trunkRing: ringBytes,

@@ -13,7 +13,7 @@ import { Engine } from "../src/engine.js";
 import { isMoeLayer, readConfig } from "../src/config.js";
 import { GB, headChunkRowsFor } from "../src/presets.js";
 import { floorFromFigures, floorReport, kindFloorSeconds, phaseFloorSeconds, readsBySource, REPORT_KINDS, type Ceilings, type FloorCeilings, type FloorInput, type RunReport } from "../src/report.js";
-import { afterPlans, ceilingGbps, DISK_SOURCES, KIND_SOURCE, splitPieces, uniformCeilings } from "../src/floor.js";
+import { afterPlans, ceilingGbps, DISK_SOURCES, KIND_SOURCE, uniformCeilings } from "../src/floor.js";
 import { captureCli, TINY_K3 } from "./helpers.js";
 
 const bigBox = { totalBytes: 256 * GB, availableBytes: 250 * GB };
@@ -208,15 +208,6 @@ describe("floor", () => {
     // Reads from a source that has no ceiling are named.
     perKind.lm_head.decode = { seconds: 0.1, bytes_touched: 0, bytes_read: 5 };
     expect(floorFromFigures(x, after).warnings.join("\n")).toMatch(/lm_head: 5 bytes read with no ceiling/);
-  });
-
-  it("pieces are split as the stores split them: at multiples of the piece from the aligned base", () => {
-    expect(splitPieces(100, 50, 4096)).toEqual([[100, 50]]);
-    expect(splitPieces(100, 10000, 0)).toEqual([[100, 10000]]);
-    expect(splitPieces(5000, 10000, 4096)).toEqual([[5000, 3192], [8192, 4096], [12288, 2712]]);
-    const p = splitPieces(3 * 4096 + 17, 17547264, 4 << 20);
-    expect(p.reduce((a, [, l]) => a + l, 0)).toBe(17547264);
-    for (const [o] of p.slice(1)) expect(o % (4 << 20)).toBe(3 * 4096 % (4 << 20));
   });
 
   it("the report's floor block from the counters", async () => {

@@ -4,7 +4,8 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, statfsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { DirectFileReader, alignedReadBuffer, windowBytes } from "../src/io/direct-read.js";
+import { DirectFileReader, alignedReadBuffer } from "../src/io/direct-read.js";
+import { supersetBytes } from "../src/sizing.js";
 import { diskDir, pattern, TMPFS_MAGIC } from "./fixtures.js";
 
 const dirs: string[] = [];
@@ -57,7 +58,7 @@ describe("DirectFileReader", () => {
         await expect(r.read(buf, data.length - 10, 20)).rejects.toThrow(/data\.bin.*short read: 10 of 20 bytes at offset \d+ \(file truncated\?\)/);
         await expect(r.read(buf, data.length + 8192, 4096)).rejects.toThrow(/short read: 0 of 4096 bytes/);
         await expect(r.read(buf, 0, buf.length)).rejects.toThrow(/cannot hold the window of a \d+-byte read/);
-        expect(buf.length).toBe(windowBytes(10000));
+        expect(buf.length).toBe(supersetBytes(10000));
       } finally {
         r.close();
       }

@@ -6,7 +6,7 @@
  *
  * - Any range: the read covers the aligned window around [position, position + length) and the
  *   caller gets a view of the bytes it asked for, inside its buffer.
- * - Buffers must be 4 KiB-aligned (`alignedReadBuffer`) and hold `windowBytes(length)` bytes.
+ * - Buffers must be 4 KiB-aligned (`alignedReadBuffer`) and hold `supersetBytes(length)` bytes.
  * - Fallback: where the filesystem refuses O_DIRECT (tmpfs answers the open or the read with
  *   EINVAL) the reads are buffered on a plain descriptor; `fallback` says why.
  */
@@ -14,18 +14,11 @@ import { closeSync, constants, openSync, read } from "node:fs";
 import { dioAlignment } from "./direct-write.js";
 import { CheckpointError } from "../errors.js";
 import { native } from "../native.js";
+import { DIRECT_ALIGN as BUFFER_ALIGN, supersetBytes } from "../sizing.js";
 
-/** Alignment of the read buffers (and the largest O_DIRECT alignment served). */
-const BUFFER_ALIGN = 4096;
-
-/** A buffer for DirectFileReader.read of up to `length` bytes at any position. */
+/** A buffer for DirectFileReader.read of up to `length` bytes at any position (its aligned superset). */
 export function alignedReadBuffer(length: number): Uint8Array {
-  return new Uint8Array(native.alignedBuffer(windowBytes(length), BUFFER_ALIGN));
-}
-
-/** Bytes a buffer needs to serve a read of `length` bytes at any position. */
-export function windowBytes(length: number): number {
-  return Math.ceil(length / BUFFER_ALIGN) * BUFFER_ALIGN + BUFFER_ALIGN;
+  return new Uint8Array(native.alignedBuffer(supersetBytes(length), BUFFER_ALIGN));
 }
 
 export class DirectFileReader {
@@ -66,11 +59,11 @@ export class DirectFileReader {
 
   /**
    * Reads [position, position + length) through `buf` (from alignedReadBuffer, at least
-   * windowBytes(length) bytes) and returns the view of those bytes in it. A file that ends before
+   * supersetBytes(length) bytes) and returns the view of those bytes in it. A file that ends before
    * the range is a CheckpointError naming it.
    */
   async read(buf: Uint8Array, position: number, length: number): Promise<Uint8Array> {
-    if (buf.length < windowBytes(length)) throw new RangeError(`DirectFileReader ${this.file}: a ${buf.length}-byte buffer cannot hold the window of a ${length}-byte read`);
+    if (buf.length < supersetBytes(length)) throw new RangeError(`DirectFileReader ${this.file}: a ${buf.length}-byte buffer cannot hold the window of a ${length}-byte read`);
     const start = this.direct ? Math.floor(position / this.align) * this.align : position;
     const need = position + length - start;
     const span = this.direct ? Math.ceil(need / this.align) * this.align : need;

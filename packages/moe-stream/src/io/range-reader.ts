@@ -11,7 +11,8 @@
  */
 import { ArenaViews } from "./arena-views.js";
 import { MoeStreamError, StoreStateError } from "../errors.js";
-import { native, type NativeExpertStore, type NativeReadDone } from "../native.js";
+import { type NativeExpertStore, type NativeReadDone } from "../native.js";
+import { splitPieces, supersetBytes } from "../sizing.js";
 import { openNativeStore, type IoEngine, type IoEngineInUse } from "./io-engine.js";
 
 export interface RangeReaderOptions {
@@ -79,7 +80,7 @@ export class RangeReader {
 
   /** Arena bytes open() allocates for these options (for planning). */
   static arenaBytesFor(maxRangeBytes: number, slots: number): number {
-    return native.supersetBytes(maxRangeBytes, 4096) * slots;
+    return supersetBytes(maxRangeBytes) * slots;
   }
 
   private constructor(opts: RangeReaderOptions) {
@@ -89,7 +90,7 @@ export class RangeReader {
     const piece = opts.pieceBytes ?? 4 << 20;
     if (!Number.isInteger(piece) || piece < 0 || piece % 4096 !== 0) throw new MoeStreamError(`RangeReader: pieceBytes must be 0 or a multiple of 4096, got ${piece}`);
     for (const f of opts.files) if (!this.fileIndex.has(f)) this.fileIndex.set(f, this.fileIndex.size);
-    this.slotBytes = native.supersetBytes(opts.maxRangeBytes, 4096);
+    this.slotBytes = supersetBytes(opts.maxRangeBytes);
     this.slots = opts.slots;
     this.arenaBytes = this.slotBytes * this.slots;
     this.pieceBytes = piece;
@@ -132,12 +133,7 @@ export class RangeReader {
     if (Math.ceil(end / a) * a - base > this.slotBytes)
       throw new MoeStreamError(`RangeReader.read: ${length} bytes (plus alignment) do not fit a ${this.slotBytes}-byte slot`);
     // Pieces share the slot: file byte x lands at slot[x - base] whatever path serves each piece.
-    const pieces: Array<[number, number]> = [];
-    if (this.pieceBytes === 0) pieces.push([offset, length]);
-    else for (let k = 0; base + k * this.pieceBytes < end; k++) {
-      const s = Math.max(offset, base + k * this.pieceBytes);
-      pieces.push([s, Math.min(end, base + (k + 1) * this.pieceBytes) - s]);
-    }
+    const pieces = splitPieces(offset, length, this.pieceBytes, a);
     this.busy.add(slot);
     this.requested += length;
     try {

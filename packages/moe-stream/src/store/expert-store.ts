@@ -18,7 +18,8 @@
  */
 import { StoreStateError, ExpertReadError, BudgetError, CheckpointError, MoeStreamError, formatBytes } from "../errors.js";
 import type { ExpertLocation } from "./checkpoint.js";
-import { native, type NativeExpertStore, type NativeReadDone } from "../native.js";
+import { type NativeExpertStore, type NativeReadDone } from "../native.js";
+import { splitPieces, supersetBytes } from "../sizing.js";
 import { openNativeStore, type IoEngine, type IoEngineInUse } from "../io/io-engine.js";
 import { ArenaViews } from "../io/arena-views.js";
 
@@ -163,7 +164,7 @@ export class ExpertStore {
   static arenaBytesFor(opts: ExpertStoreOptions): { slotBytes: number; slots: number; bytes: number } {
     const layers = new Set(opts.experts.map((e) => e.layer)).size;
     const maxLen = opts.experts.reduce((m, e) => Math.max(m, e.byteLength), 0);
-    const slotBytes = native.supersetBytes(maxLen, 4096);
+    const slotBytes = supersetBytes(maxLen);
     const slots = layers * (opts.slotsPerLayer ?? 0) + (opts.ioSlots ?? 18);
     return { slotBytes, slots, bytes: slotBytes * slots };
   }
@@ -433,12 +434,7 @@ export class ExpertStore {
     // Pieces share one slot: file byte x lands at slot[x - base] whatever path serves each piece.
     const a = this.fileAlign[file];
     const base = Math.floor(offset / a) * a;
-    const end = offset + byteLength;
-    const pieces: Array<[number, number]> = [];
-    for (let k = 0; base + k * this.pieceBytes < end; k++) {
-      const s = Math.max(offset, base + k * this.pieceBytes);
-      pieces.push([s, Math.min(end, base + (k + 1) * this.pieceBytes) - s]);
-    }
+    const pieces = splitPieces(offset, byteLength, this.pieceBytes, a);
     e.piecesLeft = pieces.length;
     e.dataOffset = offset - base;
     for (const [s, len] of pieces) this.queueRead(e, file, s, len, prefetch, base);

@@ -13,6 +13,7 @@ import { BudgetError, ChecksumError, MoeStreamError, StoreStateError, formatByte
 import { type NativeExpertStore, type NativeReadDone } from "../native.js";
 import { openNativeStore, type IoEngine, type IoEngineInUse } from "../io/io-engine.js";
 import { ArenaViews } from "../io/arena-views.js";
+import { ringSlotBytesFor, TRUNK_CHUNK_BYTES, wholePieces } from "../sizing.js";
 import { readTrunkManifest, TRUNK_FILE, type TrunkGroup, type TrunkManifest, type TrunkTensor } from "./trunk-pack.js";
 
 export interface TrunkStreamerOptions {
@@ -119,20 +120,19 @@ export class TrunkStreamer {
   }
 
   /** Arena bytes for these options, without opening anything but the manifest. */
-  static arenaBytesFor(manifest: TrunkManifest, pinnedLayers: number[], ringSlots: number, chunkBytes = 64 << 20): { pinnedBytes: number; ringSlotBytes: number; bytes: number } {
-    const chunk = (n: number) => Math.ceil(n / chunkBytes);
+  static arenaBytesFor(manifest: TrunkManifest, pinnedLayers: number[], ringSlots: number, chunkBytes = TRUNK_CHUNK_BYTES): { pinnedBytes: number; ringSlotBytes: number; bytes: number } {
     const layers = manifest.groups.filter((g) => g.layer !== null);
     const pinnedSet = new Set(pinnedLayers);
-    const pinnedBytes = layers.filter((g) => pinnedSet.has(g.layer!)).reduce((a, g) => a + chunk(g.byteLength) * chunkBytes, 0);
+    const pinnedBytes = layers.filter((g) => pinnedSet.has(g.layer!)).reduce((a, g) => a + wholePieces(g.byteLength, chunkBytes), 0);
     const streamed = layers.filter((g) => !pinnedSet.has(g.layer!));
-    const ringSlotBytes = streamed.length ? Math.max(...streamed.map((g) => chunk(g.byteLength))) * chunkBytes : 0;
+    const ringSlotBytes = streamed.length ? ringSlotBytesFor(Math.max(...streamed.map((g) => g.byteLength)), chunkBytes) : 0;
     return { pinnedBytes, ringSlotBytes, bytes: pinnedBytes + (streamed.length ? ringSlots : 0) * ringSlotBytes };
   }
 
   private constructor(opts: TrunkStreamerOptions) {
     this.manifest = readTrunkManifest(opts.dir);
     for (const g of this.manifest.groups) if (g.layer !== null) this.groups.set(g.layer, g);
-    const chunkBytes = opts.chunkBytes ?? 64 << 20;
+    const chunkBytes = opts.chunkBytes ?? TRUNK_CHUNK_BYTES;
     if (!Number.isInteger(chunkBytes) || chunkBytes < 4096 || chunkBytes % 4096 !== 0)
       throw new MoeStreamError(`TrunkStreamer: chunkBytes must be a positive multiple of 4096, got ${chunkBytes}`);
     const ringSlots = opts.ringSlots ?? 2;
@@ -243,7 +243,7 @@ export class TrunkStreamer {
 
   /** A tensor of group `g` as read into the chunks from `firstChunk` (one view per pinned layer / ring slot). */
   private tensorBytes(g: TrunkGroup, firstChunk: number, t: TrunkTensor): Uint8Array {
-    const regionBytes = Math.ceil(g.byteLength / this.chunkBytes) * this.chunkBytes;
+    const regionBytes = wholePieces(g.byteLength, this.chunkBytes);
     return this.arena.bytes(firstChunk * this.chunkBytes, this.pinned.get(g.layer!) === firstChunk ? regionBytes : this.ringSlotBytes, t.offset, t.byteLength);
   }
 
