@@ -15,6 +15,7 @@ import { METRICS_CONTENT_TYPE, ServerMetrics } from "./metrics.js";
 import { schemaFor, type ResponseFormat } from "./json-mode.js";
 import { validateSampling } from "./sampler.js";
 import { UsageError } from "./errors.js";
+import { PackageError } from "@k3/native";
 import { DEFAULTS, MAX_NEW_TOKENS, SAMPLING_RULES, satisfies } from "./options.js";
 
 export type ChatRole = "system" | "user" | "assistant";
@@ -129,18 +130,23 @@ export interface ServeOptions {
   log?: (line: string) => void;
 }
 
-/** A request error: status + OpenAI-style error body. */
-export class HttpError extends Error {
+/**
+ * A request error: status + OpenAI-style error body. A k3 error like the others (`package`
+ * "@k3/engine", `code` "http"); the body's own `type` and `code` are OpenAI's wire fields, kept
+ * apart as `type` and `wireCode` ("context_length_exceeded", "model_not_found" or null).
+ */
+export class HttpError extends PackageError {
   constructor(
     readonly status: number,
     message: string,
     readonly param: string | null = null,
     readonly type = status === 429 ? "rate_limit_error" : status >= 500 ? "server_error" : "invalid_request_error",
-    readonly code: string | null = null,
+    readonly wireCode: string | null = null,
     /** Extra response headers (Retry-After on 429, WWW-Authenticate on 401). */
     readonly headers: Record<string, string> = {},
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super("@k3/engine", "http", message, options);
   }
 }
 
@@ -160,7 +166,7 @@ function sendError(res: ServerResponse, err: HttpError): void {
   }
   // 401/403/413/415 are sent before the body is read (see sendJson on an unread body).
   const unread = err.status === 413 || err.status === 403 || err.status === 415 || err.status === 401;
-  sendJson(res, err.status, { error: { message: err.message, type: err.type, param: err.param, code: err.code } }, unread, err.headers);
+  sendJson(res, err.status, { error: { message: err.message, type: err.type, param: err.param, code: err.wireCode } }, unread, err.headers);
 }
 
 /**
@@ -477,7 +483,7 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
   const server = createServer({ requireHostHeader: false }, (req, res) => {
     res.on("finish", () => metrics.countRequest(routeLabel((req.url ?? "/").split("?")[0]), res.statusCode));
     handle(req, res).catch((err) => {
-      const e = err instanceof HttpError ? err : new HttpError(500, `internal error: ${(err as Error).message ?? String(err)}`);
+      const e = err instanceof HttpError ? err : new HttpError(500, `internal error: ${(err as Error).message ?? String(err)}`, null, undefined, null, {}, { cause: err });
       if (e.status >= 500) log(`error: ${e.message}`);
       sendError(res, e);
     });

@@ -9,7 +9,7 @@ import { DisallowedSpecialError, TokenizerError, UnknownTokenError, VocabularyEr
 import { KdaError } from "@k3/kda";
 import { MlaError } from "@k3/mla";
 import { BudgetError, CheckpointError, ChecksumError, ExpertReadError, MoeStreamError, PackError, StoreStateError } from "@k3/moe-stream";
-import { AbortError, ConfigError, K3Error, NonFiniteError, StateFileError, UsageError, exitCodeOf } from "../src/index.js";
+import { AbortError, ConfigError, HttpError, K3Error, NonFiniteError, StateFileError, UsageError, exitCodeOf } from "../src/index.js";
 
 describe("every k3 error extends PackageError", () => {
   const inner = new Error("inner");
@@ -32,6 +32,7 @@ describe("every k3 error extends PackageError", () => {
     [new StateFileError("s.k3st", "bad magic"), "StateFileError", "@k3/engine", "state-file", [StateFileError, K3Error]],
     [new NonFiniteError("layer 3"), "NonFiniteError", "@k3/engine", "non-finite", [NonFiniteError, K3Error]],
     [new AbortError(), "AbortError", "@k3/engine", "abort", [AbortError, K3Error]],
+    [new HttpError(500, "internal error: inner", null, undefined, null, {}, { cause: inner }), "HttpError", "@k3/engine", "http", [HttpError]],
   ];
   it.each(cases.map((c) => [c[1], ...c] as const))("%s", (_label, err, name, pkg, code, classes) => {
     expect(err).toBeInstanceOf(PackageError);
@@ -39,6 +40,12 @@ describe("every k3 error extends PackageError", () => {
     const e = err as PackageError;
     expect([e.name, e.package, e.code]).toEqual([name, pkg, code]);
     if ("cause" in e) expect(e.cause).toBe(inner);
+  });
+
+  it("HttpError keeps OpenAI's wire type and code apart from the k3 code", () => {
+    const e = new HttpError(400, "prompt too long", "messages", "invalid_request_error", "context_length_exceeded");
+    expect([e.status, e.param, e.type, e.wireCode, e.code]).toEqual([400, "messages", "invalid_request_error", "context_length_exceeded", "http"]);
+    expect([new HttpError(429, "busy").type, new HttpError(503, "down").type, new HttpError(404, "no").wireCode]).toEqual(["rate_limit_error", "server_error", null]);
   });
 
   it("keeps the engine's exit codes on its errors", () => {
