@@ -72,6 +72,59 @@ static void CallJs(Napi::Env env, Napi::Function callback, std::nullptr_t *, k3_
 
 using Tsfn = Napi::TypedThreadSafeFunction<std::nullptr_t, k3_read_done, CallJs>;
 
+// ---------------------------------------------------------------- raw argument reading
+
+// The read entry points (read, readChecked) run for every expert and trunk read, so they are also
+// called while a worker thread is being terminated. There N-API calls that may run JS fail, a
+// failed node-addon-api call throws, and a throw that cannot happen can be a fatal error. These
+// helpers call N-API directly and check every status: each returns false either after throwing a
+// TypeError/RangeError for a bad argument, or quietly when N-API itself refused (JS cannot run:
+// there is nobody to report to). The entry point then returns undefined with nothing queued.
+static bool raw_fail(napi_env env, const char *fn, const std::string &what, bool range = false) {
+    std::string message = std::string(fn) + ": " + what;
+    // In a terminating env the throw fails as well; its status is ignored on purpose.
+    if (range) napi_throw_range_error(env, nullptr, message.c_str());
+    else napi_throw_type_error(env, nullptr, message.c_str());
+    return false;
+}
+
+static bool raw_type(napi_env env, napi_value v, napi_valuetype *type) { return napi_typeof(env, v, type) == napi_ok; }
+
+// A non-negative integer that is exactly representable (<= 2^53).
+static bool raw_integer(napi_env env, napi_value v, const char *fn, const std::string &name, uint64_t *out) {
+    napi_valuetype t;
+    double d;
+    if (!raw_type(env, v, &t)) return false;
+    if (t != napi_number) return raw_fail(env, fn, name + " must be a number");
+    if (napi_get_value_double(env, v, &d) != napi_ok) return false;
+    if (!(d >= 0) || d > 9007199254740992.0 || d != (double)(uint64_t)d) return raw_fail(env, fn, name + " must be a non-negative integer", true);
+    *out = (uint64_t)d;
+    return true;
+}
+
+// JS truthiness (a missing argument is undefined: false).
+static bool raw_truthy(napi_env env, napi_value v, bool *out) {
+    napi_value b;
+    return napi_coerce_to_bool(env, v, &b) == napi_ok && napi_get_value_bool(env, b, out) == napi_ok;
+}
+
+static bool raw_string(napi_env env, napi_value v, std::string *out) {
+    size_t n;
+    if (napi_get_value_string_utf8(env, v, nullptr, 0, &n) != napi_ok) return false;
+    out->resize(n + 1);
+    if (napi_get_value_string_utf8(env, v, &(*out)[0], n + 1, &n) != napi_ok) return false;
+    out->resize(n);
+    return true;
+}
+
+// `v` as an array of at least `min` elements; *ok false (with a TypeError) when it is not one.
+static bool raw_array(napi_env env, napi_value v, uint32_t min, bool *ok, uint32_t *length) {
+    bool is;
+    if (napi_is_array(env, v, &is) != napi_ok) return false;
+    *ok = is && napi_get_array_length(env, v, length) == napi_ok && *length >= min;
+    return true;
+}
+
 // ---------------------------------------------------------------- the arena
 
 // The arena is never handed to JS whole (above 2^32 bytes that cannot be one buffer: see
@@ -249,43 +302,41 @@ class Store : public Napi::ObjectWrap<Store> {
         DropArena(env);  // after the readers are joined: nothing writes into it any more
     }
 
-    bool Open(Napi::Env env, const char *fn) {
+    bool Open(napi_env env, const char *fn) {
         if (pool_) return true;
-        return k3::fail(env, fn, "the store is closed");
+        return raw_fail(env, fn, "the store is closed");
     }
 
     // A read job from (id, file, offset, length, slot, base) as JS numbers (base: undefined =
-    // K3_BASE_AUTO), checked: false with a JS exception pending when a value is out of range.
-    bool MakeJob(Napi::Env env, const char *fn, const Napi::Value *v, bool prefetch, k3_read_job *job) {
-        size_t n[5];
+    // K3_BASE_AUTO), checked: false when a value is out of range (a JS exception thrown) or when
+    // N-API refused (a terminating env: quietly).
+    bool MakeJob(napi_env env, const char *fn, const napi_value *v, bool prefetch, k3_read_job *job) {
+        uint64_t n[5];
         static const char *names[5] = {"id", "file", "offset", "length", "slot"};
-        for (int i = 0; i < 5; i++) {
-            if (!v[i].IsNumber()) return k3::fail(env, fn, std::string(names[i]) + " must be a number");
-            double d = v[i].As<Napi::Number>().DoubleValue();
-            if (!(d >= 0) || d > 9007199254740992.0 || d != (double)(uint64_t)d)
-                return k3::fail(env, fn, std::string(names[i]) + " must be a non-negative integer", true);
-            n[i] = (size_t)d;
-        }
-        size_t id = n[0], file = n[1], offset = n[2], length = n[3], slot = n[4];
-        if (id > INT32_MAX) return k3::fail(env, fn, "id must be < 2^31", true);
-        if (file >= files_.size()) return k3::fail(env, fn, "file index " + std::to_string(file) + " out of range", true);
-        if (slot >= n_slots_) return k3::fail(env, fn, "slot " + std::to_string(slot) + " out of range", true);
+        for (int i = 0; i < 5; i++)
+            if (!raw_integer(env, v[i], fn, names[i], &n[i])) return false;
+        uint64_t id = n[0], file = n[1], offset = n[2], length = n[3], slot = n[4];
+        if (id > INT32_MAX) return raw_fail(env, fn, "id must be < 2^31", true);
+        if (file >= files_.size()) return raw_fail(env, fn, "file index " + std::to_string(file) + " out of range", true);
+        if (slot >= n_slots_) return raw_fail(env, fn, "slot " + std::to_string(slot) + " out of range", true);
         // base (optional): the file offset mapped to slot byte 0, aligned, <= offset; lets several
         // pieces of one expert fill one slot. The aligned span from base must fit the slot.
         uint64_t a = files_[file].offset_align;
-        if (offset > UINT64_MAX / 2 || length > UINT64_MAX / 4) return k3::fail(env, fn, "offset + length overflows", true);
+        if (offset > UINT64_MAX / 2 || length > UINT64_MAX / 4) return raw_fail(env, fn, "offset + length overflows", true);
         uint64_t base = K3_BASE_AUTO;
-        if (!v[5].IsUndefined()) {
-            if (!v[5].IsNumber()) return k3::fail(env, fn, "base must be a number");
-            double b = v[5].As<Napi::Number>().DoubleValue();
-            if (!(b >= 0) || b != (double)(uint64_t)b || (uint64_t)b > offset || (uint64_t)b % a != 0)
-                return k3::fail(env, fn, "base must be <= offset and a multiple of the direct-I/O alignment", true);
-            base = (uint64_t)b;
+        napi_valuetype bt;
+        if (!raw_type(env, v[5], &bt)) return false;
+        if (bt != napi_undefined) {
+            uint64_t b;
+            if (bt != napi_number) return raw_fail(env, fn, "base must be a number");
+            if (!raw_integer(env, v[5], fn, "base", &b)) return false;
+            if (b > offset || b % a != 0) return raw_fail(env, fn, "base must be <= offset and a multiple of the direct-I/O alignment", true);
+            base = b;
         }
         uint64_t from = base == K3_BASE_AUTO ? offset / a * a : base;
         uint64_t span = (offset + length + a - 1) / a * a - from;
         if (length == 0 || span > slot_bytes_)
-            return k3::fail(env, fn,
+            return raw_fail(env, fn,
                             "length " + std::to_string(length) + " (plus alignment) does not fit a " +
                                 std::to_string(slot_bytes_) + "-byte slot",
                             true);
@@ -300,68 +351,84 @@ class Store : public Napi::ObjectWrap<Store> {
         return true;
     }
 
-    // read(id, file, offset, length, slot, prefetch, base?)
+    // read(id, file, offset, length, slot, prefetch, base?): raw N-API throughout (see raw_fail).
     Napi::Value Read(const Napi::CallbackInfo &info) {
-        Napi::Env env = info.Env();
+        napi_env env = info.Env();
         const char *fn = "ExpertStore.read";
-        if (!Open(env, fn)) return env.Undefined();
-        Napi::Value v[6] = {info[0], info[1], info[2], info[3], info[4], info.Length() > 6 ? info[6] : env.Undefined()};
+        if (!Open(env, fn)) return Napi::Value();
+        // info[i] past the arguments given is undefined (CallbackInfo holds them all already).
+        napi_value v[6] = {info[0], info[1], info[2], info[3], info[4], info[6]};
+        bool prefetch;
         k3_read_job job;
-        if (!MakeJob(env, fn, v, info.Length() > 5 && info[5].ToBoolean(), &job)) return env.Undefined();
-        if (k3_read_pool_submit(pool_, &job) != 0) return k3::fail(env, fn, "cannot queue the read"), env.Undefined();
-        return env.Undefined();
+        if (!raw_truthy(env, info[5], &prefetch) || !MakeJob(env, fn, v, prefetch, &job)) return Napi::Value();
+        if (k3_read_pool_submit(pool_, &job) != 0) raw_fail(env, fn, "cannot queue the read");
+        return Napi::Value();
     }
 
     // readChecked(label, tensors: Array<[name, fileOffset, length, crc32]>,
     //             reads: Array<[id, file, offset, length, slot, base?]>, prefetch)
     // The reads of one load, each tensor's crc32 checked on the reader threads as the bytes land
     // (trunk_check.h): the last read to finish reports a mismatch (status EBADMSG, `verdict`).
+    // Raw N-API throughout, as read().
     Napi::Value ReadChecked(const Napi::CallbackInfo &info) {
-        Napi::Env env = info.Env();
+        napi_env env = info.Env();
         const char *fn = "ExpertStore.readChecked";
-        if (!Open(env, fn)) return env.Undefined();
-        if (info.Length() < 3 || !info[0].IsString() || !info[1].IsArray() || !info[2].IsArray())
-            return k3::fail(env, fn, "expected (label, tensors[], reads[], prefetch)"), env.Undefined();
-        std::string label = info[0].As<Napi::String>();
-        Napi::Array ts = info[1].As<Napi::Array>(), rs = info[2].As<Napi::Array>();
-        bool prefetch = info.Length() > 3 && info[3].ToBoolean();
-        if (rs.Length() == 0 || rs.Length() > (1u << 20) || ts.Length() > (1u << 20))
-            return k3::fail(env, fn, "between 1 and 2^20 reads and at most 2^20 tensors", true), env.Undefined();
-        std::vector<std::string> names(ts.Length());
-        std::vector<const char *> cnames(ts.Length());
-        std::vector<uint64_t> toff(ts.Length()), tlen(ts.Length());
-        std::vector<uint32_t> crcs(ts.Length());
-        for (uint32_t i = 0; i < ts.Length(); i++) {
-            Napi::Value e = ts[i];
-            if (!e.IsArray() || e.As<Napi::Array>().Length() < 4) return k3::fail(env, fn, "tensors[" + std::to_string(i) + "] must be [name, offset, length, crc32]"), env.Undefined();
-            Napi::Array t = e.As<Napi::Array>();
-            Napi::Value name = t[0u], off = t[1u], len = t[2u], crc = t[3u];
-            if (!name.IsString() || !off.IsNumber() || !len.IsNumber() || !crc.IsNumber())
-                return k3::fail(env, fn, "tensors[" + std::to_string(i) + "] must be [name, offset, length, crc32]"), env.Undefined();
-            double o = off.As<Napi::Number>().DoubleValue(), l = len.As<Napi::Number>().DoubleValue(), c = crc.As<Napi::Number>().DoubleValue();
-            if (!(o >= 0) || !(l >= 0) || o + l > 9007199254740992.0 || o != (double)(uint64_t)o || l != (double)(uint64_t)l || !(c >= 0) || c >= 4294967296.0 || c != (double)(uint32_t)c)
-                return k3::fail(env, fn, "tensors[" + std::to_string(i) + "]: offset/length must be non-negative integers, crc32 a 32-bit unsigned integer", true), env.Undefined();
-            names[i] = name.As<Napi::String>();
-            toff[i] = (uint64_t)o;
-            tlen[i] = (uint64_t)l;
-            crcs[i] = (uint32_t)c;
+        if (!Open(env, fn)) return Napi::Value();
+        const char *usage = "expected (label, tensors[], reads[], prefetch)";
+        napi_valuetype lt;
+        bool ts_ok, rs_ok, prefetch;
+        uint32_t nt = 0, nr = 0;
+        if (!raw_type(env, info[0], &lt) || !raw_array(env, info[1], 0, &ts_ok, &nt) || !raw_array(env, info[2], 0, &rs_ok, &nr)) return Napi::Value();
+        if (info.Length() < 3 || lt != napi_string || !ts_ok || !rs_ok) return raw_fail(env, fn, usage), Napi::Value();
+        std::string label;
+        if (!raw_string(env, info[0], &label) || !raw_truthy(env, info[3], &prefetch)) return Napi::Value();
+        if (nr == 0 || nr > (1u << 20) || nt > (1u << 20))
+            return raw_fail(env, fn, "between 1 and 2^20 reads and at most 2^20 tensors", true), Napi::Value();
+        std::vector<std::string> names(nt);
+        std::vector<const char *> cnames(nt);
+        std::vector<uint64_t> toff(nt), tlen(nt);
+        std::vector<uint32_t> crcs(nt);
+        for (uint32_t i = 0; i < nt; i++) {
+            std::string what = "tensors[" + std::to_string(i) + "]";
+            napi_value e, t[4];
+            bool ok;
+            uint32_t len;
+            if (napi_get_element(env, info[1], i, &e) != napi_ok || !raw_array(env, e, 4, &ok, &len)) return Napi::Value();
+            if (!ok) return raw_fail(env, fn, what + " must be [name, offset, length, crc32]"), Napi::Value();
+            for (uint32_t k = 0; k < 4; k++)
+                if (napi_get_element(env, e, k, &t[k]) != napi_ok) return Napi::Value();
+            napi_valuetype nt0;
+            uint64_t crc;
+            if (!raw_type(env, t[0], &nt0)) return Napi::Value();
+            if (nt0 != napi_string) return raw_fail(env, fn, what + " must be [name, offset, length, crc32]"), Napi::Value();
+            if (!raw_string(env, t[0], &names[i]) || !raw_integer(env, t[1], fn, what + " offset", &toff[i]) ||
+                !raw_integer(env, t[2], fn, what + " length", &tlen[i]) || !raw_integer(env, t[3], fn, what + " crc32", &crc))
+                return Napi::Value();
+            if (toff[i] + tlen[i] > 9007199254740992ull || crc > UINT32_MAX)
+                return raw_fail(env, fn, what + ": offset + length must be <= 2^53, crc32 a 32-bit unsigned integer", true), Napi::Value();
+            crcs[i] = (uint32_t)crc;
         }
-        for (uint32_t i = 0; i < ts.Length(); i++) cnames[i] = names[i].c_str();
-        std::vector<k3_read_job> jobs(rs.Length());
-        std::vector<uint64_t> roff(rs.Length()), rlen(rs.Length());
-        for (uint32_t i = 0; i < rs.Length(); i++) {
-            Napi::Value e = rs[i];
-            if (!e.IsArray() || e.As<Napi::Array>().Length() < 5) return k3::fail(env, fn, "reads[" + std::to_string(i) + "] must be [id, file, offset, length, slot, base?]"), env.Undefined();
-            Napi::Array r = e.As<Napi::Array>();
-            Napi::Value v[6] = {r[0u], r[1u], r[2u], r[3u], r[4u], r.Length() > 5 ? r.Get(5u) : env.Undefined()};
-            if (!MakeJob(env, fn, v, prefetch, &jobs[i])) return env.Undefined();
+        for (uint32_t i = 0; i < nt; i++) cnames[i] = names[i].c_str();
+        std::vector<k3_read_job> jobs(nr);
+        std::vector<uint64_t> roff(nr), rlen(nr);
+        for (uint32_t i = 0; i < nr; i++) {
+            napi_value e, v[6];
+            bool ok;
+            uint32_t len;
+            if (napi_get_element(env, info[2], i, &e) != napi_ok || !raw_array(env, e, 5, &ok, &len)) return Napi::Value();
+            if (!ok) return raw_fail(env, fn, "reads[" + std::to_string(i) + "] must be [id, file, offset, length, slot, base?]"), Napi::Value();
+            for (uint32_t k = 0; k < 6; k++) {
+                // Past the array's end: undefined (base is optional).
+                if (k < len ? napi_get_element(env, e, k, &v[k]) != napi_ok : napi_get_undefined(env, &v[k]) != napi_ok) return Napi::Value();
+            }
+            if (!MakeJob(env, fn, v, prefetch, &jobs[i])) return Napi::Value();
             roff[i] = jobs[i].offset;
             rlen[i] = jobs[i].length;
         }
         char message[K3_ERR_MESSAGE] = "";
-        k3_check_load *load = k3_check_load_new(label.c_str(), ts.Length(), cnames.data(), toff.data(), tlen.data(), crcs.data(),
-                                                rs.Length(), roff.data(), rlen.data(), message, sizeof message);
-        if (!load) return k3::fail(env, fn, message, true), env.Undefined();
+        k3_check_load *load = k3_check_load_new(label.c_str(), nt, cnames.data(), toff.data(), tlen.data(), crcs.data(),
+                                                nr, roff.data(), rlen.data(), message, sizeof message);
+        if (!load) return raw_fail(env, fn, message, true), Napi::Value();
         uint32_t submitted = 0;
         for (; submitted < jobs.size(); submitted++) {
             jobs[submitted].check = load;
@@ -371,9 +438,9 @@ class Store : public Napi::ObjectWrap<Store> {
         if (submitted < jobs.size()) {
             // The rest never reach the pool: count them down too (the load frees itself at the last).
             for (uint32_t i = submitted + 1; i < jobs.size(); i++) k3_check_read_done(load, i, nullptr, "", nullptr, nullptr);
-            return k3::fail(env, fn, "cannot queue the reads"), env.Undefined();
+            return raw_fail(env, fn, "cannot queue the reads"), Napi::Value();
         }
-        return env.Undefined();
+        return Napi::Value();
     }
 
     Napi::Value CancelPrefetch(const Napi::CallbackInfo &info) {
