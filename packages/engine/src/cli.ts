@@ -7,7 +7,7 @@
 import { readFileSync, realpathSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { EXIT_CODES_HELP, EXIT_OK, EXIT_USAGE, exitCodeOf, UsageError } from "./errors.js";
+import { EXIT_CODES_HELP, EXIT_OK, EXIT_USAGE, errorText, exitCodeOf, UsageError } from "./errors.js";
 import { parseCommand } from "./cli/args.js";
 import { COMMANDS, findCommand } from "./cli/commands.js";
 import { commandHelp } from "./cli/help.js";
@@ -72,7 +72,7 @@ export async function main(argv: string[]): Promise<number> {
   } catch (err) {
     const code = exitCodeOf(err);
     const e = err as Error & { exitCode?: number };
-    process.stderr.write(`${code === EXIT_USAGE ? "" : "error: "}${e.message}\n`);
+    process.stderr.write(`${code === EXIT_USAGE ? "" : "error: "}${errorText(e)}\n`);
     return typeof e.exitCode === "number" ? e.exitCode : code;
   }
 }

@@ -120,6 +120,24 @@ function isSystemError(err: unknown): boolean {
   return !!e && typeof e.code === "string" && /^E[A-Z0-9]+$/.test(e.code) && typeof e.syscall === "string";
 }
 
+/**
+ * What the CLI prints for a thrown value: its message, then each error of its `cause` chain whose
+ * message the text does not hold yet, one "caused by:" line each. Most wrappers already quote their
+ * cause's message (so nothing is printed twice); a cause they summarise (an errno code for Node's
+ * full "ENOENT: no such file or directory, open ..." message) gets its own line.
+ */
+export function errorText(err: unknown): string {
+  const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e));
+  let text = messageOf(err);
+  const seen = new Set<unknown>([err]);
+  for (let c = (err as { cause?: unknown } | null)?.cause; c !== undefined && c !== null && !seen.has(c); c = (c as { cause?: unknown }).cause) {
+    seen.add(c);
+    const m = messageOf(c);
+    if (m !== "" && !text.includes(m)) text += `\n  caused by: ${m}`;
+  }
+  return text;
+}
+
 /** Gives the exit code for any thrown value: K3Error's own, io for file errors, else runtime. */
 export function exitCodeOf(err: unknown): number {
   if (err instanceof K3Error) return err.exitCode;

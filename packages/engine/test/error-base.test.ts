@@ -9,7 +9,7 @@ import { DisallowedSpecialError, TokenizerError, UnknownTokenError, VocabularyEr
 import { KdaError } from "@k3/kda";
 import { MlaError } from "@k3/mla";
 import { BudgetError, CheckpointError, ChecksumError, ExpertReadError, MoeStreamError, PackError, StoreStateError } from "@k3/moe-stream";
-import { AbortError, ConfigError, HttpError, K3Error, NonFiniteError, StateFileError, UsageError, exitCodeOf } from "../src/index.js";
+import { AbortError, ConfigError, HttpError, K3Error, NonFiniteError, StateFileError, UsageError, errorText, exitCodeOf } from "../src/index.js";
 
 describe("every k3 error extends PackageError", () => {
   const inner = new Error("inner");
@@ -46,6 +46,23 @@ describe("every k3 error extends PackageError", () => {
     const e = new HttpError(400, "prompt too long", "messages", "invalid_request_error", "context_length_exceeded");
     expect([e.status, e.param, e.type, e.wireCode, e.code]).toEqual([400, "messages", "invalid_request_error", "context_length_exceeded", "http"]);
     expect([new HttpError(429, "busy").type, new HttpError(503, "down").type, new HttpError(404, "no").wireCode]).toEqual(["rate_limit_error", "server_error", null]);
+  });
+
+  it("errorText prints the cause chain once: a cause the message already quotes adds nothing", () => {
+    const leaf = new Error("ENOENT: no such file or directory, open 'm.json'");
+    // The usual wrapper quotes its cause: the CLI prints one line, as before.
+    expect(errorText(new UsageError(`m.json: ${leaf.message}`, { cause: leaf }))).toBe("m.json: ENOENT: no such file or directory, open 'm.json'");
+    // A wrapper that summarises its cause (an errno code) gets the cause's own line, once per level.
+    const mid = new UsageError("--manifest m.json: ENOENT", { cause: leaf });
+    expect(errorText(new Error("verify failed", { cause: mid }))).toBe(
+      "verify failed\n  caused by: --manifest m.json: ENOENT\n  caused by: ENOENT: no such file or directory, open 'm.json'",
+    );
+    // A non-Error cause and a cycle end the chain.
+    const loop = new Error("a", { cause: "b" });
+    expect(errorText(loop)).toBe("a\n  caused by: b");
+    const self: Error & { cause?: unknown } = new Error("self");
+    self.cause = self;
+    expect(errorText(self)).toBe("self");
   });
 
   it("keeps the engine's exit codes on its errors", () => {

@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { createInterface } from "node:readline";
 import type { Engine } from "../engine.js";
-import { EXIT_OK } from "../errors.js";
+import { errorText, EXIT_OK } from "../errors.js";
 import { DEFAULTS } from "../options.js";
 import type { Args, Command } from "./command.js";
 import { EMBEDDED_CHAT_NOTE, EMBEDDED_NOTE, modelDir } from "./model-dir.js";
@@ -125,7 +125,7 @@ async function chatLoop(engine: Engine, values: Args["values"]): Promise<number>
           }
         }
       } catch (e) {
-        process.stdout.write(`error: ${(e as Error).message}\n`);
+        process.stdout.write(`error: ${errorText(e)}\n`);
       } finally {
         reply = null;
       }
