@@ -11,21 +11,14 @@ import {
   gemmBf16Rounded,
   gemmF32,
   roundedGemmUsesDpbf16,
-  setSimdLevel,
-  setThreadCount,
-  type SimdLevel,
 } from "../src/index.js";
 // @k3/test-utils depends on @k3/dense (a cycle in turbo's graph), so these dependency-free modules are imported by path.
 import { bytesEqual } from "../../test-utils/src/compare.js";
 import { uniform } from "../../test-utils/src/random.js";
 import { testedSimdLevels } from "../../test-utils/src/settings.js";
+import { at } from "./products.js";
 
 const available = testedSimdLevels(dense);
-
-function at(level: SimdLevel, threads: number) {
-  setSimdLevel(level);
-  setThreadCount(threads);
-}
 
 // rows, cols, ld, batch: K blocks (cols > 1024, > 2048), row blocks (rows > 64), every tail.
 const cases: Array<[number, number, number, number]> = [

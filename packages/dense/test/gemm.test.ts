@@ -7,22 +7,15 @@ import {
   gemmF32,
   gemvBf16,
   gemvF32,
-  setSimdLevel,
-  setThreadCount,
-  type SimdLevel,
 } from "../src/index.js";
 import * as dense from "../src/index.js";
 // @k3/test-utils depends on @k3/dense (a cycle in turbo's graph), so these dependency-free modules are imported by path.
 import { bytesEqual } from "../../test-utils/src/compare.js";
 import { uniform } from "../../test-utils/src/random.js";
 import { testedSimdLevels } from "../../test-utils/src/settings.js";
+import { at } from "./products.js";
 
 const available = testedSimdLevels(dense);
-
-function at(level: SimdLevel, threads: number) {
-  setSimdLevel(level);
-  setThreadCount(threads);
-}
 
 const shapes: Array<[number, number, number]> = [
   [1, 1, 1],

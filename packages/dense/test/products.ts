@@ -1,13 +1,13 @@
 // Shared by the gemm-acc and dot-rows tests: an fmaf independent of the native code (for their exact
 // references), the SIMD level / thread switch, and their shapes and operands.
-import { f32ToBf16, setSimdLevel, setThreadCount, type SimdLevel } from "../src/index.js";
+import * as dense from "../src/index.js";
+import { f32ToBf16 } from "../src/index.js";
 // @k3/test-utils depends on @k3/dense (a cycle in turbo's graph), so its dependency-free modules are imported by path.
 import { uniform } from "../../test-utils/src/random.js";
+import { settingsSetter } from "../../test-utils/src/settings.js";
 
-export function at(level: SimdLevel, threads: number) {
-  setSimdLevel(level);
-  setThreadCount(threads);
-}
+/** Runs the next kernel calls at this SIMD level and thread count. */
+export const at = settingsSetter(dense);
 
 // ---------------------------------------------------------------- an independent fmaf
 

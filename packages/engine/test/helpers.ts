@@ -1,5 +1,5 @@
 /** Paths shared by the engine tests. */
-import { readFileSync } from "node:fs";
+import { closeSync, openSync, readFileSync, readSync, writeSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -33,3 +33,24 @@ export async function captureCli(args: string[]): Promise<{ code: number; stdout
 
 /** The trained tiny K3 (the embedded default; reference/train_tiny.py) with its reference outputs. */
 export const TRAINED_K3 = join(REPO, "fixtures", "models", "trained-k3");
+
+/**
+ * Overwrites bytes of tensor `name` in the checkpoint at `dir`, in place (a test's corrupt copy):
+ * `patch(dtype, byteLength)` returns [byte offset inside the tensor's data, bytes] pairs to write.
+ */
+export function patchTensor(dir: string, name: string, patch: (dtype: string, byteLength: number) => Array<[number, Uint8Array]>): void {
+  const index = JSON.parse(readFileSync(join(dir, "model.safetensors.index.json"), "utf8")) as { weight_map: Record<string, string> };
+  const fd = openSync(join(dir, index.weight_map[name]), "r+");
+  try {
+    const len = Buffer.alloc(8);
+    readSync(fd, len, 0, 8, 0);
+    const n = Number(len.readBigUInt64LE(0));
+    const header = Buffer.alloc(n);
+    readSync(fd, header, 0, n, 8);
+    const t = JSON.parse(header.toString("utf8"))[name] as { dtype: string; data_offsets: [number, number] };
+    const [begin, end] = t.data_offsets;
+    for (const [at, bytes] of patch(t.dtype, end - begin)) writeSync(fd, bytes, 0, bytes.length, 8 + n + begin + at);
+  } finally {
+    closeSync(fd);
+  }
+}

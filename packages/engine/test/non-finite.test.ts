@@ -3,12 +3,12 @@
  * naming where the NaN / infinity first appeared, and a non-zero exit, instead of exit 0 and
  * tokens sampled from garbage.
  */
-import { closeSync, cpSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeSync } from "node:fs";
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { firstNonFinite } from "../src/finite.js";
-import { captureCli, TINY_K3 } from "./helpers.js";
+import { captureCli, patchTensor, TINY_K3 } from "./helpers.js";
 
 const root = mkdtempSync(join(tmpdir(), "k3-nonfinite-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -21,25 +21,11 @@ const BF16_NAN = 0x7fc0;
 function damaged(label: string, name: string, bits: number, elements: number[] | null): string {
   const dir = join(root, label);
   cpSync(TINY_K3, dir, { recursive: true });
-  const index = JSON.parse(readFileSync(join(dir, "model.safetensors.index.json"), "utf8"));
-  const file = join(dir, index.weight_map[name]);
-  const fd = openSync(file, "r+");
-  try {
-    const len = Buffer.alloc(8);
-    readSync(fd, len, 0, 8, 0);
-    const hlen = Number(len.readBigUInt64LE(0));
-    const head = Buffer.alloc(hlen);
-    readSync(fd, head, 0, hlen, 8);
-    const t = JSON.parse(head.toString("utf8"))[name];
-    expect(t.dtype).toBe("BF16");
-    const [begin, end] = t.data_offsets as [number, number];
-    const at = elements ?? [...Array((end - begin) / 2).keys()];
-    const two = Buffer.alloc(2);
-    two.writeUInt16LE(bits);
-    for (const e of at) writeSync(fd, two, 0, 2, 8 + hlen + begin + 2 * e);
-  } finally {
-    closeSync(fd);
-  }
+  const two = Uint8Array.of(bits & 0xff, bits >>> 8); // little-endian bf16 bits
+  patchTensor(dir, name, (dtype, byteLength) => {
+    expect(dtype).toBe("BF16");
+    return (elements ?? [...Array(byteLength / 2).keys()]).map((e): [number, Uint8Array] => [2 * e, two]);
+  });
   return dir;
 }
 

@@ -8,6 +8,9 @@
  *  - otherwise: drawn from a mildly skewed distribution over all experts (Zipf exponent 0.3).
  * Duplicates within a token are redrawn. Deterministic for a seed (mulberry32).
  */
+// A dependency-free module of @k3/test-utils (not a dependency of this package), imported by path.
+import { mulberry32 } from "../../test-utils/src/random.js";
+
 export interface TraceOptions {
   layers: number;
   experts: number;
@@ -19,16 +22,6 @@ export interface TraceOptions {
   seed?: number;
 }
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** trace[token][layer] = k distinct expert ids. */
 export function routingTrace(o: TraceOptions): number[][][] {

@@ -60,6 +60,12 @@ export interface NativeExpertStore {
   view(byteOffset: number, byteLength: number): ArrayBuffer;
 }
 
+/**
+ * What the two batched-expert kernels take after the shapes: the GLU activation code and its two
+ * SiTU bounds, the rows read (x, xRow) and written (y, yRow), and scratch.
+ */
+type ExpertRowsArgs = [act: number, beta1: number, beta2: number, x: Float32Array, xRow: Int32Array, y: Float32Array, yRow: Int32Array, work: Float32Array];
+
 export interface MoeStreamBinding {
   /** Hands the addon @k3/dense's C table (its pool and kernels); done once at load, below. */
   initCompute(api: unknown): void;
@@ -69,22 +75,7 @@ export interface MoeStreamBinding {
    * x[xRow[i]] and writes y[yRow[i]]. act 0 = SiLU-GLU, 1 = SiTU-GLU (beta1, beta2). work holds
    * at least rows x (inDim + 2 inter + outDim) floats.
    */
-  moeExperts(
-    mats: ArrayBufferView[],
-    rows: Int32Array,
-    inDim: number,
-    inter: number,
-    outDim: number,
-    bf16: boolean,
-    act: number,
-    beta1: number,
-    beta2: number,
-    x: Float32Array,
-    xRow: Int32Array,
-    y: Float32Array,
-    yRow: Int32Array,
-    work: Float32Array,
-  ): void;
+  moeExperts(mats: ArrayBufferView[], rows: Int32Array, inDim: number, inter: number, outDim: number, bf16: boolean, ...glu: ExpertRowsArgs): void;
   /** Hands the addon @k3/mxfp4's C table (its MXFP4 kernels, for moeExpertsMxfp4); done once at load, below. */
   initMxfp4(api: unknown): void;
   /**
@@ -93,22 +84,7 @@ export interface MoeStreamBinding {
    * inDim and inter are multiples of 32. nan[e] is set when expert e's gate, up or down products hold a
    * NaN (a 0xFF scale, or NaN input): the caller rescans its scales. Returns how many experts are flagged.
    */
-  moeExpertsMxfp4(
-    mats: Uint8Array[],
-    rows: Int32Array,
-    inDim: number,
-    inter: number,
-    outDim: number,
-    act: number,
-    beta1: number,
-    beta2: number,
-    x: Float32Array,
-    xRow: Int32Array,
-    y: Float32Array,
-    yRow: Int32Array,
-    work: Float32Array,
-    nan: Uint8Array,
-  ): number;
+  moeExpertsMxfp4(mats: Uint8Array[], rows: Int32Array, inDim: number, inter: number, outDim: number, ...glu: [...ExpertRowsArgs, nan: Uint8Array]): number;
   /** out[t] = sum_j fround(w[t k + j] * slots[t k + j]) in j order from +0 (rows of dim), then + add[t] when given. */
   moeMix(slots: Float32Array, weights: Float32Array, tokens: number, k: number, dim: number, out: Float32Array, add: Float32Array | null): void;
   /** out[i] = fround(out[i] + a[i]) for i < n. */

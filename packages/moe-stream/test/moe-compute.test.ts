@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { applyGlu, bestSimdLevel, K3_SITU_BETAS, Linear, rmsNorm, setSimdLevel, setThreadCount, simdLevel, threadCount, type GluActivation, type SimdLevel } from "@k3/dense";
 import { quantize } from "@k3/mxfp4";
 import type { ExpertLocation } from "../src/store/checkpoint.js";
-import { denseExpertCompute, mxfp4ExpertCompute } from "../src/moe/expert-compute.js";
+import { denseExpertCompute, mxfp4ExpertCompute, type ExpertCompute } from "../src/moe/expert-compute.js";
 import type { ExpertHandle } from "../src/store/expert-store.js";
 import { MoeLayer, type ExpertProvider } from "../src/moe/moe-layer.js";
 import { native } from "../src/native.js";
@@ -47,6 +47,40 @@ function expert(id: number, inDim: number, inter: number, dtype: "BF16" | "F32")
   };
 }
 
+/** Experts served from memory, every request resolved at once (no store). */
+function residentProvider(ex: { bytes: Uint8Array; location: ExpertLocation }[]): ExpertProvider {
+  return {
+    request(layer, ids) {
+      const hs = Array.from(ids, (id): ExpertHandle => ({ layer, id, ...ex[id], source: "resident", readId: id, release() {} }));
+      return { handles: hs.map((h) => Promise.resolve(h)), async *completed() { yield* hs; } };
+    },
+  };
+}
+
+/** A random bf16 Linear of r x c (values within ±0.15). */
+const mat = (r: number, c: number, n: string) => new Linear(n, { dtype: "BF16", data: toBf16(f32(r * c, 0.3)) }, r, c);
+
+/** ref += the shared experts' GLU MLP of x (T rows), the TS path: Linear.apply and applyGlu. */
+function addShared(ref: Float32Array, shared: { gate: Linear; up: Linear; down: Linear }, activation: GluActivation, x: Float32Array, T: number): void {
+  const g = shared.gate.apply(x, T, new Float32Array(T * shared.gate.rows));
+  const u = shared.up.apply(x, T, new Float32Array(T * shared.up.rows));
+  applyGlu(activation, g, u, g, K3_SITU_BETAS);
+  const s = shared.down.apply(g, T, new Float32Array(T * shared.down.rows));
+  for (let i = 0; i < ref.length; i++) ref[i] = Math.fround(ref[i] + s[i]);
+}
+
+/** layer.forward(x, T) equals ref bit for bit at every SIMD level and 1-3 threads (`check` after each run). */
+async function expectLayerBits(layer: MoeLayer, x: Float32Array, T: number, ref: Float32Array, check: () => void = () => {}): Promise<void> {
+  for (const level of levels())
+    for (const threads of [1, 2, 3]) {
+      setSimdLevel(level);
+      setThreadCount(threads);
+      const out = await layer.forward(x, T);
+      check();
+      expect(Buffer.from(out.buffer, out.byteOffset, out.byteLength).equals(Buffer.from(ref.buffer)), `${level} x ${threads}`).toBe(true);
+    }
+}
+
 describe("denseExpertCompute.runMany (native, two dispatches) = run() per expert", () => {
   for (const dtype of ["BF16", "F32"] as const)
     for (const activation of ["silu", "situ"] as GluActivation[])
@@ -61,17 +95,7 @@ describe("denseExpertCompute.runMany (native, two dispatches) = run() per expert
         const xRow = Int32Array.from([4, 0, 2, 4, 1, 3]);
         const yRow = Int32Array.from([6, 0, 3, 1, 5, 2]);
         // Reference: each expert's rows gathered, run(), scattered.
-        const ref = new Float32Array(7 * inDim).fill(NaN);
-        let r0 = 0;
-        ex.forEach((e, i) => {
-          const n = counts[i];
-          const Xe = new Float32Array(n * inDim);
-          for (let b = 0; b < n; b++) Xe.set(X.subarray(xRow[r0 + b] * inDim, (xRow[r0 + b] + 1) * inDim), b * inDim);
-          const Ye = new Float32Array(n * inDim);
-          compute.run(e.bytes, e.location, Xe, n, Ye);
-          for (let b = 0; b < n; b++) ref.set(Ye.subarray(b * inDim, (b + 1) * inDim), yRow[r0 + b] * inDim);
-          r0 += n;
-        });
+        const ref = perExpert(compute, ex, counts, X, xRow, yRow, 7);
         expect(ref.slice(4 * inDim, 5 * inDim).every(Number.isNaN)).toBe(true); // row 4 is never written
         for (const level of levels())
           for (const threads of [1, 2, 3]) {
@@ -130,13 +154,7 @@ describe("MoeLayer (48B shape, bf16, resident experts): native path = TS referen
     const K = 4;
     const T = 3;
     const ex = Array.from({ length: E }, (_, id) => expert(id, D, I, "BF16"));
-    const provider: ExpertProvider = {
-      request(layer, ids) {
-        const hs = Array.from(ids, (id): ExpertHandle => ({ layer, id, ...ex[id], source: "resident", readId: id, release() {} }));
-        return { handles: hs.map((h) => Promise.resolve(h)), async *completed() { yield* hs; } };
-      },
-    };
-    const mat = (r: number, c: number, n: string) => new Linear(n, { dtype: "BF16", data: toBf16(f32(r * c, 0.3)) }, r, c);
+    const provider = residentProvider(ex);
     const router = new Router({ numExperts: E, topK: K, routedScalingFactor: 2.446 }, mat(E, D, "gate"), f32(E, 0.1));
     const shared = { gate: mat(I, D, "sg"), up: mat(I, D, "su"), down: mat(D, I, "sd") };
     const compute = denseExpertCompute({ inDim: D, interDim: I, activation: "silu" });
@@ -152,18 +170,8 @@ describe("MoeLayer (48B shape, bf16, resident experts): native path = TS referen
         compute.run(e.bytes, e.location, x.subarray(t * D, (t + 1) * D), 1, y);
         for (let d = 0; d < D; d++) ref[t * D + d] = Math.fround(ref[t * D + d] + Math.fround(routing.weights[t * K + j] * y[d]));
       }
-    const g = shared.gate.apply(x, T, new Float32Array(T * I));
-    const u = shared.up.apply(x, T, new Float32Array(T * I));
-    applyGlu("silu", g, u, g, K3_SITU_BETAS);
-    const s = shared.down.apply(g, T, new Float32Array(T * D));
-    for (let i = 0; i < ref.length; i++) ref[i] = Math.fround(ref[i] + s[i]);
-    for (const level of levels())
-      for (const threads of [1, 2, 3]) {
-        setSimdLevel(level);
-        setThreadCount(threads);
-        const out = await layer.forward(x, T);
-        expect(Buffer.from(out.buffer, out.byteOffset, out.byteLength).equals(Buffer.from(ref.buffer)), `${level} x ${threads}`).toBe(true);
-      }
+    addShared(ref, shared, "silu", x, T);
+    await expectLayerBits(layer, x, T, ref);
   });
 });
 
@@ -186,7 +194,7 @@ function mxExpert(id: number, inDim: number, inter: number): { bytes: Uint8Array
 }
 
 /** run() per expert on its gathered rows, scattered to yRow (NaN where nothing is written). */
-function perExpert(compute: ReturnType<typeof mxfp4ExpertCompute>, ex: ReturnType<typeof mxExpert>[], counts: number[], X: Float32Array, xRow: Int32Array, yRow: Int32Array, yRows: number): Float32Array {
+function perExpert(compute: ExpertCompute, ex: ReturnType<typeof mxExpert>[], counts: number[], X: Float32Array, xRow: Int32Array, yRow: Int32Array, yRows: number): Float32Array {
   const { inDim } = compute;
   const ref = new Float32Array(yRows * inDim).fill(NaN);
   let r0 = 0;
@@ -302,13 +310,7 @@ describe("MoeLayer (K3 shape: latent, MXFP4 experts, SiTU, bf16 shared): batched
     const K = 4;
     const T = 3;
     const ex = Array.from({ length: E }, (_, id) => mxExpert(id, L, I));
-    const provider: ExpertProvider = {
-      request(layer, ids) {
-        const hs = Array.from(ids, (id): ExpertHandle => ({ layer, id, ...ex[id], source: "resident", readId: id, release() {} }));
-        return { handles: hs.map((h) => Promise.resolve(h)), async *completed() { yield* hs; } };
-      },
-    };
-    const mat = (r: number, c: number, n: string) => new Linear(n, { dtype: "BF16", data: toBf16(f32(r * c, 0.3)) }, r, c);
+    const provider = residentProvider(ex);
     const router = new Router({ numExperts: E, topK: K, routedScalingFactor: 1.0 }, mat(E, D, "gate"), f32(E, 0.1));
     const shared = { gate: mat(2 * I, D, "sg"), up: mat(2 * I, D, "su"), down: mat(D, 2 * I, "sd") };
     const latent = { down: mat(L, D, "down"), up: mat(D, L, "up"), norm: f32(L, 2), eps: 1e-5 };
@@ -330,18 +332,7 @@ describe("MoeLayer (K3 shape: latent, MXFP4 experts, SiTU, bf16 shared): batched
       }
     rmsNorm(r, latent.norm, latent.eps, r, L);
     const ref = latent.up.apply(r, T, new Float32Array(T * D));
-    const g = shared.gate.apply(x, T, new Float32Array(T * 2 * I));
-    const up = shared.up.apply(x, T, new Float32Array(T * 2 * I));
-    applyGlu("situ", g, up, g, K3_SITU_BETAS);
-    const s = shared.down.apply(g, T, new Float32Array(T * D));
-    for (let i = 0; i < ref.length; i++) ref[i] = Math.fround(ref[i] + s[i]);
-    for (const level of levels())
-      for (const threads of [1, 2, 3]) {
-        setSimdLevel(level);
-        setThreadCount(threads);
-        const out = await layer.forward(x, T);
-        expect(layer.lastStats!.uniqueExperts).toBeGreaterThan(K);
-        expect(Buffer.from(out.buffer, out.byteOffset, out.byteLength).equals(Buffer.from(ref.buffer)), `${level} x ${threads}`).toBe(true);
-      }
+    addShared(ref, shared, "situ", x, T);
+    await expectLayerBits(layer, x, T, ref, () => expect(layer.lastStats!.uniqueExperts).toBeGreaterThan(K));
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { bestSimdLevel, setSimdLevel, setThreadCount, type SimdLevel } from "@k3/dense";
+import { bestSimdLevel, type SimdLevel } from "@k3/dense";
 import * as dense from "@k3/dense";
 import {
   dequantize,
@@ -9,15 +9,11 @@ import {
   splitActivations,
   type Mxfp4Matrix,
 } from "../src/index.js";
-import { testedSimdLevels, bytesEqual, uniform } from "@k3/test-utils";
+import { testedSimdLevels, settingsSetter, bytesEqual, uniform } from "@k3/test-utils";
 import { elementF64, randomMatrix, referenceMatvec } from "./helpers.js";
 
 const available = testedSimdLevels(dense);
-
-function at(level: SimdLevel, threads: number) {
-  setSimdLevel(level);
-  setThreadCount(threads);
-}
+const at = settingsSetter(dense);
 
 describe("matvec", () => {
   it("reproduces the documented order bit for bit (JS reimplementation from the spec)", () => {

@@ -9,17 +9,13 @@
  */
 import { SafetensorsError, parseSafetensors, type Checkpoint } from "../src/index.js";
 import { independentCheck } from "./helpers.js";
+// A dependency-free module of @k3/test-utils (which depends on this package), imported by path.
+import { xorshift32 } from "../../test-utils/src/random.js";
 
+/** Values in (0, 1) from a xorshift32 stream started at `seed`. */
 export function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 4294967296;
-  };
+  const next = xorshift32(seed);
+  return () => next() / 4294967296;
 }
 
 const STRUCTURAL = [..."{}[]\",:0123456789 \\u-.eE"].map((c) => c.charCodeAt(0));

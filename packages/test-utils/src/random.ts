@@ -1,8 +1,8 @@
 /** Deterministic test data: the same seed gives the same values on every machine. */
 
-/** A xorshift32 stream seeded by `seed`: each call gives the next 32-bit state in [1, 2^32). */
-function xorshift32(seed: number): () => number {
-  let s = (seed * 2654435761) >>> 0 || 1;
+/** A xorshift32 stream from `state` (0 taken as 1): each call gives the next 32-bit state in [1, 2^32). */
+export function xorshift32(state: number): () => number {
+  let s = state >>> 0 || 1;
   return () => {
     s ^= s << 13;
     s >>>= 0;
@@ -13,10 +13,22 @@ function xorshift32(seed: number): () => number {
   };
 }
 
+/** A mulberry32 stream seeded by `seed`: each call gives the next value in [0, 1). */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 /** n uniform values in [lo, hi) from a xorshift32 stream seeded by `seed`. */
 export function uniform(n: number, lo: number, hi: number, seed: number): Float32Array {
   const out = new Float32Array(n);
-  const next = xorshift32(seed);
+  const next = xorshift32(seed * 2654435761);
   for (let i = 0; i < n; i++) out[i] = lo + (next() / 4294967296) * (hi - lo);
   return out;
 }
@@ -24,7 +36,7 @@ export function uniform(n: number, lo: number, hi: number, seed: number): Float3
 /** n bytes (the low 8 bits of the same xorshift32 stream as `uniform`). */
 export function randomBytes(n: number, seed: number): Uint8Array {
   const out = new Uint8Array(n);
-  const next = xorshift32(seed);
+  const next = xorshift32(seed * 2654435761);
   for (let i = 0; i < n; i++) out[i] = next() & 255;
   return out;
 }

@@ -23,6 +23,14 @@ export function simdLevelsUpTo<L extends string>(best: L): L[] {
   return LEVELS.slice(0, i + 1) as readonly string[] as L[];
 }
 
+/** A setter of the SIMD level and thread count the next kernel calls run at (`at("avx2", 3)`). */
+export function settingsSetter<L extends string>(dense: DenseSettings<L>): (level: L, threads: number) => void {
+  return (level, threads) => {
+    dense.setSimdLevel(level);
+    dense.setThreadCount(threads);
+  };
+}
+
 /**
  * The SIMD levels this CPU can run, scalar first, for a test file that sets levels and thread
  * counts itself: the level and thread count in force now are restored after the file's tests.

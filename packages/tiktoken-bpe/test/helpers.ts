@@ -5,6 +5,8 @@ import { fileURLToPath } from "node:url";
 import { get_encoding, type Tiktoken as FullTiktoken } from "tiktoken";
 import { Tiktoken } from "tiktoken/lite";
 import { getEncoding, KIMI_PATTERN, loadKimiTokenizer, nativeLoadError, type Tokenizer } from "../src/index.js";
+// A dependency-free module of @k3/test-utils (not a dependency of this package), imported by path.
+import { mulberry32 } from "../../test-utils/src/random.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const repoRoot = resolve(here, "../../..");
@@ -52,16 +54,7 @@ export function tokenizer(name: "cl100k_base" | "o200k_base" | "kimi", backend: 
 }
 
 /** Deterministic PRNG (mulberry32) so a failing fuzz case can be reproduced. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const rng = mulberry32;
 
 /** The hostile alphabet of docs/formats.md §2.4, plus case and script edges. */
 export const HOSTILE = [
