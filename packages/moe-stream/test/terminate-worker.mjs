@@ -1,5 +1,6 @@
 // Worker for worker-terminate.test.ts: reads a file through the native store as fast as it can,
-// with read() and readChecked() in synchronous bursts, until the parent terminates it mid-read.
+// with read() and readChecked() in synchronous bursts, every landed read checked through view(),
+// stats(), ref()/unref() and cancelPrefetch() on the way, until the parent terminates it mid-read.
 // Plain JavaScript, so a worker starts in milliseconds (no TypeScript loader to register).
 // workerData: { file, reads } — reads 0 = forever; else stop after that many reads, wait for every
 // completion and post what came back.
@@ -14,14 +15,24 @@ const { binding } = loadAddon("@k3/moe-stream", import.meta.url);
 const { file, reads } = workerData;
 const data = readFileSync(file);
 const free = [...Array(SLOTS).keys()];
+const asked = new Map(); // id -> [offset, length]
 let issued = 0;
 let done = 0;
 let failures = 0;
+let cancelled = 0; // queued prefetches dropped by cancelPrefetch(): not failures
 let wake = null;
 const store = new binding.NativeExpertStore([file], SLOT_BYTES, SLOTS, 4, true, 1, false, (d) => {
   done++;
+  const [offset, length] = asked.get(d.id);
+  asked.delete(d.id);
+  if (d.cancelled) cancelled++;
+  else if (d.status !== 0) failures++;
+  else {
+    // The landed bytes, through a view of the slot, against the file.
+    const got = new Uint8Array(store.view(d.slot * SLOT_BYTES, SLOT_BYTES), d.dataOffset, length);
+    if (Buffer.compare(got, data.subarray(offset, offset + length)) !== 0) failures++;
+  }
   free.push(d.slot);
-  if (d.status !== 0 || d.cancelled) failures++;
   if (wake && done === issued) wake();
 });
 store.ref();
@@ -37,6 +48,7 @@ function burst() {
     const slot = free.pop();
     const length = 1 + next(60 << 10);
     const offset = next(data.length - length);
+    asked.set(id, [offset, length]);
     if (id % 4 === 0) {
       const crc = crc32(data.subarray(offset, offset + length));
       store.readChecked(`load ${id}`, [["t", offset, length, crc]], [[id, 0, offset, length, slot]], false);
@@ -48,9 +60,12 @@ function burst() {
 
 for (let round = 0; reads === 0 || issued < reads; round++) {
   burst();
+  store.unref();
+  store.ref();
+  if (store.stats().reads < 0 || store.cancelPrefetch() < 0) failures++;
   if (round === 0) parentPort.postMessage({ type: "reading" });
   await new Promise((r) => setImmediate(r));
 }
 if (done < issued) await new Promise((r) => (wake = r));
 store.close();
-parentPort.postMessage({ type: "done", issued, done, failures });
+parentPort.postMessage({ type: "done", issued, done, failures, cancelled });

@@ -443,30 +443,28 @@ class Store : public Napi::ObjectWrap<Store> {
         return Napi::Value();
     }
 
+    // cancelPrefetch, stats, view, ref and unref run beside every read too: raw N-API as read(),
+    // each returning undefined quietly when N-API refuses (a terminating env).
     Napi::Value CancelPrefetch(const Napi::CallbackInfo &info) {
-        if (!pool_) return Napi::Number::New(info.Env(), 0);
-        return Napi::Number::New(info.Env(), k3_read_pool_cancel_prefetch(pool_));
+        napi_value n;
+        if (napi_create_double(info.Env(), pool_ ? k3_read_pool_cancel_prefetch(pool_) : 0, &n) != napi_ok) return Napi::Value();
+        return Napi::Value(info.Env(), n);
     }
 
     Napi::Value Stats(const Napi::CallbackInfo &info) {
-        Napi::Env env = info.Env();
-        Napi::Object o = Napi::Object::New(env);
+        napi_env env = info.Env();
         k3_read_pool_stats st = {};
         if (pool_) k3_read_pool_stats_get(pool_, &st);
-        o["reads"] = Napi::Number::New(env, (double)st.reads);
-        o["deviceBytes"] = Napi::Number::New(env, (double)st.device_bytes);
-        o["requestedBytes"] = Napi::Number::New(env, (double)st.requested_bytes);
-        o["directReads"] = Napi::Number::New(env, (double)st.direct_reads);
-        o["bufferedReads"] = Napi::Number::New(env, (double)st.buffered_reads);
-        o["busyNs"] = Napi::Number::New(env, (double)st.busy_ns);
-        o["inflight"] = Napi::Number::New(env, st.inflight);
-        o["queuedDemand"] = Napi::Number::New(env, st.queued_demand);
-        o["queuedPrefetch"] = Napi::Number::New(env, st.queued_prefetch);
-        o["engine"] = Napi::String::New(env, st.engine == K3_ENGINE_IN_USE_URING_SQPOLL ? "io_uring+sqpoll"
-                                              : st.engine == K3_ENGINE_IN_USE_URING ? "io_uring" : "pread");
-        o["engineNote"] = Napi::String::New(env, st.engine_note);
-        o["nowNs"] = Napi::Number::New(env, (double)k3_now_ns());
-        return o;
+        const char *engine = st.engine == K3_ENGINE_IN_USE_URING_SQPOLL ? "io_uring+sqpoll" : st.engine == K3_ENGINE_IN_USE_URING ? "io_uring" : "pread";
+        napi_value o;
+        bool ok = napi_create_object(env, &o) == napi_ok && set_number(env, o, "reads", (double)st.reads) &&
+                  set_number(env, o, "deviceBytes", (double)st.device_bytes) && set_number(env, o, "requestedBytes", (double)st.requested_bytes) &&
+                  set_number(env, o, "directReads", (double)st.direct_reads) && set_number(env, o, "bufferedReads", (double)st.buffered_reads) &&
+                  set_number(env, o, "busyNs", (double)st.busy_ns) && set_number(env, o, "inflight", st.inflight) &&
+                  set_number(env, o, "queuedDemand", st.queued_demand) && set_number(env, o, "queuedPrefetch", st.queued_prefetch) &&
+                  set_string(env, o, "engine", engine) && set_string(env, o, "engineNote", st.engine_note) &&
+                  set_number(env, o, "nowNs", (double)k3_now_ns());
+        return ok ? Napi::Value(env, o) : Napi::Value();
     }
 
     // injectFault(afterReads, kind): "eio" | "short" | "direct-einval" | "split"
@@ -497,12 +495,12 @@ class Store : public Napi::ObjectWrap<Store> {
     }
 
     Napi::Value Ref(const Napi::CallbackInfo &info) {
-        if (pool_) tsfn_.Ref(info.Env());
-        return info.Env().Undefined();
+        if (pool_) napi_ref_threadsafe_function(info.Env(), tsfn_);
+        return Napi::Value();
     }
     Napi::Value Unref(const Napi::CallbackInfo &info) {
-        if (pool_) tsfn_.Unref(info.Env());
-        return info.Env().Undefined();
+        if (pool_) napi_unref_threadsafe_function(info.Env(), tsfn_);
+        return Napi::Value();
     }
 
     Napi::Value Close(const Napi::CallbackInfo &info) {
@@ -513,25 +511,30 @@ class Store : public Napi::ObjectWrap<Store> {
     // view(byteOffset, byteLength) -> ArrayBuffer over that range of the arena (at most
     // k3::kMaxExternalBytes); it keeps the arena alive until it is collected.
     Napi::Value View(const Napi::CallbackInfo &info) {
-        Napi::Env env = info.Env();
+        napi_env env = info.Env();
         const char *fn = "ExpertStore.view";
-        if (!arena_ || !pool_) return k3::fail(env, fn, "the store is closed"), env.Undefined();
-        size_t offset, length;
-        if (!k3::get_size(info, 0, fn, "byteOffset", &offset) || !k3::get_size(info, 1, fn, "byteLength", &length))
-            return env.Undefined();
+        if (!arena_ || !pool_) return raw_fail(env, fn, "the store is closed"), Napi::Value();
+        uint64_t offset, length;
+        if (!raw_integer(env, info[0], fn, "argument 'byteOffset'", &offset) || !raw_integer(env, info[1], fn, "argument 'byteLength'", &length))
+            return Napi::Value();
         if (offset > arena_->bytes || length > arena_->bytes - offset || length == 0)
-            return k3::fail(env, fn, "range [" + std::to_string(offset) + ", +" + std::to_string(length) + ") is not inside the " +
+            return raw_fail(env, fn, "range [" + std::to_string(offset) + ", +" + std::to_string(length) + ") is not inside the " +
                                          std::to_string(arena_->bytes) + "-byte arena", true),
-                   env.Undefined();
+                   Napi::Value();
         if (length > k3::kMaxExternalBytes)
-            return k3::fail(env, fn, "byteLength " + std::to_string(length) + " is above the " + std::to_string(k3::kMaxExternalBytes) +
+            return raw_fail(env, fn, "byteLength " + std::to_string(length) + " is above the " + std::to_string(k3::kMaxExternalBytes) +
                                          " bytes one JS buffer can hold", true),
-                   env.Undefined();
+                   Napi::Value();
         arena_->refs.fetch_add(1);
         napi_value ab;
-        // On failure Node 20 still runs the finalizer (later), which drops the reference taken above.
-        if (napi_create_external_arraybuffer(env, arena_->data + offset, length, arena_view_finalize, arena_, &ab) != napi_ok)
-            return k3::fail(env, fn, "cannot create a view of the arena"), env.Undefined();
+        napi_status status = napi_create_external_arraybuffer(env, arena_->data + offset, length, arena_view_finalize, arena_, &ab);
+        if (status != napi_ok) {
+            // Refused up front (napi_pending_exception: an exception pending, or JS cannot run in a
+            // terminating env): nothing was made, no finalizer will drop the reference taken above.
+            // Any later failure comes after the buffer was made: Node 20 runs its finalizer (later).
+            if (status == napi_pending_exception) arena_release(arena_);
+            return raw_fail(env, fn, "cannot create a view of the arena"), Napi::Value();
+        }
         return Napi::Value(env, ab);
     }
 
