@@ -215,6 +215,11 @@ export class Model {
   private readonly expertBytes: number;
   /** Where the checkpoint's shards are (reopened only to name a non-finite weight). */
   private readonly shardDirs: readonly string[] | undefined;
+  /** Gives the preloaded weights' pages back (set by Model.load; null once done or when not preloaded). */
+  private releaseResident: (() => void) | null = null;
+  private closed = false;
+  /** Forwards running now: close() frees nothing they read until the last one ends. */
+  private activeForwards = 0;
 
   private constructor(dir: string, cfg: ModelConfig, src: WeightSource, options: LoadOptions, store: ExpertStore | null, streamer: TrunkStreamer | null, expertBytes = 0) {
     this.experts = store;
@@ -470,6 +475,7 @@ export class Model {
       const t0 = performance.now();
       const ru0 = process.resourceUsage();
       let source: WeightSource = src;
+      let release: (() => void) | null = null;
       let method = "per-tensor positioned reads (node fs)";
       let readSeconds = 0;
       let tensorBytes = 0;
@@ -481,6 +487,7 @@ export class Model {
         const names = residentNames(src, cfg, (l) => !streamer || pinned.has(l), !options.streamEmbedHead);
         const pre = preloadWeights(src, names, options.preload ?? {});
         source = pre.source;
+        release = pre.release;
         const s = pre.stats;
         readSeconds = s.seconds;
         tensorBytes = s.bytes;
@@ -490,6 +497,7 @@ export class Model {
         method = `read pool ${s.engine} x${s.readers}, ${s.pieceBytes / 2 ** 20} MiB pieces, ${s.directReads > 0 && s.bufferedReads === 0 ? "O_DIRECT" : s.directReads > 0 ? "O_DIRECT + buffered" : "buffered"}, prefault ${s.prefault}${s.populateThreads > 0 ? ` x${s.populateThreads} (${s.populateSeconds.toFixed(2)} s faulting)` : ""}, reads in flight ${s.readBusySeconds.toFixed(2)} s, ${s.blocks} blocks`;
       }
       const model = new Model(dir, cfg, source, options, store, streamer, expertBytes);
+      model.releaseResident = release;
       source.close();
       const ru1 = process.resourceUsage();
       // The ceiling runs are not part of the load; their CPU and faults are (small: reused buffers).
@@ -514,11 +522,25 @@ export class Model {
     }
   }
 
-  /** Releases the expert store (its arena and file handles). */
+  /**
+   * Releases the stores (arenas, reader threads, file handles) and gives the resident weights'
+   * memory back to the kernel at once, not when their views are collected (a second load in the
+   * same process then plans with that memory: a 48B-shaped `auto` load after close() planned 6
+   * expert slots per layer instead of 256 while 13 GB still waited for the GC). A forward in
+   * flight finishes first (its weights must not turn to zeros under it); later forwards throw.
+   */
   close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.activeForwards === 0) this.release();
+  }
+
+  private release(): void {
     this.experts?.close();
     this.streamer?.close();
     this.stream?.reader.close();
+    this.releaseResident?.();
+    this.releaseResident = null;
   }
 
   newState(): ModelState {
@@ -858,6 +880,16 @@ export class Model {
    * position [V], of every position [T·V] with `allLogits`, or of positions logitsFrom.. with `logitsFrom`.
    */
   async forward(ids: number[], state: ModelState, opts: ForwardOptions = {}): Promise<Float32Array> {
+    if (this.closed) throw new UsageError("the model is closed (close() was called)");
+    this.activeForwards++;
+    try {
+      return await this.forwardOpen(ids, state, opts);
+    } finally {
+      if (--this.activeForwards === 0 && this.closed) this.release();
+    }
+  }
+
+  private async forwardOpen(ids: number[], state: ModelState, opts: ForwardOptions): Promise<Float32Array> {
     if (ids.length === 0) throw new UsageError("forward needs at least one token id");
     const from = opts.noLogits ? ids.length : opts.allLogits ? 0 : (opts.logitsFrom ?? ids.length - 1);
     if (!Number.isInteger(from) || from < 0 || from > ids.length) throw new UsageError(`forward: logitsFrom ${opts.logitsFrom} is outside [0, ${ids.length - 1}]`);

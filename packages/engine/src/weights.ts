@@ -118,6 +118,8 @@ export interface PreloadOptions {
 /** What a resident load did: bytes, time, the read setup and (optionally) the ceiling of the same reads. */
 export interface PreloadResult {
   source: WeightSource;
+  /** Gives the resident blocks' memory back to the kernel now (the views then read as zeros). */
+  release: () => void;
   stats: ResidentLoadStats;
   /** GB/s of the same reads by the same engine, page cache dropped per file (best of before and after); null when not measured. */
   ceilingGbps: number | null;
@@ -264,7 +266,7 @@ export function preloadWeights(src: WeightSource, names: readonly string[], opts
   const runs = [before, after].filter((x) => x !== null);
   const ceilingGbps = runs.length > 0 ? Math.max(...runs.map((x) => load.stats.blockBytes / x!.seconds / 1e9)) : null;
   const ceilingRunsGbps = runs.map((x) => load.stats.blockBytes / x!.seconds / 1e9);
-  return { source: new ResidentSource(src, views, load.stats.blockBytes), stats: load.stats, ceilingGbps, ceilingSeconds, ceilingRunsGbps, fresh };
+  return { source: new ResidentSource(src, views, load.stats.blockBytes), release: () => load.release(), stats: load.stats, ceilingGbps, ceilingSeconds, ceilingRunsGbps, fresh };
 }
 
 /** The load's ceilings, one at a time: "disk" (reused buffer, loadCeiling), the same reads into fresh memory, or backing alone. */

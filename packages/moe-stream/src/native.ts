@@ -151,6 +151,8 @@ export interface MoeStreamBinding {
       readBusySeconds: number;
     };
   };
+  /** Gives a resident block's whole pages back to the kernel now; the buffer stays valid and reads as zeros. */
+  releasePages(buffer: ArrayBuffer): void;
   poolBench(paths: string[], file: Uint32Array, offset: Float64Array, length: Float64Array, qd: number, engine: "io_uring" | "pread", direct: boolean): { bytes: number; seconds: number; cpuSeconds: number; engine: "io_uring" | "pread" };
 }
 

@@ -299,6 +299,10 @@ class Store : public Napi::ObjectWrap<Store> {
             tsfn_.Release();
         }
         CloseFiles();
+        // An explicit close() (env set) gives the memory back now: JS views of the arena are freed
+        // only when collected, which could hold gigabytes for seconds after close() and make the
+        // next load plan with memory that is about to come back. The views stay valid (zeros).
+        if (env && arena_) k3_release_pages(arena_->data, arena_->bytes);
         DropArena(env);  // after the readers are joined: nothing writes into it any more
     }
 
@@ -956,6 +960,25 @@ static Napi::Value Crc32Combine(const Napi::CallbackInfo &info) {
     return Napi::Number::New(info.Env(), k3_crc32_combine((uint32_t)a, (uint32_t)b, n));
 }
 
+// releasePages(arrayBuffer): the whole pages of a buffer this addon made (resident blocks) go back
+// to the kernel now; the buffer stays valid and reads as zeros (raw N-API: nothing here may throw
+// past a failed status).
+static napi_value ReleasePages(napi_env env, napi_callback_info info) {
+    size_t argc = 1;
+    napi_value argv[1];
+    if (napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr) != napi_ok) return nullptr;
+    bool is_ab = false;
+    if (argc < 1 || napi_is_arraybuffer(env, argv[0], &is_ab) != napi_ok || !is_ab) {
+        napi_throw_type_error(env, nullptr, "releasePages: expected an ArrayBuffer");
+        return nullptr;
+    }
+    void *data = nullptr;
+    size_t length = 0;
+    if (napi_get_arraybuffer_info(env, argv[0], &data, &length) != napi_ok) return nullptr;
+    k3_release_pages(static_cast<uint8_t *>(data), length);
+    return nullptr;
+}
+
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     RegisterCompute(env, exports);
     exports["simulateUringUnavailable"] = Napi::Function::New(env, SimulateUringUnavailable);
@@ -966,6 +989,9 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["NativeExpertStore"] = Store::Define(env);
     exports["supersetBytes"] = Napi::Function::New(env, SupersetBytes);
     exports["loadResident"] = Napi::Function::New(env, LoadResident);
+    napi_value release_pages;
+    if (napi_create_function(env, "releasePages", NAPI_AUTO_LENGTH, ReleasePages, nullptr, &release_pages) == napi_ok)
+        exports["releasePages"] = Napi::Value(env, release_pages);
     exports["alignedBuffer"] = Napi::Function::New(env, AlignedBuffer);
     exports["dioAlignment"] = Napi::Function::New(env, DioAlignment);
     exports["synthBlock"] = Napi::Function::New(env, SynthBlock);

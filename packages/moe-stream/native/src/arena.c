@@ -27,3 +27,12 @@ uint8_t *k3_arena_alloc(uint64_t bytes, uint32_t align, int prefault) {
 }
 
 void k3_arena_free(uint8_t *arena) { free(arena); }
+
+void k3_release_pages(uint8_t *p, uint64_t bytes) {
+    if (!p || bytes == 0) return;
+    const uintptr_t page = 4096;
+    /* Whole pages only: a partial page at either end may hold someone else's bytes. */
+    uintptr_t start = ((uintptr_t)p + page - 1) & ~(page - 1);
+    uintptr_t end = ((uintptr_t)p + (uintptr_t)bytes) & ~(page - 1);
+    if (end > start) madvise((void *)start, end - start, MADV_DONTNEED);
+}

@@ -3,8 +3,8 @@
  * ring can pass 4 GiB, and Node 20 caps one external ArrayBuffer / typed array at 2^32 bytes):
  * each region (a slot, a pinned layer's chunks) gets its own view, made on first use. A region
  * above the cap is served by one view per requested range instead. Each view keeps the arena
- * alive on its own, so a view outlives close() safely; the arena is freed when the store is closed
- * (or collected) and the last view is collected.
+ * alive on its own, so a view outlives close() safely: close() gives the arena's pages back to the
+ * kernel at once (the view then reads zeros) and the address range goes when the last view is collected.
  *
  * With `arenaBytes` (the ExpertStore's cache: thousands of slots), the arena is instead covered up
  * front by a few windows of WINDOW_BYTES starting every WINDOW_BYTES / 2, and a range of at most

@@ -80,6 +80,11 @@ export interface ResidentLoad {
   readonly stats: ResidentLoadStats;
   /** The blocks as read: file, [start, end). For measuring the same reads again (loadCeiling). */
   readonly blocks: ReadonlyArray<{ file: string; start: number; end: number }>;
+  /**
+   * Gives the blocks' memory back to the kernel now, instead of when the last view is collected
+   * (a model's close()). Views stay valid and read as zeros afterwards; calling it twice is harmless.
+   */
+  release(): void;
 }
 
 const MIB = 1 << 20;
@@ -168,6 +173,9 @@ export function loadResidentRanges(ranges: readonly ResidentRange[], opts: Resid
       pieceBytes,
       readers,
       direct,
+    },
+    release(): void {
+      for (const block of r.blocks) native.releasePages(block);
     },
     view(i: number): Uint8Array {
       const b = of[i];
