@@ -44,7 +44,9 @@ interface ChildResult {
 }
 
 async function child(cfg: { model: string; preset: string; trunk: string | null }): Promise<void> {
-  const engine = await Engine.load(cfg.model, { preset: cfg.preset as "auto", trunkDir: cfg.trunk ?? undefined, floor: true, log: (l) => process.stderr.write(l + "\n") });
+  // The warm fills the expert cache's empty slots before the runs (steady state: a server's cache
+  // after its first requests); its figures are in each report (report.warm).
+  const engine = await Engine.load(cfg.model, { preset: cfg.preset as "auto", trunkDir: cfg.trunk ?? undefined, floor: true, warm: "wait", log: (l) => process.stderr.write(l + "\n") });
   try {
     const V = engine.tokenizer.nRanks;
     const prompt = (n: number, salt: number) => Array.from({ length: n }, (_, i) => (i * 7919 + salt) % V);
@@ -252,7 +254,9 @@ function render(model: string, rows: Row[], when = new Date()): string {
     const c = row.result;
     if (!c) continue;
     out.push("");
-    out.push(`**${row.name}** (decode: ${c.run64.per_kind.embed.decode.tokens} tokens after a 64-token prefill; batched GEMM bf16 [${GEMM_SHAPE.rows}, ${GEMM_SHAPE.cols}] x 64: ${c.gemm64.gflops.toFixed(0)} GFLOP/s = ${(c.gemm64.bytes_per_second / 1e9).toFixed(1)} GB/s of weights; child ${row.seconds.toFixed(0)} s)`);
+    const w = c.run64.warm;
+    const warm = w ? `expert cache warmed first: ${w.experts} experts, ${formatBytes(w.bytes)} in ${w.seconds!.toFixed(1)} s = ${w.gbps!.toFixed(2)} GB/s; ` : "";
+    out.push(`**${row.name}** (${warm}decode: ${c.run64.per_kind.embed.decode.tokens} tokens after a 64-token prefill; batched GEMM bf16 [${GEMM_SHAPE.rows}, ${GEMM_SHAPE.cols}] x 64: ${c.gemm64.gflops.toFixed(0)} GFLOP/s = ${(c.gemm64.bytes_per_second / 1e9).toFixed(1)} GB/s of weights; child ${row.seconds.toFixed(0)} s)`);
     out.push("");
     out.push(...perKindTable(c.run64, c.run64));
     const th = c.run64.decode_threads;

@@ -7,12 +7,12 @@
  * Greedy and seeded sampling are deterministic; K3 stops on both [EOS] and <|end_of_msg|>
  * (Kimi-Linear on [EOS] and <|im_end|>); an AbortSignal is honoured between layers.
  */
-import { formatBytes } from "@k3/native";
+import { formatBytes, ProgressMeter } from "@k3/native";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { basename, join } from "node:path";
 import { setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
-import { checkTrunkSource, readTrunkManifest } from "@k3/moe-stream";
+import { checkTrunkSource, readTrunkManifest, type WarmResult, type WarmTask } from "@k3/moe-stream";
 import { encodeChat, loadKimiTokenizer, type ChatMessage, type Tokenizer } from "@k3/tiktoken-bpe";
 import { censusOf, type Census } from "./census.js";
 import { checkTokenizerMatch, configFingerprint, fnv1a64, isMoeLayer, readConfig, withLayers, type ModelConfig } from "./config.js";
@@ -24,7 +24,7 @@ import { EXPERT_READERS, HEAD_PIECE_BYTES, HEAD_READERS, Model, TRUNK_READERS, t
 import { DEFAULT_PROMPT_CACHE_BYTES, PromptCache, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
 import { budgetsFor, checkContextFits, checkPlanFits, formatPlan, planMemory, readMemInfo, headChunkRowsFor, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
 import { afterPlans, measureCeilings, measureCeilingsAfter, type FloorSetup, type SourcePlan } from "./floor.js";
-import { buildReport, emptyCounters, refloorReport, type Ceilings, type RunCounters, type RunReport } from "./report.js";
+import { buildReport, emptyCounters, refloorReport, type Ceilings, type RunCounters, type RunReport, type WarmReport } from "./report.js";
 import { Sampler, type SamplingOptions, type TokenConstraint } from "./sampler.js";
 import { finishGemvProbe, gemvProbeEnabled, startGemvProbe, type GemvProbeReport } from "./gemv-probe.js";
 import { cpuSnapshot, threadCpuBetween, type CpuSnapshot, type ThreadCpuReport } from "./thread-cpu.js";
@@ -67,6 +67,7 @@ function checkEngineOptions(o: EngineOptions): void {
   if (o.simd !== undefined) checkChoice("--simd", CHOICES.simd, o.simd);
   if (o.kdaCore !== undefined) checkChoice("--kda-core", CHOICES.kdaCore, o.kdaCore);
   if (o.loadMethod !== undefined) checkChoice("--load-method", CHOICES.loadMethod, o.loadMethod);
+  if (o.warm !== undefined) checkChoice("--warm", CHOICES.warm, o.warm);
   if (o.onExpertError !== undefined) checkChoice("--on-expert-error", CHOICES.onExpertError, o.onExpertError);
 }
 
@@ -128,8 +129,17 @@ export interface EngineOptions {
   loadMethod?: "pool" | "per-tensor";
   /** Also measure the load's ceiling: the same reads by the same engine, page cache dropped, before and after (report.load.ceiling_gbps). */
   loadCeiling?: boolean;
-  /** Progress of long loads (at least 512 MiB): bytes, rate, ETA (`progressPrinter` from @k3/native draws a bar). */
+  /** Progress of long loads (at least 512 MiB) and of a warm that load() waits for: bytes, rate, ETA (`progressPrinter` from @k3/native draws a bar). */
   onLoadProgress?: (p: Progress) => void;
+  /**
+   * Fill the expert cache ahead of use (`--warm`): each MoE layer's empty cache slots take that
+   * layer's experts in disk order (all of them where the plan's cache holds every expert: decode
+   * then reads nothing from disk). "auto" (default) reads in the background, two at a time behind
+   * the run's own reads; "wait" reads before load() returns, at full queue depth, with progress;
+   * "off" never. A warm never evicts: experts the run routes to replace unused warmed ones (LRU).
+   * I/O only: the output is unchanged.
+   */
+  warm?: "auto" | "wait" | "off";
   /**
    * Measure the memory-read and disk-read ceilings before loading (a few seconds; `--floor`, on by
    * default for `k3 bench`): every run report then has its floor and ratio (report.floor).
@@ -233,10 +243,11 @@ interface DecodeStart {
   hits: number;
   prefetchIssued: number;
   prefetchHits: number;
+  warmBytes: number;
 }
 
 function decodeStart(c: RunCounters): DecodeStart {
-  return { ...c.bytesRead, requests: c.expertRequests, hits: c.expertResidentHits, prefetchIssued: c.prefetchIssued, prefetchHits: c.expertPrefetchHits };
+  return { ...c.bytesRead, requests: c.expertRequests, hits: c.expertResidentHits, prefetchIssued: c.prefetchIssued, prefetchHits: c.expertPrefetchHits, warmBytes: c.warmBytesRead };
 }
 
 export class Engine {
@@ -380,7 +391,49 @@ export class Engine {
     engine.floorSetup = setup;
     // The after-run expert ceiling reads the experts the run was routed to.
     if (setup) model.routedSeen = new Set();
+    await engine.startWarm(options);
     return engine;
+  }
+
+  /** The expert-cache warm (EngineOptions.warm): its task, and how it ended once it has; null when none was started. */
+  warm: { mode: WarmReport["mode"]; task: WarmTask; result: WarmResult | null } | null = null;
+
+  /** Starts the warm EngineOptions.warm asks for; with "wait", returns when it is done. */
+  private async startWarm(options: EngineOptions): Promise<void> {
+    const mode = options.warm ?? "auto";
+    const n = this.config.moe.numExperts;
+    if (mode === "off" || !this.model.experts) return;
+    const slots = Math.min(n, this.plan.cacheSlotsPerLayer);
+    if (slots === 0) {
+      if (mode === "wait") options.log?.("expert cache warm: nothing to warm: the plan has no expert cache (0 slots per MoE layer)");
+      return;
+    }
+    const wait = mode === "wait";
+    const meter = new ProgressMeter("warming the expert cache", this.census.moeLayers * slots * this.census.expertBytes);
+    let shown = 0;
+    const onProgress = wait && options.onLoadProgress
+      ? (p: { experts: number; total: number; bytes: number }) => {
+          meter.add(p.bytes - shown);
+          shown = p.bytes;
+          options.onLoadProgress!(meter.snapshot(`${p.experts}/${this.census.moeLayers * slots} experts`, p.experts === this.census.moeLayers * slots));
+        }
+      : undefined;
+    const task = this.model.warmExperts({ priority: wait ? "demand" : "low", inflight: wait ? EXPERT_READERS : 2, onProgress })!;
+    const warm = (this.warm = { mode: wait ? "wait" : "background", task, result: null as WarmResult | null });
+    const ended = task.done.then((r) => (warm.result = r));
+    if (!wait) return;
+    const r = await ended;
+    this.model.forgetExpertReads();
+    options.log?.(`expert cache warm: ${r.experts} experts (${slots} of ${n} per MoE layer, ${formatBytes(r.bytes)}) in ${r.seconds.toFixed(2)} s = ${(r.bytes / Math.max(r.seconds, 1e-9) / 1e9).toFixed(2)} GB/s${r.failed ? `; ${r.failed} reads failed (${r.error}): those experts are read on demand` : ""}`);
+  }
+
+  /** The warm's figures for a run report (null when none was started). */
+  private warmReport(): WarmReport | null {
+    const w = this.warm;
+    if (!w) return null;
+    const r = w.result;
+    const p = r ?? { ...w.task.progress(), failed: 0, cancelled: false, seconds: 0 };
+    return { mode: w.mode, done: r !== null, experts: p.experts, total: p.total, bytes: p.bytes, seconds: r ? r.seconds : null, gbps: r ? r.bytes / Math.max(r.seconds, 1e-9) / 1e9 : null, failed: p.failed, cancelled: p.cancelled };
   }
 
   /** Encodes plain text (specials are NOT interpreted: literal "<|open|>" stays text). */
@@ -622,6 +675,7 @@ export class Engine {
       decodeExpertRequests: counters.expertRequests - d.requests,
       decodeExpertHits: counters.expertResidentHits - d.hits,
       decodeUnusedPrefetches: Math.max(0, counters.prefetchIssued - d.prefetchIssued - (counters.expertPrefetchHits - d.prefetchHits)),
+      decodeWarmBytes: counters.warmBytesRead - d.warmBytes,
       allocated: this.model.allocations(),
     };
     return buildReport({
@@ -637,6 +691,7 @@ export class Engine {
       wallSeconds: wall,
       io: { prefetch: this.model.prefetch, pieceBytes: this.model.pieceBytes, engine: store?.engine, engineNote: store?.engineNote },
       load: this.model.loadStats,
+      warm: this.warmReport(),
       ceilings: this.ceilings,
       planCheck,
       decodeThreads,

@@ -17,7 +17,7 @@ import { loadGluMlp } from "./layers/mlp.js";
 import { MoeFfn } from "./layers/moe.js";
 import type { ExpertTraceRecorder } from "./cache-trace.js";
 import type { ReadPattern } from "./floor.js";
-import { checkpointIndex, ExpertStore, MoeLayer, RangeReader, TrunkStreamer, type TrunkLayer } from "@k3/moe-stream";
+import { checkpointIndex, ExpertStore, MoeLayer, RangeReader, TrunkStreamer, type TrunkLayer, type WarmOptions, type WarmTask } from "@k3/moe-stream";
 import { expertIoSlotsFor, prefetchSlotsFor, type PlanParts } from "./presets.js";
 import { emptyCounters, type ReportKind, type Phase, type RunCounters } from "./report.js";
 import { classifyName, KIND_SHARED, KIND_TRUNK } from "@k3/safetensors";
@@ -211,6 +211,8 @@ export class Model {
   phase: Phase = "prefill";
   /** The expert store's deviceBytes already counted (takeExpertReads). */
   private expertDeviceSeen = 0;
+  /** The same for the store's warmBytes (a background warm's share of them). */
+  private expertWarmSeen = 0;
   /** Bytes of one routed expert (its three matrices as stored), 0 without MoE layers. */
   private readonly expertBytes: number;
   /** Where the checkpoint's shards are (reopened only to name a non-finite weight). */
@@ -390,11 +392,29 @@ export class Model {
    */
   private takeExpertReads(): number {
     if (!this.experts) return 0;
-    const now = this.experts.stats().deviceBytes;
-    const d = now - this.expertDeviceSeen;
-    this.expertDeviceSeen = now;
+    const st = this.experts.stats();
+    const d = st.deviceBytes - this.expertDeviceSeen;
+    this.expertDeviceSeen = st.deviceBytes;
     this.counters.bytesRead.experts += d;
+    this.counters.warmBytesRead += st.warmBytes - this.expertWarmSeen;
+    this.expertWarmSeen = st.warmBytes;
     return d;
+  }
+
+  /** Every routed expert of every MoE layer into the expert cache, ahead of use (ExpertStore.warm); null without an expert store. */
+  warmExperts(opts: WarmOptions): WarmTask | null {
+    if (!this.experts) return null;
+    const n = this.cfg.moe.numExperts;
+    const list = [...Array(this.cfg.numLayers).keys()].filter((l) => isMoeLayer(this.cfg, l)).flatMap((layer) => Array.from({ length: n }, (_, id) => ({ layer, id })));
+    return this.experts.warm(list, opts);
+  }
+
+  /** The expert reads so far are charged to no layer (a warm the load waited for is not part of any run). */
+  forgetExpertReads(): void {
+    if (!this.experts) return;
+    const st = this.experts.stats();
+    this.expertDeviceSeen = st.deviceBytes;
+    this.expertWarmSeen = st.warmBytes;
   }
 
   /** Adds to the per-kind counters of the current phase. */

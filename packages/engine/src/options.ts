@@ -73,6 +73,7 @@ export const CHOICES = {
   simd: ["scalar", "avx2", "avx512"],
   kdaCore: ["auto", "recurrent", "chunked"],
   loadMethod: ["pool", "per-tensor"],
+  warm: ["auto", "wait", "off"],
   onExpertError: ["drop", "fail"],
   effort: ["low", "high", "max"],
 } as const;

@@ -246,7 +246,7 @@ export interface MemoryPlan {
   expectedBytesPerToken: number;
   /** The same, by source: streamed trunk layers, routed experts (cold), embed row + lm_head when streamed. */
   expectedReads: { trunk: number; experts: number; embedHead: number };
-  /** One routed expert read as the device moves it (the expert plus its aligned-superset page); 0 without experts. */
+  /** One routed expert read as the device moves it on average (the expert plus its aligned-superset page); 0 without experts. */
   expertReadBytes: number;
   /** Planned resident bytes, by part (printed through PLAN_PART_NAMES, in their order). */
   parts: PlanParts;

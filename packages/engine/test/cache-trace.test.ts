@@ -11,7 +11,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const k3 = captureCli;
 
-const RUN = ["run", "--model", TINY_K3, "--prompt", "hello there", "--max-tokens", "10", "--threads", "1", "--quiet"];
+// A cold cache, as the simulator's: no warm filling it ahead of the run.
+const RUN = ["run", "--model", TINY_K3, "--prompt", "hello there", "--max-tokens", "10", "--threads", "1", "--quiet", "--warm", "off"];
 
 /** One traced run at `cacheGb`; returns the run report, the trace and the cache-sim JSON at the run's own size. */
 async function traced(name: string, cacheGb: string) {

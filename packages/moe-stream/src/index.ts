@@ -19,6 +19,10 @@ export {
   type ExpertRequest,
   type ExpertSource,
   type ExpertStoreStats,
+  type WarmOptions,
+  type WarmProgress,
+  type WarmResult,
+  type WarmTask,
 } from "./store/expert-store.js";
 export {
   denseExpertCompute,

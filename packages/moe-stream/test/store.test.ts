@@ -181,6 +181,96 @@ describe("ExpertStore cache", () => {
   });
 });
 
+describe("ExpertStore warm", () => {
+  const all = (layers: number[]) => layers.flatMap((layer) => Array.from({ length: spec.experts }, (_, id) => ({ layer, id })));
+
+  it("fills every layer's cache in the background; later requests are resident hits with the right bytes, no further reads", async () => {
+    const store = ExpertStore.open({ experts, slotsPerLayer: spec.experts, ioSlots: 4, readers: 4 });
+    try {
+      const seen: number[] = [];
+      const task = store.warm(all(spec.layers), { onProgress: (p) => seen.push(p.experts) });
+      const r = await task.done;
+      const n = spec.layers.length * spec.experts;
+      expect(r).toMatchObject({ experts: n, total: n, skipped: 0, failed: 0, error: null, cancelled: false, bytes: n * expertBytes(spec.latent, spec.inter) });
+      expect(seen).toEqual(Array.from({ length: n }, (_, i) => i + 1));
+      expect(spec.layers.every((l) => Array.from({ length: spec.experts }, (_, id) => id).every((id) => store.isResident(l, id)))).toBe(true);
+      const reads = store.stats().reads;
+      expect(store.stats().warmBytes).toBe(store.stats().deviceBytes); // every read so far was the warm's
+      const got = await getAll(store, 3, [23, 0, 11]);
+      expect(got.every((h) => h.source === "resident")).toBe(true);
+      const s = store.stats();
+      expect(s.reads).toBe(reads);
+      expect(s.bytesRequested).toBe(0); // warm reads are not demand bytes
+      expect(s.evictions).toBe(0);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("never evicts: stops at each layer's room and skips what is already resident", async () => {
+    const store = ExpertStore.open({ experts, slotsPerLayer: 5, ioSlots: 4, readers: 4 });
+    try {
+      await getAll(store, 1, [7, 8]);
+      const r = await store.warm(all([1, 2]), { inflight: 3 }).done;
+      expect(r.experts).toBe(3 + 5);
+      expect(r.skipped).toBe(2 * spec.experts - 8);
+      expect(store.isResident(1, 7) && store.isResident(1, 8)).toBe(true);
+      expect(store.stats().evictions).toBe(0);
+      const l2 = Array.from({ length: spec.experts }, (_, id) => id).filter((id) => store.isResident(2, id));
+      expect(l2.length).toBe(5);
+      for (const h of await getAll(store, 2, l2)) expect(h.source).toBe("resident");
+    } finally {
+      store.close();
+    }
+  });
+
+  it("demand requests during a warm get correct bytes (joining a warm read in flight) and the warm still completes", async () => {
+    const store = ExpertStore.open({ experts, slotsPerLayer: spec.experts, ioSlots: 2, readers: 2 });
+    try {
+      const task = store.warm(all(spec.layers), { inflight: 2 });
+      const order = [...experts].sort((a, b) => a.file.localeCompare(b.file) || a.offset - b.offset);
+      const first = order[0]; // the warm's first read: a request for it joins that read
+      const got = await getAll(store, first.layer, [first.id, (first.id + 5) % spec.experts, (first.id + 9) % spec.experts]);
+      expect(got.length).toBe(3);
+      store.prefetch(2, [1, 2, 3]);
+      store.cancelPrefetch(); // drops queued low-priority reads, warm ones included: they are queued again
+      const r = await task.done;
+      expect(r.failed).toBe(0);
+      expect(r.experts + r.skipped).toBeGreaterThanOrEqual(r.total);
+      expect(spec.layers.every((l) => Array.from({ length: spec.experts }, (_, id) => id).every((id) => store.isResident(l, id)))).toBe(true);
+      for (const l of spec.layers) await getAll(store, l, Array.from({ length: spec.experts }, (_, id) => id)); // verifies every byte
+    } finally {
+      store.close();
+    }
+  });
+
+  it("cancel() and close() end it at once; a failed read is counted, not thrown; one warm at a time", async () => {
+    const store = ExpertStore.open({ experts, slotsPerLayer: spec.experts, ioSlots: 4, readers: 4 });
+    try {
+      store.injectFault(2, "eio");
+      const task = store.warm(all(spec.layers), { inflight: 1 });
+      expect(() => store.warm(all([1]))).toThrow(/a warm is already running/);
+      let r = await task.done;
+      expect(r.failed).toBe(1);
+      expect(r.error).toMatch(/EIO|I\/O|errno 5/i);
+      expect(r.experts).toBe(r.total - 1);
+      await getAll(store, 1, [0, 1, 2]); // the failed expert is read again on demand (or was resident)
+    } finally {
+      store.close();
+    }
+    const s2 = ExpertStore.open({ experts, slotsPerLayer: spec.experts, ioSlots: 4, readers: 4 });
+    const t2 = s2.warm(all(spec.layers), { inflight: 1 });
+    t2.cancel();
+    const r2 = await t2.done;
+    expect(r2.cancelled).toBe(true);
+    expect(r2.experts).toBeLessThan(r2.total);
+    const t3 = s2.warm(all(spec.layers), { inflight: 1 });
+    s2.close();
+    expect((await t3.done).cancelled).toBe(true);
+    expect(() => s2.warm(all([1]))).toThrow(/after close/);
+  });
+});
+
 describe("ExpertStore memory", () => {
   it("RSS grows by the arena at open (faulted in up front) and not while reading", async () => {
     const d = mkdtempSync(join(tmpdir(), "k3-rss-"));

@@ -12,6 +12,8 @@
  * - The cache is partitioned per layer (`slotsPerLayer`, LRU inside a layer), so a cache smaller
  *   than one token's working set still keeps each layer's recent experts instead of thrashing.
  * - A prefetched expert is counted as a prefetch hit, never as a resident hit.
+ * - `warm(list)` fills the layers' caches ahead of use (in disk order, a few reads at a time, never
+ *   evicting): where the cache holds every expert, decode then reads nothing from disk.
  *
  * Arena = (layers x slotsPerLayer + ioSlots) slots; ioSlots >= 1. A request whose misses exceed the
  * free slots is served in waves: the caller must `release()` each handle after using it.
@@ -58,6 +60,61 @@ export interface ExpertStoreOptions {
 
 export type ExpertSource = "resident" | "prefetched" | "read";
 
+export interface WarmOptions {
+  /** Reads the warm keeps in flight (default 2; at most the store's readers). */
+  inflight?: number;
+  /**
+   * "low" (default): queued behind demand and lookahead reads (a cancelPrefetch() drops the queued
+   * ones; they are queued again); "demand": as demand reads, for a load that waits for the warm.
+   */
+  priority?: "low" | "demand";
+  /** After each expert lands. */
+  onProgress?: (p: WarmProgress) => void;
+}
+
+export interface WarmProgress {
+  /** Experts read into the cache so far. */
+  experts: number;
+  /** Experts asked for. */
+  total: number;
+  /** Their bytes. */
+  bytes: number;
+}
+
+/** How a warm ended: `experts` were read into the cache; the others were already there, or their layer's cache was full. */
+export interface WarmResult extends WarmProgress {
+  /** Already resident or being read when the warm reached them, or their layer's cache was full. */
+  skipped: number;
+  /** Reads that failed (the first error's message in `error`): a later demand read reports them as usual. */
+  failed: number;
+  error: string | null;
+  /** The store closed or cancel() was called before the end. */
+  cancelled: boolean;
+  seconds: number;
+}
+
+export interface WarmTask {
+  /** Resolves when every expert was read, skipped or failed, or at cancel() / close(); never rejects. */
+  readonly done: Promise<WarmResult>;
+  progress(): WarmProgress;
+  /** Stops issuing reads (those in flight still land in the cache). */
+  cancel(): void;
+}
+
+interface Warming {
+  queue: ExpertLocation[];
+  next: number;
+  inflight: number;
+  cap: number;
+  low: boolean;
+  /** Warm reads in flight per layer (they count against the layer's cache room). */
+  perLayer: Map<number, number>;
+  result: WarmResult;
+  t0: number;
+  resolve: (r: WarmResult) => void;
+  onProgress?: (p: WarmProgress) => void;
+}
+
 /** One expert's bytes in the arena; valid until release(). */
 export interface ExpertHandle {
   layer: number;
@@ -95,6 +152,8 @@ export interface ExpertStoreStats {
   bufferedReads: number;
   prefetchIssued: number;
   prefetchCancelled: number;
+  /** Device bytes of warm() reads (part of deviceBytes: the aligned superset included). */
+  warmBytes: number;
   /** Wall time with at least one read in flight (ns). */
   ioBusyNs: number;
   /** Summed per-read durations (ns), for the mean latency. */
@@ -121,6 +180,8 @@ interface Entry {
   readId: number;
   piecesLeft: number;
   failure: NativeReadDone | null;
+  /** The warm that is reading it (null otherwise): it joins the cache when it lands unless a request holds it. */
+  warm: Warming | null;
   loc: ExpertLocation;
   waiters: Array<{ resolve: (h: ExpertHandle) => void; reject: (e: Error) => void; source: ExpertSource }>;
   error?: Error;
@@ -155,9 +216,10 @@ export class ExpertStore {
   private readSeq = 0;
   private pending = 0;
   private closed = false;
+  private warming: Warming | null = null;
   private readonly counters = {
     requests: 0, residentHits: 0, prefetchHits: 0, misses: 0, evictions: 0, bytesRequested: 0,
-    prefetchIssued: 0, prefetchCancelled: 0, readNs: 0,
+    prefetchIssued: 0, prefetchCancelled: 0, warmBytes: 0, readNs: 0,
   };
 
   /** The arena size open() would allocate for these options (for planning). */
@@ -325,6 +387,34 @@ export class ExpertStore {
     return issued;
   }
 
+  /**
+   * Reads `experts` into their layers' caches ahead of use, in (file, offset) order, `inflight` at
+   * a time; an expert already resident or being read is skipped, and so is one whose layer's cache
+   * is full (a warm never evicts). One warm at a time.
+   */
+  warm(experts: ArrayLike<{ layer: number; id: number }>, opts: WarmOptions = {}): WarmTask {
+    this.assertOpen();
+    if (this.warming) throw new StoreStateError("ExpertStore.warm: a warm is already running");
+    const cap = opts.inflight ?? 2;
+    if (!Number.isInteger(cap) || cap < 1) throw new MoeStreamError(`ExpertStore.warm: inflight must be an integer >= 1, got ${cap}`);
+    const queue = Array.from(experts, (x) => this.location(x.layer, x.id));
+    queue.sort((a, b) => (this.fileIndex.get(a.file)! - this.fileIndex.get(b.file)!) || a.offset - b.offset);
+    let resolve!: (r: WarmResult) => void;
+    const done = new Promise<WarmResult>((r) => (resolve = r));
+    const w: Warming = {
+      queue, next: 0, inflight: 0, cap: Math.min(cap, this.readers), low: (opts.priority ?? "low") === "low", perLayer: new Map(),
+      result: { experts: 0, total: queue.length, bytes: 0, skipped: 0, failed: 0, error: null, cancelled: false, seconds: 0 },
+      t0: performance.now(), resolve, onProgress: opts.onProgress,
+    };
+    this.warming = w;
+    this.pumpWarm();
+    return {
+      done,
+      progress: () => ({ experts: w.result.experts, total: w.result.total, bytes: w.result.bytes }),
+      cancel: () => this.endWarm(w, true),
+    };
+  }
+
   /** Drops queued prefetch reads and frees prefetched experts nobody has asked for. */
   cancelPrefetch(): number {
     if (this.closed) return 0;
@@ -369,6 +459,7 @@ export class ExpertStore {
     const n = this.nativeStore.stats();
     this.lastNative = { deviceBytes: n.deviceBytes, reads: n.reads, directReads: n.directReads, bufferedReads: n.bufferedReads, busyNs: n.busyNs, engine: n.engine, engineNote: n.engineNote };
     this.closed = true;
+    if (this.warming) this.endWarm(this.warming, true);
     this.nativeStore.close(); // reads in flight finish; queued ones come back cancelled
     this.arena.clear(); // the arena is freed once the handles still held are collected
     const err = () => new StoreStateError("ExpertStore: closed while the read was waiting for a slot");
@@ -387,7 +478,7 @@ export class ExpertStore {
   }
 
   private newEntry(loc: ExpertLocation, slot: number, prefetched: boolean): Entry {
-    const e: Entry = { layer: loc.layer, id: loc.id, slot, state: "reading", cached: false, prefetched, pins: prefetched ? 0 : 1, dataOffset: 0, readId: 0, piecesLeft: 0, failure: null, loc, waiters: [] };
+    const e: Entry = { layer: loc.layer, id: loc.id, slot, state: "reading", cached: false, prefetched, pins: prefetched ? 0 : 1, dataOffset: 0, readId: 0, piecesLeft: 0, failure: null, warm: null, loc, waiters: [] };
     this.entries.set(key(loc.layer, loc.id), e);
     return e;
   }
@@ -419,9 +510,10 @@ export class ExpertStore {
     return undefined;
   }
 
+  /** `prefetch`: low priority (lookahead or a background warm); bytesRequested counts demand reads only. */
   private submit(e: Entry, prefetch: boolean): void {
     if (this.pending === 0) this.nativeStore.ref();
-    this.counters.bytesRequested += prefetch ? 0 : e.loc.byteLength;
+    this.counters.bytesRequested += prefetch || e.warm ? 0 : e.loc.byteLength;
     const file = this.fileIndex.get(e.loc.file)!;
     const { offset, byteLength } = e.loc;
     e.failure = null;
@@ -454,6 +546,7 @@ export class ExpertStore {
     if (--this.pending === 0 && !this.closed) this.nativeStore.unref();
     if (!e) return;
     this.counters.readNs += Math.max(0, d.endNs - d.startNs);
+    if (e.warm) this.counters.warmBytes += d.deviceBytes;
     // A read that finished while close() ran: the arena can no longer be viewed, so it fails as cancelled.
     if ((d.cancelled || d.status !== 0 || this.closed) && !e.failure) e.failure = this.closed && !d.cancelled && d.status === 0 ? { ...d, cancelled: true } : d;
     if (e.dataOffset < 0 && d.status === 0) e.dataOffset = d.dataOffset;
@@ -462,6 +555,7 @@ export class ExpertStore {
     e.state = "ready";
     e.readId = ++this.readSeq;
     for (const w of e.waiters.splice(0)) w.resolve(this.handle(e, w.source));
+    if (e.warm) this.warmLanded(e, null);
   }
 
   private fail(e: Entry, d: NativeReadDone): void {
@@ -470,8 +564,10 @@ export class ExpertStore {
       : new ExpertReadError(e.layer, e.id, d.status, d.message);
     if (d.cancelled && e.prefetched) this.counters.prefetchCancelled++;
     const waiters = e.waiters.splice(0);
-    // A prefetched entry that a demand request joined: re-read it as demand instead of failing.
-    if (d.cancelled && e.prefetched && waiters.length > 0 && !this.closed) {
+    // A prefetched (or warm) entry that a demand request joined: re-read it as demand instead of failing.
+    const rejoin = d.cancelled && (e.prefetched || e.warm !== null) && waiters.length > 0 && !this.closed;
+    if (e.warm) this.warmLanded(e, !d.cancelled ? err : rejoin ? "rejoined" : "cancelled");
+    if (rejoin) {
       e.prefetched = false;
       e.waiters = waiters;
       this.submit(e, false);
@@ -516,11 +612,17 @@ export class ExpertStore {
   private unpin(e: Entry): void {
     if (--e.pins > 0) return;
     e.prefetched = false;
-    if (e.cached) return;
+    if (e.cached || e.warm) return; // a warm read still in flight joins the cache when it lands
+    this.admit(e);
+  }
+
+  /** An unpinned, unused entry joins its layer's cache (evicting the layer's LRU when full unless `evict` is false), or is freed. */
+  private admit(e: Entry, evict = true): void {
     if (this.closed || this.slotsPerLayer === 0) return this.freeEntry(e);
     let l = this.lru.get(e.layer);
     if (!l) this.lru.set(e.layer, (l = new Map()));
     if (l.size >= this.slotsPerLayer) {
+      if (!evict) return this.freeEntry(e);
       let victim: Entry | undefined;
       for (const v of l.values())
         if (v.pins === 0) {
@@ -552,5 +654,62 @@ export class ExpertStore {
       e.slot = this.takeSlot()!;
       this.submit(e, false);
     }
+    this.pumpWarm();
+  }
+
+  // ---------------------------------------------------------------- warm
+
+  /** Issues warm reads while there is room: a free slot no demand read waits for, and cache room in the layer. */
+  private pumpWarm(): void {
+    const w = this.warming;
+    if (!w || this.closed) return;
+    while (w.inflight < w.cap && w.next < w.queue.length) {
+      if (this.slotWaiters.length > 0 || this.freeSlots.length === 0) return; // resumes when a slot frees
+      const loc = w.queue[w.next++];
+      const inLayer = (this.lru.get(loc.layer)?.size ?? 0) + (w.perLayer.get(loc.layer) ?? 0);
+      if (this.entries.has(key(loc.layer, loc.id)) || inLayer >= this.slotsPerLayer) {
+        w.result.skipped++;
+        continue;
+      }
+      const e = this.newEntry(loc, this.freeSlots.pop()!, false);
+      e.pins = 0;
+      e.warm = w;
+      w.inflight++;
+      w.perLayer.set(loc.layer, (w.perLayer.get(loc.layer) ?? 0) + 1);
+      this.submit(e, w.low);
+    }
+    if (w.inflight === 0 && w.next >= w.queue.length) this.endWarm(w, false);
+  }
+
+  /** A warm read ended: landed (error null), cancelled (queued again), taken over by a demand read, or failed. */
+  private warmLanded(e: Entry, error: Error | "cancelled" | "rejoined" | null): void {
+    const w = e.warm!;
+    e.warm = null;
+    if (error === null && e.pins === 0) this.admit(e, false); // a warm never evicts
+    if (this.warming !== w) return; // cancelled meanwhile: the read still lands in the cache
+    w.inflight--;
+    w.perLayer.set(e.layer, w.perLayer.get(e.layer)! - 1);
+    if (error === null) {
+      w.result.experts++;
+      w.result.bytes += e.loc.byteLength;
+      w.onProgress?.({ experts: w.result.experts, total: w.result.total, bytes: w.result.bytes });
+    } else if (error === "cancelled") {
+      if (!this.closed) w.queue.push(e.loc);
+    } else if (error === "rejoined") {
+      w.result.skipped++;
+    } else {
+      w.result.failed++;
+      w.result.error ??= error.message;
+    }
+    // After fail() has freed this entry's slot: pump from a fresh call stack.
+    queueMicrotask(() => this.pumpWarm());
+  }
+
+  private endWarm(w: Warming, cancelled: boolean): void {
+    if (this.warming !== w) return;
+    this.warming = null;
+    w.result.cancelled = cancelled;
+    w.result.seconds = (performance.now() - w.t0) / 1000;
+    w.resolve({ ...w.result });
   }
 }
