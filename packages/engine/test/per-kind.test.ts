@@ -287,7 +287,11 @@ describe("floor", () => {
     const t = (n: string) => index.tensors.get(P + n)!;
     const head = t("lm_head.weight");
     const emb = t("model.embed_tokens.weight");
-    for (const rd of e.ceilingPlans.find((p) => p.source === "lm_head")!.reads) expect(rd.offset >= head.offset && rd.offset + rd.length <= head.offset + head.byteLength).toBe(true);
+    const headReads = e.ceilingPlans.find((p) => p.source === "lm_head")!.reads;
+    for (const rd of headReads) expect(rd.offset >= head.offset && rd.offset + rd.length <= head.offset + head.byteLength).toBe(true);
+    // The whole head, in order, as each token reads it.
+    expect(headReads.reduce((a, rd) => a + rd.length, 0)).toBe(head.byteLength);
+    expect(headReads.every((rd, i) => i === 0 || rd.offset === headReads[i - 1].offset + headReads[i - 1].length)).toBe(true);
     const rows = e.ceilingPlans.find((p) => p.source === "embed")!;
     expect(rows.queueDepth).toBe(1);
     for (const rd of rows.reads) {
