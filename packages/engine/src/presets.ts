@@ -300,22 +300,15 @@ export interface PlanExtras {
 /** What an O_DIRECT read at an unaligned offset moves beyond the bytes asked, on average (one page). */
 export const ALIGN_SLACK = DIRECT_ALIGN;
 
-/**
- * Read slots of a streamed embed/head: the chunk being multiplied plus three in flight, so the
- * reader's queue never drains at a chunk boundary (with two slots only the next chunk was in
- * flight, and the K3 head streamed at 2.5 GB/s where the disk reads it whole at 3.4).
- */
-export const HEAD_READ_SLOTS = 4;
-
-/** lm_head rows per chunk when embed/head stream (at most 2048 rows, at least 32 chunks: four slots take what two 4096-row ones did). */
+/** lm_head rows per chunk when embed/head stream (at most 4096 rows, at least 16 chunks). */
 export function headChunkRowsFor(vocab: number): number {
-  return Math.max(1, Math.min(2048, Math.ceil(vocab / 32)));
+  return Math.max(1, Math.min(4096, Math.ceil(vocab / 16)));
 }
 
-/** A streamed embed/head's read slots: HEAD_READ_SLOTS lm_head chunks, each its aligned superset (RangeReader.arenaBytesFor). */
+/** A streamed embed/head's read slots: two lm_head chunks, each its aligned superset (RangeReader.arenaBytesFor). */
 export function headReadSlotBytes(census: Census): number {
   const vocab = Math.round(census.embedBytes / Math.max(1, census.embedRowBytes));
-  return HEAD_READ_SLOTS * supersetBytes(headChunkRowsFor(vocab) * census.embedRowBytes);
+  return 2 * supersetBytes(headChunkRowsFor(vocab) * census.embedRowBytes);
 }
 
 export function planMemory(census: Census, budgets: Budgets, preset: PresetName | "custom", mem: MemInfo = readMemInfo(), io: PlanExtras = {}): MemoryPlan {

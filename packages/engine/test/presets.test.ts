@@ -156,7 +156,7 @@ describe("presets and plan", () => {
     expect(ultra.expectedBytesPerToken / GB).toBeCloseTo(3.19, 2);
     expect(laptop.expectedBytesPerToken / GB).toBeCloseTo(0.84, 2);
     expect(ultra.parts.embedHeadReadSlots).toBe(headReadSlotBytes(c4));
-    expect(headReadSlotBytes(c4)).toBe(4 * (2048 * 7168 * 2 + 4096)); // four 2048-row chunks, page-rounded + one page
+    expect(headReadSlotBytes(c4)).toBe(2 * (4096 * 7168 * 2 + 4096)); // two 4096-row chunks, page-rounded + one page
     // With a packed trunk the same budgets stream: a ring and trunk reads.
     const packed = planMemory(c4, budgetsFor("laptop", c4, box), "laptop", box, { packedTrunk: true });
     expect(packed.trunkMode).toBe("streamed");
