@@ -134,10 +134,12 @@ export interface EngineOptions {
   /**
    * Fill the expert cache ahead of use (`--warm`): each MoE layer's empty cache slots take that
    * layer's experts in disk order (all of them where the plan's cache holds every expert: decode
-   * then reads nothing from disk). "auto" (default) reads in the background, two at a time behind
-   * the run's own reads; "wait" reads before load() returns, at full queue depth, with progress;
-   * "off" never. A warm never evicts: experts the run routes to replace unused warmed ones (LRU).
-   * I/O only: the output is unchanged.
+   * then reads nothing from disk). "auto" (default) reads them in the background, two at a time
+   * behind the run's own reads, when the cache holds at least half of each layer's experts
+   * (AUTO_WARM_SHARE: below that a warmed expert is more likely evicted than used, and the warm's
+   * reads would only compete with the run's); "wait" fills any cache before load() returns, at full
+   * queue depth, with progress; "off" never. A warm never evicts: experts the run routes to
+   * replace unused warmed ones (LRU). I/O only: the output is unchanged.
    */
   warm?: "auto" | "wait" | "off";
   /**
@@ -245,6 +247,9 @@ interface DecodeStart {
   prefetchHits: number;
   warmBytes: number;
 }
+
+/** `warm: "auto"` fills a cache in the background only when it holds at least this share of each layer's experts. */
+export const AUTO_WARM_SHARE = 0.5;
 
 function decodeStart(c: RunCounters): DecodeStart {
   return { ...c.bytesRead, requests: c.expertRequests, hits: c.expertResidentHits, prefetchIssued: c.prefetchIssued, prefetchHits: c.expertPrefetchHits, warmBytes: c.warmBytesRead };
@@ -408,6 +413,9 @@ export class Engine {
       if (mode === "wait") options.log?.("expert cache warm: nothing to warm: the plan has no expert cache (0 slots per MoE layer)");
       return;
     }
+    // In the background a warm shares the disk with the run's own reads; it pays for that only where
+    // a warmed expert is likely to be routed to before the run's misses evict it (LRU).
+    if (mode === "auto" && slots < AUTO_WARM_SHARE * n) return;
     const wait = mode === "wait";
     const meter = new ProgressMeter("warming the expert cache", this.census.moeLayers * slots * this.census.expertBytes);
     let shown = 0;

@@ -2,7 +2,8 @@
  * The expert-cache warm (EngineOptions.warm, `--warm`): "wait" fills the cache's empty slots
  * before load() returns (where it holds every routed expert, decode then reads nothing), "auto"
  * fills them in the background, "off" never; none of them changes a token. A partial cache is
- * filled up to its room, never past it.
+ * filled up to its room, never past it; "auto" fills only a cache holding at least half of each
+ * layer's experts.
  */
 import { describe, expect, it } from "vitest";
 import { Engine, type EngineOptions } from "../src/engine.js";
@@ -64,6 +65,14 @@ describe("expert cache warm", () => {
     expect(part.warmAtLoad).toMatchObject({ experts: 5 * moeLayers, failed: 0 });
     expect(part.logs.some((l) => l.startsWith(`expert cache warm: ${5 * moeLayers} experts (5 of ${cfg.moe.numExperts} per MoE layer`))).toBe(true);
     expect(part.ids).toEqual(off.ids);
+    // auto warms in the background only a cache holding at least half of each layer's experts.
+    const below = await run({ budgets: { cacheBytes: Math.floor(slotBytes * moeLayers * 5.5) } });
+    expect(below.report.warm).toBeNull();
+    const half = Math.ceil(cfg.moe.numExperts / 2);
+    const above = await run({ budgets: { cacheBytes: Math.floor(slotBytes * moeLayers * (half + 0.5)) } });
+    expect(above.plan.cacheSlotsPerLayer).toBe(half);
+    expect(above.report.warm?.mode).toBe("background");
+    expect(above.ids).toEqual(off.ids);
     const none = await run({ warm: "wait", budgets: { cacheBytes: 0 } });
     expect(none.plan.cacheSlotsPerLayer).toBe(0);
     expect(none.report.warm).toBeNull();
