@@ -30,7 +30,7 @@
 import { join } from "node:path";
 import { memoryReadCeiling } from "@k3/dense";
 import { measureReadEngine, openCheckpointIndex, readTrunkManifest, TRUNK_FILE, type ExpertLocation } from "@k3/moe-stream";
-import { DIRECT_ALIGN, splitPieces, TRUNK_READ_PIECE_BYTES } from "@k3/moe-stream/sizing";
+import { splitPieces } from "@k3/moe-stream/sizing";
 import { isMoeLayer, type ModelConfig } from "./config.js";
 import { cgroupMemory } from "./presets.js";
 import { WeightError } from "./weights.js";
@@ -163,17 +163,15 @@ function trunkPlan(s: FloorSetup, cap: number): SourcePlan | null {
     const start = Math.max(0, Math.floor((mine.length - per) / 2));
     reads.push(...mine.slice(start, start + per));
   }
-  // Each chunk read as the ring reads it: in TRUNK_READ_PIECE_BYTES pieces.
-  const pieces = reads.flatMap((r) => splitPieces(r.offset, r.length, TRUNK_READ_PIECE_BYTES, DIRECT_ALIGN).map(([offset, length]) => ({ file, offset, length })));
   return {
     source: "trunk",
-    what: `${reads.length} ring chunks of ${chunks.length} (${groups.length} streamed layers of ${TRUNK_FILE}), in ${TRUNK_READ_PIECE_BYTES / 2 ** 20} MiB pieces`,
+    what: `${reads.length} ring chunks of ${chunks.length} (${groups.length} streamed layers of ${TRUNK_FILE})`,
     files: [file],
-    pieceBytes: TRUNK_READ_PIECE_BYTES,
+    pieceBytes: t.chunkBytes,
     requestBytes: t.chunkBytes,
     queueDepth: t.readers,
     direct: t.direct,
-    reads: pieces,
+    reads,
   };
 }
 

@@ -157,16 +157,10 @@ export interface LoadStats {
 
 /** Default expert read piece: 4 MiB (the moe-stream bench's overlap rows). */
 export const DEFAULT_PIECE_BYTES = 4 << 20;
-/**
- * Reads in flight of the expert store, the trunk ring and the streamed embed/head (the floor's
- * ceilings use the same): 4 pieces of 4 MiB each. On the virtio disk measured here (2026-12-03,
- * C-driven pool, the run's own read lists) 4 MiB reads ran 2.1-2.4 GB/s at depth 2-4, 1.7-2.1 at 8
- * and 1.6 at 16 for experts and lm_head alike; 16 MiB in flight still keeps an NVMe busy (each
- * piece is many device commands).
- */
-export const EXPERT_READERS = 4;
-export const TRUNK_READERS = 4;
-export const HEAD_READERS = 4;
+/** Reads in flight of the expert store, the trunk ring and the streamed embed/head (the floor's ceilings use the same). */
+export const EXPERT_READERS = 16;
+export const TRUNK_READERS = 8;
+export const HEAD_READERS = 8;
 /** Expert reads in flight that may be prefetches (the rest stay free for demand reads). */
 export const PREFETCH_READERS = EXPERT_READERS / 2;
 /** The streamed lm_head's chunk reads are split into pieces of this size. */
@@ -289,7 +283,7 @@ export class Model {
     }
     if (this.streamer && this.streamer.streamedLayers().length > 0) {
       const f = this.streamer.fileInfo();
-      out.push({ source: "trunk", files: [f.file], pieceBytes: this.streamer.readPieceBytes, requestBytes: this.streamer.chunkBytes, queueDepth: this.streamer.readers, direct: f.direct });
+      out.push({ source: "trunk", files: [f.file], pieceBytes: this.streamer.chunkBytes, requestBytes: this.streamer.chunkBytes, queueDepth: this.streamer.readers, direct: f.direct });
     }
     if (this.stream) {
       const r = this.stream.reader;

@@ -14,14 +14,6 @@ export const DIRECT_ALIGN = 4096;
 export const TRUNK_CHUNK_BYTES = 64 << 20;
 
 /**
- * The trunk ring reads each chunk as pieces of this size, a few in flight: a 64 MiB read is one
- * request to us but dozens to the device, and on the virtio disk measured here (2026-12-03, C-driven
- * pool, K3 trunk chunks) 64 MiB reads ran 1.52-1.60 GB/s at any depth where 4 MiB pieces at depth
- * 2-4 ran 2.11-2.35. 4 MiB x 4 in flight still keeps an NVMe busy (each piece is many commands).
- */
-export const TRUNK_READ_PIECE_BYTES = 4 << 20;
-
-/**
  * Bytes a slot needs to take `length` bytes read at any offset: the aligned superset, whose start
  * rounds down by less than `align` and whose end rounds up (the C side's k3_file_superset_bytes).
  */

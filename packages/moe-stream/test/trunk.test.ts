@@ -248,24 +248,6 @@ describe("TrunkStreamer", () => {
     }
   });
 
-  it("reads each chunk as readPieceBytes pieces into its slot: same bytes, crc-checked, with pieces from 4 KiB to one whole chunk", async () => {
-    const dir = (await packedReady());
-    for (const readPieceBytes of [4096, 12288, 64 << 10]) {
-      const s = await TrunkStreamer.open({ dir, pinnedLayers: [2], ringSlots: 2, chunkBytes: 64 << 10, readPieceBytes, verify: "all" });
-      try {
-        expect(s.readPieceBytes).toBe(readPieceBytes);
-        for (let l = 0; l < 13; l++) {
-          const layer = await s.acquire(l);
-          for (const name of layer.names()) expect(Buffer.from(layer.tensor(name)).equals(sourceBytes(name))).toBe(true);
-          layer.release();
-        }
-      } finally {
-        s.close();
-      }
-    }
-    await expect(TrunkStreamer.open({ dir, ringSlots: 1, readPieceBytes: 1000 })).rejects.toThrow(/readPieceBytes must be a positive multiple of 4096, got 1000/);
-  });
-
   it("a one-slot ring never starts the async reader", async () => {
     const s = await TrunkStreamer.open({ dir: (await packedReady()), ringSlots: 1, chunkBytes: 64 << 10 });
     try {

@@ -13,7 +13,7 @@ import { BudgetError, ChecksumError, MoeStreamError, StoreStateError, formatByte
 import { type NativeExpertStore, type NativeReadDone } from "../native.js";
 import { openNativeStore, type IoEngine, type IoEngineInUse } from "../io/io-engine.js";
 import { ArenaViews } from "../io/arena-views.js";
-import { DIRECT_ALIGN, ringSlotBytesFor, splitPieces, TRUNK_CHUNK_BYTES, TRUNK_READ_PIECE_BYTES, wholePieces } from "../sizing.js";
+import { ringSlotBytesFor, TRUNK_CHUNK_BYTES, wholePieces } from "../sizing.js";
 import { readTrunkManifest, TRUNK_FILE, type TrunkGroup, type TrunkManifest, type TrunkTensor } from "./trunk-pack.js";
 
 export interface TrunkStreamerOptions {
@@ -23,10 +23,8 @@ export interface TrunkStreamerOptions {
   pinnedLayers?: number[];
   /** Ring slots for streamed layers (>= 1; 2 overlaps reading L+1 with computing L). */
   ringSlots?: number;
-  /** Arena chunk size (multiple of 4096; default 64 MiB): a layer takes whole chunks. */
+  /** Read piece size (multiple of 4096; default 64 MiB). */
   chunkBytes?: number;
-  /** Each chunk is read as pieces of this size (multiple of 4096; default TRUNK_READ_PIECE_BYTES, 4 MiB). */
-  readPieceBytes?: number;
   readers?: number;
   direct?: boolean;
   /** "auto" (default; io_uring else pread threads), "io_uring" (fails when unavailable) or "pread". */
@@ -89,8 +87,6 @@ export class TrunkStreamer {
   private readonly arena: ArenaViews;
   /** Read piece size (every layer read is split into these, all in flight at once). */
   readonly chunkBytes: number;
-  /** Read piece size: each chunk is read as in-order pieces of this size. */
-  readonly readPieceBytes: number;
   /** Reads in flight (the engine's queue depth). */
   readonly readers: number;
   /** The packed trunk file. */
@@ -147,11 +143,7 @@ export class TrunkStreamer {
     if (opts.budgetBytes !== undefined && bytes > opts.budgetBytes)
       throw new BudgetError(`trunk arena (${pinnedLayers.length} pinned layers ${formatBytes(pinnedBytes)} + ${ringSlots} ring slots of ${formatBytes(ringSlotBytes)})`, bytes, opts.budgetBytes);
     this.chunkBytes = chunkBytes;
-    const piece = opts.readPieceBytes ?? TRUNK_READ_PIECE_BYTES;
-    if (!Number.isInteger(piece) || piece < 4096 || piece % 4096 !== 0)
-      throw new MoeStreamError(`TrunkStreamer: readPieceBytes must be a positive multiple of 4096, got ${piece}`);
-    this.readPieceBytes = piece;
-    this.readers = opts.readers ?? 4;
+    this.readers = opts.readers ?? 8;
     this.file = join(opts.dir, TRUNK_FILE);
     this.arenaBytes = bytes;
     this.ringSlotBytes = ringSlotBytes;
@@ -341,27 +333,24 @@ export class TrunkStreamer {
   private async readGroup(g: TrunkGroup, firstChunk: number, verify: boolean): Promise<void> {
     const n = Math.ceil(g.byteLength / this.chunkBytes);
     const names = Object.keys(g.tensors);
-    const reads: Array<[number, number, number, number, number, number]> = [];
+    const reads: Array<[number, number, number, number, number]> = [];
     const done: Promise<void>[] = [];
     for (let i = 0; i < n; i++) {
-      // The chunk's pieces fill its slot: file byte x lands at slot[x - chunk start].
-      const chunk = g.offset + i * this.chunkBytes;
-      for (const [offset, length] of splitPieces(chunk, Math.min(this.chunkBytes, g.byteLength - i * this.chunkBytes), this.readPieceBytes, DIRECT_ALIGN)) {
-        const id = this.nextJob++;
-        reads.push([id, 0, offset, length, firstChunk + i, chunk]);
-        done.push(this.expect(id, offset, offset - chunk, g, names));
-      }
+      const off = i * this.chunkBytes;
+      const id = this.nextJob++;
+      reads.push([id, 0, g.offset + off, Math.min(this.chunkBytes, g.byteLength - off), firstChunk + i]);
+      done.push(this.expect(id, g.offset + off, g, names));
     }
     if (verify) {
       const tensors = names.map((name): [string, number, number, number] => [name, g.offset + g.tensors[name].offset, g.tensors[name].byteLength, g.tensors[name].crc32]);
       this.nativeStore.readChecked(`layer ${g.layer}`, tensors, reads, false);
-    } else for (const [id, file, offset, length, slot, base] of reads) this.nativeStore.read(id, file, offset, length, slot, false, base);
+    } else for (const [id, file, offset, length, slot] of reads) this.nativeStore.read(id, file, offset, length, slot, false);
     await Promise.all(done);
     this.counters.bytesRead += g.byteLength;
   }
 
-  /** The completion of read `id` (of group `g`, at file `offset`, landing at `slotOffset` in its chunk): resolves when its bytes are in. */
-  private expect(id: number, offset: number, slotOffset: number, g: TrunkGroup, names: string[]): Promise<void> {
+  /** The completion of read `id` (of group `g`, at file `offset`): resolves when its bytes are in. */
+  private expect(id: number, offset: number, g: TrunkGroup, names: string[]): Promise<void> {
     return new Promise((resolve, reject) => {
       this.jobs.set(id, (d) => {
         if (d.checksum) {
@@ -369,7 +358,7 @@ export class TrunkStreamer {
           const where = `layer ${g.layer}, offset ${g.offset + t.offset} (+${t.byteLength} bytes)${d.checksum.others ? `; ${d.checksum.others} more tensor(s) of the layer differ` : ""}`;
           reject(new ChecksumError(this.file, names[d.checksum.tensor], d.checksum.expected, d.checksum.got, where));
         } else if (d.status !== 0 || d.cancelled) reject(new MoeStreamError(`trunk layer ${g.layer}: ${d.cancelled ? "read cancelled (closed)" : d.message}`, "read"));
-        else if (d.dataOffset !== slotOffset) reject(new MoeStreamError(`trunk layer ${g.layer}: read at ${offset} is not 4 KiB-aligned in the file`));
+        else if (d.dataOffset !== 0) reject(new MoeStreamError(`trunk layer ${g.layer}: chunk at ${offset} is not 4 KiB-aligned in the file`));
         else resolve();
       });
       if (this.pending++ === 0) this.nativeStore.ref();
