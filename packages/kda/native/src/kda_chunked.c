@@ -26,6 +26,7 @@
 #include <string.h>
 #include "k3_kda.h"
 #include "kda_simd.h"
+#include "kda_fpmode.h"
 #include "state_bf16.h"
 
 #define SUB 16
@@ -294,8 +295,10 @@ static void chunked_head(const chunked_job *job, size_t h, float *scratch) {
 /* Task i runs heads i, i + n_tasks, ... with one scratch (every buffer is rewritten per chunk). */
 static void chunked_task(void *ctx, int task) {
     const chunked_job *job = ctx;
+    unsigned mode = kda_flush_subnormals();
     for (size_t h = (size_t)task; h < job->H; h += job->n_tasks)
         chunked_head(job, h, job->scratch + (size_t)task * job->per_task);
+    kda_restore_fpmode(mode);
 }
 
 int k3_kda_chunked(const float *q, const float *k, const float *v, const float *g, const float *beta, void *S,

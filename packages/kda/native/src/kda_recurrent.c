@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include "k3_kda.h"
 #include "kda_simd.h"
+#include "kda_fpmode.h"
 
 typedef struct {
     const kda_kernels *kern;
@@ -38,8 +39,10 @@ static void recurrent_head(const recurrent_job *job, size_t h, float *scratch) {
    depend on which task ran it. */
 static void recurrent_task(void *ctx, int task) {
     const recurrent_job *job = ctx;
+    unsigned mode = kda_flush_subnormals();
     for (size_t h = (size_t)task; h < job->H; h += job->n_tasks)
         recurrent_head(job, h, job->scratch + (size_t)task * job->scratch_per_task);
+    kda_restore_fpmode(mode);
 }
 
 int k3_kda_recurrent(const float *q, const float *k, const float *v, const float *g, const float *beta, void *S,
