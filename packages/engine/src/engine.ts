@@ -23,7 +23,7 @@ import type { Progress } from "@k3/moe-stream";
 import { EXPERT_READERS, HEAD_PIECE_BYTES, HEAD_READERS, Model, TRUNK_READERS, type ModelState } from "./model.js";
 import { DEFAULT_PROMPT_CACHE_BYTES, PromptCache, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
 import { budgetsFor, checkContextFits, checkPlanFits, formatPlan, planMemory, readMemInfo, headChunkRowsFor, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
-import { afterPlans, measureCeilings, measureCeilingsAfter, type FloorSetup, type SourcePlan } from "./floor.js";
+import { afterPlans, measureCeilings, measureCeilingsAfter, MEM_CEILING_BYTES, type FloorSetup, type SourcePlan } from "./floor.js";
 import { buildReport, emptyCounters, refloorReport, type Ceilings, type RunCounters, type RunReport, type WarmReport } from "./report.js";
 import { Sampler, type SamplingOptions, type TokenConstraint } from "./sampler.js";
 import { finishGemvProbe, gemvProbeEnabled, startGemvProbe, type GemvProbeReport } from "./gemv-probe.js";
@@ -370,7 +370,7 @@ export class Engine {
       const m = measureCeilings(setup);
       ceilings = m.ceilings;
       ceilingPlans = m.plans;
-      options.log?.(`ceilings (measured now, before loading): memory read ${ceilings.mem_before_gbps.toFixed(1)} GB/s (2 threads); disk read, per source with the run's own pattern: ${ceilings.sources.map((x) => `${x.source} ${x.before_gbps.toFixed(2)} GB/s (${formatBytes(x.piece_bytes || x.request_bytes)} reads, ${x.queue_depth} in flight)`).join(", ") || "none (nothing is read during the run)"}`);
+      options.log?.(`ceilings (measured now, before loading): memory read ${ceilings.mem_before_gbps.toFixed(1)} GB/s (2 threads, ${formatBytes(ceilings.mem_buffer_bytes ?? MEM_CEILING_BYTES)} buffer); disk read, per source with the run's own pattern: ${ceilings.sources.map((x) => `${x.source} ${x.before_gbps.toFixed(2)} GB/s (${formatBytes(x.piece_bytes || x.request_bytes)} reads, ${x.queue_depth} in flight)`).join(", ") || "none (nothing is read during the run)"}`);
     }
     const model = await Model.open(dir, {
       headChunkRows,

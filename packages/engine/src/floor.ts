@@ -4,10 +4,13 @@
  * the run (Engine.floorAfterRun); the higher of the two is the ceiling, so a run cannot silently be
  * faster than the ceiling that judges it:
  *
- *  - memory: @k3/dense's memoryReadCeiling (a plain streaming sum) on 2 threads over a 512 MiB
- *    buffer (16x the 32 MiB L3 here), best of 8 passes (on this VM the first few ms of a pass run at
- *    about half speed: 256 MiB x 3 measured 28-36 GB/s where 512 MiB x 5 and 1 GiB x 3 gave 53-59);
- *    the buffer is backed like the weights (2 MiB aligned, MADV_HUGEPAGE) and holds varied data;
+ *  - memory: @k3/dense's memoryReadCeiling (a plain streaming sum) on 2 threads over a buffer of
+ *    memCeilingBytes(): at least 512 MiB and 4x the last-level cache, so that it measures the DRAM the
+ *    run streams its weights from (on a Xeon VM with 480 MiB of L3, 512 MiB read 35.3-36.9 GB/s
+ *    where 2 and 4 GiB read 33.8-34.0), best of 8 passes of 512 MiB or of 3 larger ones (on the
+ *    Zen 5 VM the first few ms of a pass ran at about half speed: 256 MiB x 3 measured 28-36 GB/s
+ *    where 512 MiB x 5 and 1 GiB x 3 gave 53-59); the buffer is backed like the weights (2 MiB
+ *    aligned, MADV_HUGEPAGE) and holds varied data;
  *  - disk, one ceiling per source the run reads (DISK_SOURCES), each with that source's files,
  *    request (piece) sizes, O_DIRECT-ness and queue depth, on the run's read engine (@k3/moe-stream
  *    measureReadEngine: the read pool driven from C, io_uring else pread threads, no JS in the
@@ -27,19 +30,22 @@
  * source that kind reads: KIND_SOURCE); over a phase it is max(sum touched / memory ceiling,
  * sum over sources of bytes read from it / its ceiling).
  */
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { memoryReadCeiling } from "@k3/dense";
 import { measureReadEngine, openCheckpointIndex, readTrunkManifest, TRUNK_FILE, type ExpertLocation } from "@k3/moe-stream";
 import { splitPieces } from "@k3/moe-stream/sizing";
 import { isMoeLayer, type ModelConfig } from "./config.js";
-import { cgroupMemory } from "./presets.js";
+import { cgroupMemory, readMemInfo } from "./presets.js";
 import { WeightError } from "./weights.js";
 import type { ReportKind } from "./report.js";
 
 /** Bytes of the memory-ceiling buffer. */
 export const MEM_CEILING_BYTES = 512 * 2 ** 20;
-/** Passes of the memory ceiling (the best is kept). */
+/** Passes of the memory ceiling over MEM_CEILING_BYTES (the best is kept; larger buffers: 3). */
 export const MEM_CEILING_REPS = 8;
+/** Largest memory-ceiling buffer. */
+export const MEM_CEILING_MAX_BYTES = 4 * 2 ** 30;
 /** Most bytes one disk-source measurement reads (experts, trunk, lm_head). */
 export const SOURCE_CEILING_BYTES = 0.6e9;
 /** Most bytes the lm_head measurement reads (the whole head up to this: K3's is 2.35 GB). */
@@ -241,6 +247,8 @@ export interface SourceCeiling {
 export interface Ceilings {
   mem_before_gbps: number;
   mem_after_gbps: number | null;
+  /** The memory-ceiling buffer (memCeilingBytes; absent in ceilings given rather than measured). */
+  mem_buffer_bytes?: number;
   sources: SourceCeiling[];
   /** Why the after-run measurement is missing or partial (null when it was made in full). */
   after_note: string | null;
@@ -261,8 +269,36 @@ function measureSource(p: SourcePlan): { gbps: number; engine: string } {
   return { gbps: r.gbPerSec, engine: r.engine };
 }
 
-function measureMem(threads: number): number {
-  return memoryReadCeiling({ bytes: MEM_CEILING_BYTES, threads, reps: MEM_CEILING_REPS }).gbPerSec;
+/** The last-level cache of CPU 0 in bytes (Linux sysfs), or 0 when unknown. */
+export function lastLevelCacheBytes(root = "/"): number {
+  const dir = join(root, "sys/devices/system/cpu/cpu0/cache");
+  let best = { level: 0, bytes: 0 };
+  try {
+    for (const e of readdirSync(dir)) {
+      if (!/^index\d+$/.test(e)) continue;
+      const level = Number(readFileSync(join(dir, e, "level"), "utf8").trim());
+      const m = /^(\d+)([KMG]?)$/.exec(readFileSync(join(dir, e, "size"), "utf8").trim());
+      if (!m || !(level > best.level)) continue;
+      best = { level, bytes: Number(m[1]) * { "": 1, K: 1024, M: 2 ** 20, G: 2 ** 30 }[m[2] as "" | "K" | "M" | "G"] };
+    }
+  } catch {
+    return 0;
+  }
+  return best.bytes;
+}
+
+/**
+ * The memory-ceiling buffer: 4x the last-level cache, at least MEM_CEILING_BYTES, at most
+ * MEM_CEILING_MAX_BYTES and a quarter of the memory available now (2 MiB multiples).
+ */
+export function memCeilingBytes(availableBytes: number, llcBytes = lastLevelCacheBytes()): number {
+  const want = Math.min(Math.max(MEM_CEILING_BYTES, 4 * llcBytes), MEM_CEILING_MAX_BYTES);
+  const fit = Math.max(MEM_CEILING_BYTES, Math.floor(availableBytes / 4));
+  return Math.floor(Math.min(want, fit) / 2 ** 21) * 2 ** 21;
+}
+
+function measureMem(threads: number, bytes: number): number {
+  return memoryReadCeiling({ bytes, threads, reps: bytes > MEM_CEILING_BYTES ? 3 : MEM_CEILING_REPS }).gbPerSec;
 }
 
 /** Bytes a source measurement allocates: one buffer of its largest read (+ alignment) per read in flight. */
@@ -273,7 +309,8 @@ export function sourceBufferBytes(p: SourcePlan): number {
 /** Measures every ceiling before the run (a few seconds). */
 export function measureCeilings(s: FloorSetup, o: { threads?: number } = {}): { ceilings: Ceilings; plans: SourcePlan[] } {
   const plans = ceilingPlans(s);
-  const mem = measureMem(o.threads ?? 2);
+  const memBytes = memCeilingBytes(readMemInfo().availableBytes);
+  const mem = measureMem(o.threads ?? 2, memBytes);
   const sources = plans.map((p) => {
     const m = measureSource(p);
     return {
@@ -291,7 +328,7 @@ export function measureCeilings(s: FloorSetup, o: { threads?: number } = {}): { 
     after_what: null,
     };
   });
-  return { ceilings: { mem_before_gbps: mem, mem_after_gbps: null, sources, after_note: null }, plans };
+  return { ceilings: { mem_before_gbps: mem, mem_after_gbps: null, mem_buffer_bytes: memBytes, sources, after_note: null }, plans };
 }
 
 function alignedLength(r: Read, direct: boolean): number {
@@ -316,7 +353,9 @@ export function measureCeilingsAfter(c: Ceilings, plans: readonly SourcePlan[], 
   const fits = (bytes: number) => headroom === null || bytes + 64 * 2 ** 20 < headroom;
   const skipped: string[] = [];
   let mem: number | null = null;
-  if (fits(MEM_CEILING_BYTES)) mem = measureMem(o.threads ?? 2);
+  // The same buffer as before the run when it still fits what is available now.
+  const memBytes = Math.min(c.mem_buffer_bytes ?? MEM_CEILING_BYTES, memCeilingBytes(readMemInfo().availableBytes));
+  if (fits(memBytes)) mem = measureMem(o.threads ?? 2, memBytes);
   else skipped.push("memory");
   const sources = c.sources.map((s) => {
     const p = plans.find((x) => x.source === s.source);
@@ -328,5 +367,5 @@ export function measureCeilingsAfter(c: Ceilings, plans: readonly SourcePlan[], 
     return { ...s, after_gbps: measureSource(p).gbps, after_what: p.what !== s.what ? p.what : null };
   });
   const note = skipped.length ? `not re-measured after the run (their buffers exceed the cgroup headroom of ${((headroom ?? 0) / 1e9).toFixed(2)} GB): ${skipped.join(", ")}` : null;
-  return { mem_before_gbps: c.mem_before_gbps, mem_after_gbps: mem, sources, after_note: note };
+  return { ...c, mem_after_gbps: mem, sources, after_note: note };
 }

@@ -36,6 +36,6 @@ export { publishedK3Config, publishedKimiLinearConfig, releasedFullAttnLayers, c
 export { synthesize, synthConfig, synthPlan, generateOnly, synthFullAttnLayers, syntheticRankFile, synthProgressPrinter, ciCheckpointOptions, synthCiCheckpoint, e8m0For, tensorByteSize, BLOCK_ELEMENTS, type SynthOptions, type SynthResult, type SynthProgress, type SynthShard, type SynthTensor, type SynthFill, type SynthFamily, type CiFixture } from "./synth.js";
 export {
   measureCeilings, measureCeilingsAfter, ceilingPlans, afterPlans, splitPieces, uniformCeilings, ceilingGbps, memCeilingGbps, cgroupHeadroomBytes,
-  MEM_CEILING_BYTES, SOURCE_CEILING_BYTES, HEAD_CEILING_BYTES, EMBED_CEILING_ROWS, DISK_SOURCES, KIND_SOURCE,
+  MEM_CEILING_BYTES, MEM_CEILING_MAX_BYTES, memCeilingBytes, lastLevelCacheBytes, SOURCE_CEILING_BYTES, HEAD_CEILING_BYTES, EMBED_CEILING_ROWS, DISK_SOURCES, KIND_SOURCE,
   type DiskSource, type ReadPattern, type SourcePlan, type FloorSetup, type SourceCeiling,
 } from "./floor.js";
