@@ -367,7 +367,8 @@ export class Engine {
         trunk: streaming ? { dir: options.trunkDir!, streamedLayers: plan.streamedLayers, chunkBytes: plan.trunkChunkBytes, readers: TRUNK_READERS, direct: true } : null,
         embedHead: headChunkRows !== undefined ? { headChunkRows, pieceBytes: HEAD_PIECE_BYTES, readers: HEAD_READERS, direct: true } : null,
       };
-      const m = measureCeilings(setup);
+      // The memory ceiling's buffer counts in peak RSS: at most half the plan.
+      const m = measureCeilings(setup, { memMaxBytes: plan.totalBytes / 2 });
       ceilings = m.ceilings;
       ceilingPlans = m.plans;
       options.log?.(`ceilings (measured now, before loading): memory read ${ceilings.mem_before_gbps.toFixed(1)} GB/s (2 threads, ${formatBytes(ceilings.mem_buffer_bytes ?? MEM_CEILING_BYTES)} buffer); disk read, per source with the run's own pattern: ${ceilings.sources.map((x) => `${x.source} ${x.before_gbps.toFixed(2)} GB/s (${formatBytes(x.piece_bytes || x.request_bytes)} reads, ${x.queue_depth} in flight)`).join(", ") || "none (nothing is read during the run)"}`);

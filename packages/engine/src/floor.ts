@@ -289,10 +289,12 @@ export function lastLevelCacheBytes(root = "/"): number {
 
 /**
  * The memory-ceiling buffer: 4x the last-level cache, at least MEM_CEILING_BYTES, at most
- * MEM_CEILING_MAX_BYTES and a quarter of the memory available now (2 MiB multiples).
+ * MEM_CEILING_MAX_BYTES, `maxBytes` (the engine passes half its plan: the buffer counts in the
+ * process's peak RSS, which must stay within the plan) and a quarter of the memory available now
+ * (2 MiB multiples).
  */
-export function memCeilingBytes(availableBytes: number, llcBytes = lastLevelCacheBytes()): number {
-  const want = Math.min(Math.max(MEM_CEILING_BYTES, 4 * llcBytes), MEM_CEILING_MAX_BYTES);
+export function memCeilingBytes(availableBytes: number, llcBytes = lastLevelCacheBytes(), maxBytes = MEM_CEILING_MAX_BYTES): number {
+  const want = Math.min(Math.max(MEM_CEILING_BYTES, 4 * llcBytes), MEM_CEILING_MAX_BYTES, Math.max(MEM_CEILING_BYTES, maxBytes));
   const fit = Math.max(MEM_CEILING_BYTES, Math.floor(availableBytes / 4));
   return Math.floor(Math.min(want, fit) / 2 ** 21) * 2 ** 21;
 }
@@ -307,9 +309,9 @@ export function sourceBufferBytes(p: SourcePlan): number {
 }
 
 /** Measures every ceiling before the run (a few seconds). */
-export function measureCeilings(s: FloorSetup, o: { threads?: number } = {}): { ceilings: Ceilings; plans: SourcePlan[] } {
+export function measureCeilings(s: FloorSetup, o: { threads?: number; memMaxBytes?: number } = {}): { ceilings: Ceilings; plans: SourcePlan[] } {
   const plans = ceilingPlans(s);
-  const memBytes = memCeilingBytes(readMemInfo().availableBytes);
+  const memBytes = memCeilingBytes(readMemInfo().availableBytes, undefined, o.memMaxBytes);
   const mem = measureMem(o.threads ?? 2, memBytes);
   const sources = plans.map((p) => {
     const m = measureSource(p);

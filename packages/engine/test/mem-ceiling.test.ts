@@ -36,13 +36,16 @@ describe("memory ceiling buffer", () => {
     expect(lastLevelCacheBytes(join(tmpdir(), "k3-no-such-root"))).toBe(0);
   });
 
-  it("is 4x the last-level cache, at least 512 MiB, at most 4 GiB and a quarter of what is available", () => {
+  it("is 4x the last-level cache, at least 512 MiB, at most 4 GiB, the caller's bound and a quarter of what is available", () => {
     expect(memCeilingBytes(24 * GB, 480 * MiB)).toBe(1920 * MiB);
     expect(memCeilingBytes(24 * GB, 32 * MiB)).toBe(MEM_CEILING_BYTES);
     expect(memCeilingBytes(24 * GB, 0)).toBe(MEM_CEILING_BYTES);
     expect(memCeilingBytes(64 * GB, 2048 * MiB)).toBe(MEM_CEILING_MAX_BYTES);
     expect(memCeilingBytes(4 * GB, 480 * MiB)).toBe(Math.floor(1 * GB / (2 * MiB)) * 2 * MiB);
     expect(memCeilingBytes(1 * GB, 480 * MiB)).toBe(MEM_CEILING_BYTES);
+    // Capped by the caller's bound (the engine: half its plan), never below 512 MiB.
+    expect(memCeilingBytes(24 * GB, 480 * MiB, 1.51 * GB / 2)).toBe(Math.floor(0.755 * GB / (2 * MiB)) * 2 * MiB);
+    expect(memCeilingBytes(24 * GB, 480 * MiB, 0.2 * GB)).toBe(MEM_CEILING_BYTES);
     for (const b of [memCeilingBytes(24 * GB, 480 * MiB), memCeilingBytes(3 * GB, 100 * MiB)]) expect(b % (2 * MiB)).toBe(0);
   });
 });
