@@ -350,7 +350,7 @@ export class Engine {
     const tok = loadKimiTokenizer(dir, { specials: cfg.family === "k3" ? "k3" : "k2" });
     checkTokenizerMatch(cfg, tok, join(dir, "config.json"));
     // Low-memory presets run lm_head in row chunks (at most 4096 rows, at least 16 chunks).
-    const headChunkRows = plan.embedHeadResident ? undefined : headChunkRowsFor(cfg.vocabSize);
+    const headChunkRows = plan.embedHeadResident ? undefined : headChunkRowsFor(cfg.vocabSize, cfg.hiddenSize * 2);
     const pieceBytes = pieceBytesOf(options.pieceMb);
     // Before the model loads (the ceilings' buffers are freed before the run's memory is taken):
     // one ceiling per disk source the run will read, with the run's own pattern (floor.ts).

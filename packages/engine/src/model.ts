@@ -18,7 +18,7 @@ import { MoeFfn } from "./layers/moe.js";
 import type { ExpertTraceRecorder } from "./cache-trace.js";
 import type { ReadPattern } from "./floor.js";
 import { checkpointIndex, ExpertStore, MoeLayer, RangeReader, TrunkStreamer, type TrunkLayer, type WarmOptions, type WarmTask } from "@k3/moe-stream";
-import { expertIoSlotsFor, prefetchSlotsFor, type PlanParts } from "./presets.js";
+import { expertIoSlotsFor, HEAD_READ_SLOTS, prefetchSlotsFor, type PlanParts } from "./presets.js";
 import { emptyCounters, type ReportKind, type Phase, type RunCounters } from "./report.js";
 import { classifyName, KIND_SHARED, KIND_TRUNK } from "@k3/safetensors";
 import { loadMatrix, loadVector, openWeights, preloadWeights, WeightError, type FreshCeilings, type PreloadOptions, type WeightSource } from "./weights.js";
@@ -244,7 +244,7 @@ export class Model {
         if (info.shape.join() !== `${V},${D}` || info.dtype !== "BF16") throw new WeightError(`tensor ${P + n}: ${info.dtype} ${JSON.stringify(info.shape)}, expected BF16 [${V},${D}]`);
         return { file: info.file, offset: info.offset };
       });
-      const reader = RangeReader.open({ files: [...new Set([embed.file, head.file])], maxRangeBytes: this.headChunkRows * D * 2, slots: 2, direct: options.directIo ?? true, readers: HEAD_READERS, pieceBytes: HEAD_PIECE_BYTES });
+      const reader = RangeReader.open({ files: [...new Set([embed.file, head.file])], maxRangeBytes: this.headChunkRows * D * 2, slots: HEAD_READ_SLOTS, direct: options.directIo ?? true, readers: HEAD_READERS, pieceBytes: HEAD_PIECE_BYTES });
       this.stream = { reader, embed, head };
       this.embed = null;
       this.head = null;
@@ -623,22 +623,29 @@ export class Model {
       this.head!.apply(h, n, out);
       return;
     }
-    // Streamed: row chunks read with O_DIRECT into the reader's two slots, chunk c+1 read while
-    // chunk c's GEMV/GEMM runs. Same rows, same kernels, same bits as the resident head.
+    // Streamed: row chunks read with O_DIRECT into the reader's HEAD_READ_SLOTS slots, the next
+    // chunks in flight while chunk c's GEMV/GEMM runs (chunk c + slots - 1 goes into the slot of
+    // chunk c - 1, done by then). Same rows, same kernels, same bits as the resident head.
     const R = this.headChunkRows;
     const chunks = Math.ceil(V / R);
     const before = s.reader.stats();
-    const read = (c: number) => s.reader.read(s.head.file, s.head.offset + c * R * D * 2, Math.min(R, V - c * R) * D * 2, c & 1);
-    let next = read(0);
+    const read = (c: number) => {
+      const p = s.reader.read(s.head.file, s.head.offset + c * R * D * 2, Math.min(R, V - c * R) * D * 2, c % HEAD_READ_SLOTS);
+      p.catch(() => {}); // awaited in turn; one failing while an earlier chunk throws must not go unhandled
+      return p;
+    };
+    const pending: Promise<Uint8Array>[] = [];
+    for (let c = 0; c < Math.min(HEAD_READ_SLOTS - 1, chunks); c++) pending.push(read(c));
     let waitMs = 0;
     const tmp = n > 1 ? new Float32Array(n * R) : null;
     for (let c = 0; c < chunks; c++) {
       const r0 = c * R;
       const rows = Math.min(R, V - r0);
+      const ahead = c + HEAD_READ_SLOTS - 1;
+      if (ahead < chunks) pending.push(read(ahead));
       const w0 = performance.now();
-      const bytes = await next;
+      const bytes = await pending[c];
       waitMs += performance.now() - w0;
-      if (c + 1 < chunks) next = read(c + 1);
       // The view starts at the tensor's offset within the aligned slot (copied in the rare odd case).
       const w = new Linear("lm_head.weight", { dtype: "BF16", data: bytes.subarray(0, rows * D * 2) }, rows, D, (m) => new WeightError(m));
       if (n === 1) {

@@ -300,15 +300,26 @@ export interface PlanExtras {
 /** What an O_DIRECT read at an unaligned offset moves beyond the bytes asked, on average (one page). */
 export const ALIGN_SLACK = DIRECT_ALIGN;
 
-/** lm_head rows per chunk when embed/head stream (at most 4096 rows, at least 16 chunks). */
-export function headChunkRowsFor(vocab: number): number {
-  return Math.max(1, Math.min(4096, Math.ceil(vocab / 16)));
+/**
+ * Read slots of a streamed embed/head: the chunk being multiplied plus three in flight, each chunk
+ * one read of at most HEAD_CHUNK_BYTES. Small chunks in a small ring stream faster on the VM
+ * measured here: K3's head read and multiplied as 256-row chunks in 4 slots ran 2.03-2.10 GB/s
+ * against 1.78-1.89 as 4096-row chunks in 2 slots, interleaved in the same minutes (ad-hoc script
+ * doing what Model.headLogits does), and the ring is 15 MB instead of 117.
+ */
+export const HEAD_READ_SLOTS = 4;
+/** Most bytes of one streamed lm_head chunk (one read). */
+export const HEAD_CHUNK_BYTES = 4 << 20;
+
+/** lm_head rows per chunk when embed/head stream: rows of `rowBytes` filling HEAD_CHUNK_BYTES, at least 16 chunks. */
+export function headChunkRowsFor(vocab: number, rowBytes: number): number {
+  return Math.max(1, Math.min(Math.floor(HEAD_CHUNK_BYTES / Math.max(1, rowBytes)), Math.ceil(vocab / 16)));
 }
 
-/** A streamed embed/head's read slots: two lm_head chunks, each its aligned superset (RangeReader.arenaBytesFor). */
+/** A streamed embed/head's read slots: HEAD_READ_SLOTS lm_head chunks, each its aligned superset (RangeReader.arenaBytesFor). */
 export function headReadSlotBytes(census: Census): number {
   const vocab = Math.round(census.embedBytes / Math.max(1, census.embedRowBytes));
-  return 2 * supersetBytes(headChunkRowsFor(vocab) * census.embedRowBytes);
+  return HEAD_READ_SLOTS * supersetBytes(headChunkRowsFor(vocab, census.embedRowBytes) * census.embedRowBytes);
 }
 
 export function planMemory(census: Census, budgets: Budgets, preset: PresetName | "custom", mem: MemInfo = readMemInfo(), io: PlanExtras = {}): MemoryPlan {
@@ -356,7 +367,7 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
   // Every O_DIRECT read moves its 4 KiB-aligned superset: about one page more than asked at an
   // unaligned offset (exactly one for a K3 expert, whose 17,547,264 B are whole pages).
   const reads = census.expertBytes > 0 ? census.expertBytesPerToken / census.expertBytes : 0;
-  const headReads = Math.ceil(census.headBytes / Math.max(1, headChunkRowsFor(Math.round(census.embedBytes / Math.max(1, census.embedRowBytes))) * census.embedRowBytes));
+  const headReads = Math.ceil(census.headBytes / Math.max(1, headChunkRowsFor(Math.round(census.embedBytes / Math.max(1, census.embedRowBytes)), census.embedRowBytes) * census.embedRowBytes));
   const expectedReads = {
     // A lone streamed layer is read once and then found in its ring slot every token (no other
     // streamed layer ever takes the slot; TrunkStreamer.acquire), so decode reads none of it.

@@ -165,7 +165,7 @@ describe("byte-identical output across presets, chunk sizes, threads and SIMD le
         const fed = meta.prompt_ids.length + r.ids.length - 1;
         // Device bytes of O_DIRECT reads: each read's 4 KiB-aligned superset (at most 2 pages more).
         const asked = fed * D * 2 + r.ids.length * V * D * 2;
-        const reads = fed + r.ids.length * Math.ceil(V / headChunkRowsFor(V));
+        const reads = fed + r.ids.length * Math.ceil(V / headChunkRowsFor(V, D * 2));
         expect(r.report.bytes_read.embed_head).toBeGreaterThanOrEqual(asked);
         expect(r.report.bytes_read.embed_head).toBeLessThanOrEqual(asked + reads * 8192);
         // ... and they bypass the page cache (the tiny model's files are on a disk that allows O_DIRECT).

@@ -108,7 +108,7 @@ describe("per-kind figures on tiny-k3", async () => {
       expect(got).toBeGreaterThanOrEqual(asked);
       expect(got).toBeLessThan(asked + reads * 8192);
     };
-    const chunks = Math.ceil(V / headChunkRowsFor(V));
+    const chunks = Math.ceil(V / headChunkRowsFor(V, D * 2));
     within(r.per_kind.lm_head.decode.bytes_read, tokens * V * D * 2, tokens * chunks);
     within(r.per_kind.lm_head.prefill.bytes_read, V * D * 2, chunks);
     within(r.per_kind.embed.decode.bytes_read, tokens * D * 2, tokens);

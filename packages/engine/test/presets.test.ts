@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { censusOf } from "../src/census.js";
 import { parseConfig, readConfig, withLayers } from "../src/config.js";
-import { ALIGN_SLACK, readMemInfo, budgetsFor, checkContextFits, checkPlanFits, formatPlan, GB, headReadSlotBytes, planMemory, ringSlotBytesFor, presetForMemory, PRESET_NAMES } from "../src/presets.js";
+import { ALIGN_SLACK, readMemInfo, budgetsFor, checkContextFits, checkPlanFits, formatPlan, GB, headChunkRowsFor, headReadSlotBytes, planMemory, ringSlotBytesFor, presetForMemory, PRESET_NAMES } from "../src/presets.js";
 import { publishedK3Config as rawK3, TINY_K3 } from "./helpers.js";
 
 const census = censusOf(readConfig(TINY_K3));
@@ -156,7 +156,9 @@ describe("presets and plan", () => {
     expect(ultra.expectedBytesPerToken / GB).toBeCloseTo(3.19, 2);
     expect(laptop.expectedBytesPerToken / GB).toBeCloseTo(0.84, 2);
     expect(ultra.parts.embedHeadReadSlots).toBe(headReadSlotBytes(c4));
-    expect(headReadSlotBytes(c4)).toBe(2 * (4096 * 7168 * 2 + 4096)); // two 4096-row chunks, page-rounded + one page
+    expect(headChunkRowsFor(163840, 7168 * 2)).toBe(292); // 4 MiB chunks of K3's 14,336-byte rows
+    expect(headChunkRowsFor(1000, 256)).toBe(63); // a small vocabulary: at least 16 chunks
+    expect(headReadSlotBytes(c4)).toBe(4 * (292 * 7168 * 2 + 4096)); // four 292-row chunks, page-rounded + one page
     // With a packed trunk the same budgets stream: a ring and trunk reads.
     const packed = planMemory(c4, budgetsFor("laptop", c4, box), "laptop", box, { packedTrunk: true });
     expect(packed.trunkMode).toBe("streamed");
