@@ -349,7 +349,7 @@ export class Engine {
     const streaming = plan.trunkMode === "streamed";
     const tok = loadKimiTokenizer(dir, { specials: cfg.family === "k3" ? "k3" : "k2" });
     checkTokenizerMatch(cfg, tok, join(dir, "config.json"));
-    // Low-memory presets run lm_head in row chunks (at most 4096 rows, at least 16 chunks).
+    // Low-memory presets stream lm_head in row chunks of at most 4 MiB (presets.ts headChunkRowsFor).
     const headChunkRows = plan.embedHeadResident ? undefined : headChunkRowsFor(cfg.vocabSize, cfg.hiddenSize * 2);
     const pieceBytes = pieceBytesOf(options.pieceMb);
     // Before the model loads (the ceilings' buffers are freed before the run's memory is taken):

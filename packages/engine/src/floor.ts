@@ -6,8 +6,8 @@
  *
  *  - memory: @k3/dense's memoryReadCeiling (a plain streaming sum) on 2 threads over a buffer of
  *    memCeilingBytes(): at least 512 MiB and 4x the last-level cache, so that it measures the DRAM the
- *    run streams its weights from (on a Xeon VM with 480 MiB of L3, 512 MiB read 35.3-36.9 GB/s
- *    where 2 and 4 GiB read 33.8-34.0), best of 8 passes of 512 MiB or of 3 larger ones (on the
+ *    run streams its weights from (bench/stream-shapes.bench.ts on a Xeon VM with 480 MiB of L3:
+ *    512 MiB read 35.6-36.3 GB/s where 2 and 4 GiB read 34.0-34.1), best of 8 passes of 512 MiB or of 3 larger ones (on the
  *    Zen 5 VM the first few ms of a pass ran at about half speed: 256 MiB x 3 measured 28-36 GB/s
  *    where 512 MiB x 5 and 1 GiB x 3 gave 53-59); the buffer is backed like the weights (2 MiB
  *    aligned, MADV_HUGEPAGE) and holds varied data;
@@ -22,8 +22,9 @@
  *               rounds of its reader count), in the ring's chunks, at its reader count;
  *      lm_head  the whole streamed lm_head, its row chunks in order, as every token reads it
  *               (RangeReader pieces, its reader count; up to HEAD_CEILING_BYTES): K3's is
- *               2.35 GB, and a 0.6 GB sample of it read up to 1.3x faster than the whole on the
- *               virtio disk here (session 11: 2.79 vs 2.05-2.23 GB/s), so only the whole is its ceiling;
+ *               2.35 GB, and on the virtio disk here a 0.6 GB sample of it read faster than
+ *               the run then streamed the whole (realwidth bench, 2026-12-02: ceiling samples up
+ *               to 2.79 GB/s, head streamed at 2.05-2.08), so the whole is what is measured;
  *      embed    streamed embedding rows, one at a time (the run reads them one by one).
  *
  * Per layer kind the floor is max(bytes touched / memory ceiling, bytes read / the ceiling of the

@@ -302,10 +302,10 @@ export const ALIGN_SLACK = DIRECT_ALIGN;
 
 /**
  * Read slots of a streamed embed/head: the chunk being multiplied plus three in flight, each chunk
- * one read of at most HEAD_CHUNK_BYTES. Small chunks in a small ring stream faster on the VM
- * measured here: K3's head read and multiplied as 256-row chunks in 4 slots ran 2.03-2.10 GB/s
- * against 1.78-1.89 as 4096-row chunks in 2 slots, interleaved in the same minutes (ad-hoc script
- * doing what Model.headLogits does), and the ring is 15 MB instead of 117.
+ * one read of at most HEAD_CHUNK_BYTES: the ring is 16.8 MB for K3 instead of 117.5 MB for two
+ * 4096-row chunks, and on the VM measured here it streamed K3's head faster in 3 of 4 interleaved
+ * rounds (bench/stream-shapes.bench.ts, 2026-12-03 01:56 UTC: 1.86-1.88 vs 1.70-1.73 GB/s, then
+ * 1.60 vs 1.67; the C-driven ceiling of the same reads 2.00-2.38).
  */
 export const HEAD_READ_SLOTS = 4;
 /** Most bytes of one streamed lm_head chunk (one read). */

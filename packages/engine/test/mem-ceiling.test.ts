@@ -1,7 +1,7 @@
 /**
  * The memory ceiling's buffer (floor.ts memCeilingBytes): larger than the last-level cache, so it
- * measures the DRAM the weights stream from (512 MiB read 35.3-36.9 GB/s on a VM with 480 MiB of
- * L3, 2-4 GiB 33.8-34.0), within what the machine has free.
+ * measures the DRAM the weights stream from (bench/stream-shapes.bench.ts: 512 MiB read 35.6-36.3 GB/s
+ * on a VM with 480 MiB of L3, 2-4 GiB 34.0-34.1), within what the machine has free.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

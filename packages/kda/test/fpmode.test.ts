@@ -4,7 +4,7 @@
  * calling thread (JavaScript) and the pool's workers (every other kernel) keep IEEE subnormals.
  */
 import { gemvF32, setSimdLevel, setThreadCount, simdLevel, threadCount } from "@k3/dense";
-import { relErr } from "@k3/test-utils";
+import { relErr, uniform } from "@k3/test-utils";
 import { afterAll, describe, expect, it } from "vitest";
 import { chunked, recurrent } from "../src/index.js";
 
@@ -15,19 +15,9 @@ afterAll(() => {
   setSimdLevel(level0);
 });
 
-function rand(n: number, lo: number, hi: number, seed: number): Float32Array {
-  let s = seed >>> 0;
-  const a = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    s = (s * 1664525 + 1013904223) >>> 0;
-    a[i] = lo + (hi - lo) * (s / 4294967296);
-  }
-  return a;
-}
-
 /** Strong decay (g down to -30 per token): products of the decay factors land in the subnormal range. */
 function strongDecay(T: number, H: number, d: number) {
-  return { q: rand(T * H * d, -0.1, 0.1, 1), k: rand(T * H * d, -0.1, 0.1, 2), v: rand(T * H * d, -1, 1, 3), g: rand(T * H * d, -30, 0, 4), beta: rand(T * H, 0, 1, 5) };
+  return { q: uniform(T * H * d, -0.1, 0.1, 1), k: uniform(T * H * d, -0.1, 0.1, 2), v: uniform(T * H * d, -1, 1, 3), g: uniform(T * H * d, -30, 0, 4), beta: uniform(T * H, 0, 1, 5) };
 }
 
 describe("subnormals inside the KDA kernels", () => {
