@@ -181,26 +181,39 @@ export async function runCapped(cap: MemoryCap, capBytes: number, argv: string[]
  * What node, tsx and the CLI's modules have charged to a fresh cgroup when `k3` makes its memory
  * plan (which reads the cgroup: available = limit - charge): a `k3 plan --model MODEL` under a
  * 512 MB cap reports the headroom it saw. `k3 plan` imports only the planner, while `k3 run` plans
- * with the whole engine (its native addons) loaded, so the probe preloads the engine first. Plus 16 MB for what `k3 run` does before planning that
- * `k3 plan` does not (argument parsing, a bigger index.json) and GC timing. Measured once per
- * process. Throws when the plan did not see the cap (a reader of /proc/meminfo only).
+ * with the whole engine (its native addons) loaded, so the probe preloads the engine first. It
+ * passes the run's own plan flags (`--trunk DIR` makes both read trunk.json, whose pages v1 charges
+ * to the reader) and its K3_THREADS. Plus CHARGE_SLACK for what `k3 run` does before planning that
+ * `k3 plan` does not (argument parsing, a bigger index.json), GC timing and v1's per-CPU charge
+ * batching. Measured once per distinct probe.
+ * Throws when the plan did not see the cap (a reader of /proc/meminfo only).
  */
-let chargeCache: number | null = null;
-export async function runtimeChargeAtPlan(cap: MemoryCap, cli: string, model: string, cwd: string): Promise<number> {
-  if (chargeCache !== null) return chargeCache;
+const chargeCache = new Map<string, number>();
+/**
+ * 16 MB was short once on a fresh CI machine (cgroup v1): a streamed-trunk run was refused with
+ * "needs 2.26 GB but only 2.26 GB is usable". The cap still binds: peak RSS is checked against the plan.
+ */
+export const CHARGE_SLACK = 48 * 2 ** 20;
+export async function runtimeChargeAtPlan(cap: MemoryCap, cli: string, model: string, cwd: string, planFlags: string[] = [], threads = "1"): Promise<number> {
+  const key = JSON.stringify([cli, model, planFlags, threads]);
+  const cached = chargeCache.get(key);
+  if (cached !== undefined) return cached;
   const probeCap = 512 * 2 ** 20;
   const dir = mkdtempSync(join(tmpdir(), "k3-charge-"));
   try {
     const json = join(dir, "plan.json");
     const engine = pathToFileURL(join(dirname(cli), cli.endsWith(".ts") ? "engine.ts" : "index.js")).href;
     const node = cli.endsWith(".ts") ? [process.execPath, "--import", "tsx", "--import", engine] : [process.execPath, "--import", engine];
-    const r = await runCapped(cap, probeCap, [...node, cli, "plan", "--model", model, "--preset", "ultra", "--json", json], { env: { ...process.env, K3_THREADS: "1" }, cwd, timeoutMs: 120_000 });
+    const argv = [...node, cli, "plan", "--model", model, "--preset", "ultra", ...planFlags, "--json", json];
+    const r = await runCapped(cap, probeCap, argv, { env: { ...process.env, K3_THREADS: threads }, cwd, timeoutMs: 120_000 });
     if (r.code !== 0) throw new Error(`k3 plan under a ${probeCap}-byte cap exited ${r.code}: ${r.stderr}`);
     const plan = JSON.parse(readFileSync(json, "utf8")).plans[0] as { availableBytes: number; cgroupLimitBytes?: number };
     if (plan.cgroupLimitBytes !== probeCap) throw new Error(`k3 plan under a ${probeCap}-byte cap saw cgroupLimitBytes ${plan.cgroupLimitBytes}: its memory figures ignore the cgroup`);
     const charge = probeCap - plan.availableBytes;
-    console.log(`cgroup: the runtime's own charge when it plans: ${(charge / 1e6).toFixed(1)} MB`);
-    return (chargeCache = charge + 16 * 2 ** 20);
+    console.log(`cgroup: the runtime's own charge when it plans${planFlags.length ? ` (${planFlags.join(" ")})` : ""}: ${(charge / 1e6).toFixed(1)} MB`);
+    const withSlack = charge + CHARGE_SLACK;
+    chargeCache.set(key, withSlack);
+    return withSlack;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -58,6 +58,7 @@ const cap = memoryCap();
 if ("skip" in cap) console.log(`realwidth-ci: runs without a memory cap (${cap.skip})`);
 
 let dir: string | null = null;
+const THREADS = process.env.K3_THREADS ?? "2";
 afterEach(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
   dir = null;
@@ -76,7 +77,7 @@ async function fixture(size: CiFixture): Promise<{ model: string; bytes: number 
 /** A child `k3 ...`: under a cap of `capBytes` when a cgroup is writable, else plain. */
 async function k3(args: string[], capBytes: number | null): Promise<{ code: number | null; signal: string | null; stderr: string; capped: boolean }> {
   const argv = [process.execPath, "--import", "tsx", CLI, ...args];
-  const env = { ...process.env, K3_THREADS: process.env.K3_THREADS ?? "2" };
+  const env = { ...process.env, K3_THREADS: THREADS };
   const cwd = join(__dirname, "..");
   if (capBytes !== null && !("skip" in cap)) {
     const r = await runCapped(cap, capBytes, argv, { env, cwd, timeoutMs: 600_000 });
@@ -120,9 +121,10 @@ async function packAndRun(model: string, label: string, streamGb: number | null)
     const json = join(dir!, `${r.preset}.json`);
     const t = performance.now();
     // The plan reads the cgroup: the cap it is accepted under is plan / 0.95 + the runtime's own charge.
-    const capBytes = "skip" in cap ? null : capForPlan(plan.totalBytes, await runtimeChargeAtPlan(cap, CLI, model, join(__dirname, "..")));
+    const charge = "skip" in cap ? null : await runtimeChargeAtPlan(cap, CLI, model, join(__dirname, ".."), r.packed ? ["--trunk", trunk] : [], THREADS);
+    const capBytes = charge === null ? null : capForPlan(plan.totalBytes, charge);
     const out = await k3(["run", "--model", model, "--preset", r.preset, "--ids", ids, "--max-tokens", "3", "--json", json, ...r.extra], capBytes);
-    const line = `realwidth-ci ${label} ${r.name} (${r.preset}): exit ${out.code}${out.signal ? ` ${out.signal}` : ""}, ${((performance.now() - t) / 1000).toFixed(1)} s, plan ${(plan.totalBytes / GB).toFixed(2)} GB${out.capped ? `, cgroup cap ${(capBytes! / GB).toFixed(2)} GB` : " (no cap)"}`;
+    const line = `realwidth-ci ${label} ${r.name} (${r.preset}): exit ${out.code}${out.signal ? ` ${out.signal}` : ""}, ${((performance.now() - t) / 1000).toFixed(1)} s, plan ${(plan.totalBytes / GB).toFixed(2)} GB${out.capped ? `, cgroup cap ${(capBytes! / GB).toFixed(2)} GB (runtime charge + slack ${(charge! / 1e6).toFixed(1)} MB)` : " (no cap)"}`;
     expect(out.signal, `${line}\n${out.stderr.slice(-3000)}`).toBeNull();
     expect(out.code, `${line}\n${out.stderr.slice(-3000)}`).toBe(0);
     const report = JSON.parse(readFileSync(json, "utf8")) as RunReport;
