@@ -196,8 +196,8 @@ describe("packTrunk", () => {
     const pristine = readFileSync(join(out, "trunk.json"), "utf8");
     const layerGroup = (m: { groups: { layer: number | null; tensors: Record<string, { offset: number; byteLength: number; dtype: string; shape: number[]; crc32: number }> }[] }) => m.groups.find((g) => g.layer === 7)!;
     const cases: [string, (m: ReturnType<typeof JSON.parse>) => void, RegExp][] = [
-      ["a tensor entry null (TypeError reading 'offset')", (m) => (layerGroup(m).tensors[Object.keys(layerGroup(m).tensors)[0]] = null), /tensor .* must be an object/],
-      ["tensors not an object", (m) => (layerGroup(m).tensors = "abc"), /tensors must be an object/],
+      ["a tensor entry null (TypeError reading 'offset')", (m) => (layerGroup(m).tensors[Object.keys(layerGroup(m).tensors)[0]] = null as never), /tensor .* must be an object/],
+      ["tensors not an object", (m) => (layerGroup(m).tensors = "abc" as never), /tensors must be an object/],
       ["a bf16 tensor at an odd offset (RangeError in gemmBf16)", (m) => {
         const ts = Object.values(layerGroup(m).tensors).filter((t) => t.dtype === "BF16");
         ts[ts.length - 1].offset += 1;
