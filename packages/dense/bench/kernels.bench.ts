@@ -2,7 +2,8 @@
 // (--gemv: only the GEMV rows, every K3 decode shape at 1 and 2 threads beside ggml; --shapes=MxK,...;
 // --gemm: every GEMM and two-core row, no GEMV; --gemm-exact: only the exact batched GEMM rows at
 // n = 16 / 32 / 64, one short exclusive stretch; with it --ns=4,8,.. and --threads=1,2 pick the batch
-// sizes and thread counts, --shapes=MxK,.. the shapes).
+// sizes and thread counts, --shapes=MxK,.. the shapes; --level=avx2|avx512|scalar: every row at that SIMD
+// level, and at avx2 on an AVX-512 CPU the ggml column comes from K3_GGML_BIN_AVX2, a portable build).
 // Issue 18 rows for @k3/dense, each beside the ceiling measured right next to it in the same run:
 //   - exact batched bf16 GEMM (prefill) at n = 4..64, the opt-in rounded one (vdpbf16ps), f32 GEMM:
 //     GFLOP/s against the FMA peak (fmaPeak at the same thread count and SIMD level);
@@ -25,6 +26,7 @@ import {
   setSimdLevel,
   setThreadCount,
   simdLevel,
+  type SimdLevel,
 } from "../src/index.js";
 // @k3/test-utils depends on @k3/dense (a cycle in turbo's graph), so its dependency-free bench module is imported by path.
 import { AdjacentCeiling, timeIt, writeReport } from "../../test-utils/src/bench.js";
@@ -36,7 +38,13 @@ const gemvOnly = process.argv.includes("--gemv");
 const gemmExactOnly = process.argv.includes("--gemm-exact");
 const gemmOnly = process.argv.includes("--gemm");
 const MiB = 2 ** 20;
-const bin: string | null = ggmlBin();
+const LEVELS: SimdLevel[] = ["scalar", "avx2", "avx512"];
+const levelArg = process.argv.find((a) => a.startsWith("--level="))?.slice("--level=".length);
+if (levelArg !== undefined && !LEVELS.includes(levelArg as SimdLevel)) throw new Error(`--level=${levelArg}: expected one of ${LEVELS.join(", ")}`);
+const level: SimdLevel = (levelArg as SimdLevel | undefined) ?? bestSimdLevel();
+// ggml's native build runs its best level: beside our AVX2 rows on an AVX-512 CPU it would not compare like with like.
+const portable = level !== bestSimdLevel();
+const bin: string | null = portable ? process.env.K3_GGML_BIN_AVX2 || null : ggmlBin();
 type Row = Record<string, string | number>;
 const rows: Row[] = [];
 const notes: string[] = [];
@@ -104,7 +112,7 @@ async function gemmRow(kind: "exact" | "rounded" | "f32", m: number, k: number, 
   return gflops;
 }
 
-setSimdLevel(bestSimdLevel());
+setSimdLevel(level);
 if (!gemvOnly) {
 // K3's dense shapes (attention/shared-expert projections, dense FFN up/down, the expert-sized pair); the
 // 163840x7168 lm_head is left out of the default run (2.3 GB of weights for us and again for ggml).
@@ -123,7 +131,7 @@ await gemmRow("f32", 3072, 3584, 32, 2, true);
 setSimdLevel("avx2");
 await gemmRow("exact", 3072, 3584, 32, 2, false);
 await gemmRow("exact", 3072, 3584, 32, 1, false);
-setSimdLevel(bestSimdLevel());
+setSimdLevel(level);
 notes.push(`Rounded rows: vdpbf16ps ${roundedGemmUsesDpbf16() ? "in use" : "NOT available here (exact kernels on the rounded X)"}; the ggml column of the exact rows is ggml's bf16 matmul, which itself rounds X to bf16 (compare the rounded row of the same shape).`);
 }
 }
@@ -249,7 +257,7 @@ notes.push(
 );
 writeReport("dense-kernels", {
   title: "@k3/dense issue-18 kernels: batched GEMM vs FMA peak, GEMV vs read ceiling, ggml beside",
-  command: `${bin ? "K3_GGML_BIN=<test-backend-ops> " : ""}flock -x /tmp/k3-bench.lock node --import tsx bench/kernels.bench.ts ${process.argv.slice(2).join(" ")}`,
+  command: `${bin ? (portable ? "K3_GGML_BIN_AVX2=<portable test-backend-ops> " : "K3_GGML_BIN=<test-backend-ops> ") : ""}flock -x /tmp/k3-bench.lock node --import tsx bench/kernels.bench.ts ${process.argv.slice(2).join(" ")}`,
   rows,
   notes,
 });
