@@ -8,7 +8,7 @@
 import { formatBytes } from "@k3/native";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { encodeCacheTrace, parseCacheTrace, simulateCache, simulateCacheSizes, type CachePolicy, type CacheTraceRequest } from "@k3/moe-stream";
+import { encodeCacheTrace, parseCacheTrace, simulateCache, simulateCacheSizes, type CachePolicy, type CacheTraceRequest, type ExpertCachePolicy } from "@k3/moe-stream";
 import { UsageError } from "./errors.js";
 
 export const TRACE_FILE = "expert_trace.bin";
@@ -23,8 +23,10 @@ export interface TraceMeta {
   expert_bytes: number;
   num_experts: number;
   top_k: number;
-  /** The expert cache the run had (slots per MoE layer) and its measured resident hit rate. */
+  /** The expert cache the run had (slots per MoE layer, policy) and its measured resident hit rate. */
   slots_per_layer: number;
+  /** Absent in traces written before the policy was recorded (those runs used "lru"). */
+  cache_policy?: ExpertCachePolicy;
   resident_hit_rate: number | null;
   tokens: number;
   requests: number;
@@ -57,8 +59,10 @@ export interface CacheSimRow {
   slots_per_layer: number;
   cache_bytes: number;
   hit_rate: Record<string, number>;
-  /** Expert bytes read per token under LRU at this size (the store's policy). */
-  lru_expert_bytes_per_token: number;
+  /** Expert bytes read per token at this size under `policy`. */
+  expert_bytes_per_token: number;
+  /** The store's default policy ("lfu"), whose misses expert_bytes_per_token counts. */
+  policy: ExpertCachePolicy;
 }
 
 export interface CacheSimReport {
@@ -97,17 +101,21 @@ export function cacheSimReport(dir: string, slots: number[] | null, policies: re
   const rows: CacheSimRow[] = sizes.map((s) => {
     const at = sim.filter((r) => r.slotsPerLayer === s);
     const hit = Object.fromEntries(at.map((r) => [r.policy, r.hitRate]));
-    const lru = at.find((r) => r.policy === "lru") ?? simulateCache(trace, "lru", s);
-    const misses = lru.requests - lru.hits;
+    const store = at.find((r) => r.policy === STORE_POLICY) ?? simulateCache(trace, STORE_POLICY, s);
+    const misses = store.requests - store.hits;
     return {
       slots_per_layer: s,
       cache_bytes: s * moeLayers * meta.expert_bytes,
       hit_rate: hit,
-      lru_expert_bytes_per_token: meta.tokens > 0 ? (misses * meta.expert_bytes) / meta.tokens : 0,
+      expert_bytes_per_token: meta.tokens > 0 ? (misses * meta.expert_bytes) / meta.tokens : 0,
+      policy: STORE_POLICY,
     };
   });
   return { meta, moe_layers: moeLayers, rows };
 }
+
+/** The policy whose reads per token the table prints: the expert store's default. */
+const STORE_POLICY: ExpertCachePolicy = "lfu";
 
 /** 0, 1, 2, 4, ... up to the expert count, plus the run's own size. */
 function defaultSizes(meta: TraceMeta): number[] {
@@ -121,9 +129,9 @@ export function formatCacheSim(r: CacheSimReport, policies: readonly CachePolicy
   const pct = (x: number | null | undefined) => (x === null || x === undefined ? "n/a" : `${(100 * x).toFixed(1)}%`);
   const lines = [
     `expert-cache simulation: ${m.requests} requests over ${r.moe_layers} MoE layers, ${m.tokens} tokens (${m.model})`,
-    `the run itself: ${m.slots_per_layer} slots/layer, measured resident hit rate ${pct(m.resident_hit_rate)}; one expert ${formatBytes(m.expert_bytes)}`,
+    `the run itself: ${m.slots_per_layer} slots/layer (${m.cache_policy ?? "lru"}), measured resident hit rate ${pct(m.resident_hit_rate)}; one expert ${formatBytes(m.expert_bytes)}`,
     "",
-    ["slots/layer", "    cache", ...policies.map((p) => p.padStart(8)), "LRU expert reads/token"].join("  "),
+    ["slots/layer", "    cache", ...policies.map((p) => p.padStart(8)), `${STORE_POLICY} expert reads/token`].join("  "),
   ];
   for (const row of r.rows)
     lines.push(
@@ -131,13 +139,13 @@ export function formatCacheSim(r: CacheSimReport, policies: readonly CachePolicy
         String(row.slots_per_layer).padStart(11),
         formatBytes(row.cache_bytes).padStart(9),
         ...policies.map((p) => pct(row.hit_rate[p]).padStart(8)),
-        formatBytes(row.lru_expert_bytes_per_token).padStart(22),
+        formatBytes(row.expert_bytes_per_token).padStart(22),
       ].join("  "),
     );
   lines.push(
     "",
-    "lru: the expert store's policy (the store admits a request's misses in read-completion order, the simulator in request order);",
-    "s3fifo: S3-FIFO; belady: the offline bound for a cache filled on demand; pinned: each layer's hottest experts loaded",
+    "lfu: the expert store's default (--cache-policy), lru: its alternative (the store admits a request's misses in",
+    "read-completion order, the simulator in request order); s3fifo: S3-FIFO; belady: the offline bound for a cache filled on demand; pinned: each layer's hottest experts loaded",
     "before the run and never changed (so their first uses hit too, which is why it can exceed belady).",
   );
   return lines.join("\n");

@@ -68,6 +68,7 @@ function checkEngineOptions(o: EngineOptions): void {
   if (o.kdaCore !== undefined) checkChoice("--kda-core", CHOICES.kdaCore, o.kdaCore);
   if (o.loadMethod !== undefined) checkChoice("--load-method", CHOICES.loadMethod, o.loadMethod);
   if (o.warm !== undefined) checkChoice("--warm", CHOICES.warm, o.warm);
+  if (o.cachePolicy !== undefined) checkChoice("--cache-policy", CHOICES.cachePolicy, o.cachePolicy);
   if (o.onExpertError !== undefined) checkChoice("--on-expert-error", CHOICES.onExpertError, o.onExpertError);
 }
 
@@ -139,9 +140,16 @@ export interface EngineOptions {
    * (AUTO_WARM_SHARE: below that a warmed expert is more likely evicted than used, and the warm's
    * reads would only compete with the run's); "wait" fills any cache before load() returns, at full
    * queue depth, with progress; "off" never. A warm never evicts: experts the run routes to
-   * replace unused warmed ones (LRU). I/O only: the output is unchanged.
+   * replace unused warmed ones. I/O only: the output is unchanged.
    */
   warm?: "auto" | "wait" | "off";
+  /**
+   * Which experts a full layer of the expert cache keeps (`--cache-policy`; @k3/moe-stream
+   * cache-policy.ts): "lfu" (default) the most requested (a miss joins only when requested more
+   * often than the least-requested resident expert), "lru" the most recent. I/O only: the output
+   * is unchanged.
+   */
+  cachePolicy?: "lfu" | "lru";
   /**
    * Measure the memory-read and disk-read ceilings before loading (a few seconds; `--floor`, on by
    * default for `k3 bench`): every run report then has its floor and ratio (report.floor).
@@ -378,6 +386,7 @@ export class Engine {
       streamEmbedHead: !plan.embedHeadResident,
       kdaCore: options.kdaCore,
       cacheSlotsPerLayer: plan.cacheSlotsPerLayer,
+      cachePolicy: options.cachePolicy,
       pieceBytes,
       prefetch: options.prefetch ?? true,
       // The plan's lookahead share (ultra keeps half a layer's worth to stay under 4 GB).
@@ -698,7 +707,7 @@ export class Engine {
       stopReason: stop,
       counters,
       wallSeconds: wall,
-      io: { prefetch: this.model.prefetch, pieceBytes: this.model.pieceBytes, engine: store?.engine, engineNote: store?.engineNote },
+      io: { prefetch: this.model.prefetch, pieceBytes: this.model.pieceBytes, engine: store?.engine, engineNote: store?.engineNote, cachePolicy: this.model.experts && this.model.experts.slotsPerLayer > 0 ? this.model.experts.cachePolicy : null },
       load: this.model.loadStats,
       warm: this.warmReport(),
       ceilings: this.ceilings,

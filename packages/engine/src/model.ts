@@ -85,6 +85,8 @@ export interface LoadOptions {
   kdaCore?: KdaCore;
   /** Expert cache slots per MoE layer (the memory plan's); default 0 = stream every expert. */
   cacheSlotsPerLayer?: number;
+  /** Which experts a full cache layer keeps (ExpertStoreOptions.cachePolicy; default "lfu"). */
+  cachePolicy?: "lfu" | "lru";
   /** Read experts with O_DIRECT when the filesystem allows (default true). */
   directIo?: boolean;
   /**
@@ -481,6 +483,7 @@ export class Model {
         store = ExpertStore.open({
           experts,
           slotsPerLayer: Math.min(cfg.moe.numExperts, options.cacheSlotsPerLayer ?? 0),
+          cachePolicy: options.cachePolicy,
           ioSlots: expertIoSlotsFor(cfg.moe.topK, prefetchSlots),
           prefetchSlots,
           direct: options.directIo ?? true,

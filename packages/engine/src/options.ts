@@ -74,6 +74,7 @@ export const CHOICES = {
   kdaCore: ["auto", "recurrent", "chunked"],
   loadMethod: ["pool", "per-tensor"],
   warm: ["auto", "wait", "off"],
+  cachePolicy: ["lfu", "lru"],
   onExpertError: ["drop", "fail"],
   effort: ["low", "high", "max"],
 } as const;

@@ -137,6 +137,8 @@ export interface RunReport {
   bytes_read_per_token: number;
   expert_requests: number;
   resident_hit_rate: number | null;
+  /** The expert cache's policy ("lfu" | "lru"; null without an expert cache). */
+  expert_cache_policy: string | null;
   /** Expert requests served by a lookahead prefetch / expert_requests (disjoint from resident hits). */
   prefetch_hit_rate: number | null;
   /** Lookahead prefetch on; expert read piece size (0 = one read per expert). */
@@ -542,7 +544,7 @@ export function buildReport(args: {
   counters: RunCounters;
   wallSeconds: number;
   /** The expert I/O setup (default: no prefetch, one read per expert). */
-  io?: { prefetch: boolean; pieceBytes: number; engine?: string; engineNote?: string | null };
+  io?: { prefetch: boolean; pieceBytes: number; engine?: string; engineNote?: string | null; cachePolicy?: string | null };
   /** The resident load (Model.loadStats). */
   load?: LoadStats | null;
   warm?: WarmReport | null;
@@ -580,6 +582,7 @@ export function buildReport(args: {
     bytes_read_per_token: tokens > 0 ? total / tokens : 0,
     expert_requests: c.expertRequests,
     resident_hit_rate: c.expertRequests > 0 ? c.expertResidentHits / c.expertRequests : null,
+    expert_cache_policy: args.io?.cachePolicy ?? null,
     prefetch_hit_rate: c.expertRequests > 0 ? c.expertPrefetchHits / c.expertRequests : null,
     prefetch: args.io?.prefetch ?? false,
     piece_bytes: args.io?.pieceBytes ?? 0,
@@ -630,7 +633,7 @@ export function formatReport(r: RunReport): string {
     `  wall: ${r.wall_seconds.toFixed(3)} s; threads ${r.threads}; SIMD ${r.simd}; preset ${r.preset}`,
     `  peak RSS: ${formatBytes(r.peak_rss_bytes)}`,
     `  read: ${formatBytes(r.bytes_read.total)} (trunk ${formatBytes(r.bytes_read.trunk)}, experts ${formatBytes(r.bytes_read.experts)}, embed/head ${formatBytes(r.bytes_read.embed_head)}), ${formatBytes(r.bytes_read_per_token)}/token`,
-    `  experts: ${r.expert_requests} requests, resident hit rate ${pct(r.resident_hit_rate)}, prefetch hit rate ${pct(r.prefetch_hit_rate)}, drops ${r.expert_drops}`,
+    `  experts: ${r.expert_requests} requests, resident hit rate ${pct(r.resident_hit_rate)}${r.expert_cache_policy ? ` (${r.expert_cache_policy} cache)` : ""}, prefetch hit rate ${pct(r.prefetch_hit_rate)}, drops ${r.expert_drops}`,
     r.prefetch
       ? `  lookahead prefetch: accuracy ${pct(r.prefetch_accuracy)} (${r.prefetch_used} of ${r.prefetch_predicted} predicted experts used), ${r.prefetch_issued} reads issued; pieces ${pieces(r.piece_bytes)}`
       : `  lookahead prefetch: off; pieces ${pieces(r.piece_bytes)}`,

@@ -1,4 +1,4 @@
-/** `k3 run --dump-cache-trace` + `k3 cache-sim`: the trace is what the store was asked, and LRU replays the store. */
+/** `k3 run --dump-cache-trace` + `k3 cache-sim`: the trace is what the store was asked, and the simulator replays the store under each policy. */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,10 +15,10 @@ const k3 = captureCli;
 const RUN = ["run", "--model", TINY_K3, "--prompt", "hello there", "--max-tokens", "10", "--threads", "1", "--quiet", "--warm", "off"];
 
 /** One traced run at `cacheGb`; returns the run report, the trace and the cache-sim JSON at the run's own size. */
-async function traced(name: string, cacheGb: string) {
+async function traced(name: string, cacheGb: string, extra: string[] = []) {
   const traceDir = join(dir, name);
   const report = join(dir, `${name}.json`);
-  expect((await k3([...RUN, "--cache-gb", cacheGb, "--dump-cache-trace", traceDir, "--json", report])).code).toBe(0);
+  expect((await k3([...RUN, "--cache-gb", cacheGb, "--dump-cache-trace", traceDir, "--json", report, ...extra])).code).toBe(0);
   const run = JSON.parse(readFileSync(report, "utf8"));
   const hist = JSON.parse(readFileSync(join(traceDir, "expert_hist.json"), "utf8"));
   const trace = parseCacheTrace(readFileSync(join(traceDir, "expert_trace.bin")));
@@ -43,18 +43,31 @@ describe("expert traces and the cache simulator", () => {
     for (const r of trace) expect(r.experts.length).toBeGreaterThanOrEqual(4); // top-k 4 per token
   });
 
-  it("LRU at the run's cache size replays the store: exactly when nothing is evicted, within 2 points otherwise", async () => {
+  it("the simulator's lfu (the store's default) and lru at the run's cache size replay the store: exactly when nothing is evicted, within 2 points otherwise", async () => {
     const big = await traced("big2", "0.01");
     expect(big.hist.slots_per_layer).toBe(16); // every expert fits: only first uses miss
-    const lruBig = big.sim.rows.find((r: { slots_per_layer: number }) => r.slots_per_layer === 16).hit_rate.lru;
-    expect(lruBig).toBe(big.run.resident_hit_rate);
-    const small = await traced("small", "0.0004");
-    expect(small.hist.slots_per_layer).toBeLessThan(16);
-    const lruSmall = small.sim.rows.find((r: { slots_per_layer: number }) => r.slots_per_layer === small.hist.slots_per_layer).hit_rate.lru;
-    // The store admits a request's misses in read-completion order, the simulator in request order.
-    expect(Math.abs(lruSmall - small.run.resident_hit_rate)).toBeLessThanOrEqual(0.02);
-    expect(small.sim.rows[0].hit_rate).toEqual({ lru: 0, s3fifo: 0, belady: 0, pinned: 0 });
-    expect(small.text).toMatch(/slots\/layer\s+cache\s+lru\s+s3fifo\s+belady\s+pinned/);
+    expect(big.hist.cache_policy).toBe("lfu");
+    const bigRow = big.sim.rows.find((r: { slots_per_layer: number }) => r.slots_per_layer === 16);
+    expect(bigRow.hit_rate.lfu).toBe(big.run.resident_hit_rate);
+    expect(bigRow.hit_rate.lru).toBe(big.run.resident_hit_rate);
+    const tokens: number[][] = [];
+    for (const policy of ["lfu", "lru"]) {
+      const small = await traced(`small-${policy}`, "0.0004", ["--cache-policy", policy]);
+      tokens.push(small.run.generated_ids);
+      expect(small.hist.slots_per_layer).toBeLessThan(16);
+      expect(small.hist.cache_policy).toBe(policy);
+      expect(small.run.expert_cache_policy).toBe(policy);
+      const simulated = small.sim.rows.find((r: { slots_per_layer: number }) => r.slots_per_layer === small.hist.slots_per_layer).hit_rate[policy];
+      // The store admits a request's misses in read-completion order, the simulator in request order.
+      expect(Math.abs(simulated - small.run.resident_hit_rate), policy).toBeLessThanOrEqual(0.02);
+      expect(small.sim.rows[0].hit_rate).toEqual({ lfu: 0, lru: 0, s3fifo: 0, belady: 0, pinned: 0 });
+      expect(small.text).toMatch(/slots\/layer\s+cache\s+lfu\s+lru\s+s3fifo\s+belady\s+pinned\s+lfu expert reads\/token/);
+      expect(small.text).toContain(`slots/layer (${policy})`);
+    }
+    expect(tokens[1]).toEqual(tokens[0]); // the policy moves reads, never the output
+    const bad = await k3([...RUN, "--cache-policy", "arc"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--cache-policy arc: expected lfu or lru/);
   });
 
   it("cache-sim refuses a missing or mismatched trace, bad slots and unknown policies", async () => {
@@ -63,7 +76,7 @@ describe("expert traces and the cache simulator", () => {
     expect(none.stderr).toMatch(/cannot read expert_hist\.json \(ENOENT\); write one with k3 run --dump-cache-trace/);
     expect((await k3(["cache-sim"])).stderr).toMatch(/--trace DIR is required/);
     const { traceDir } = await traced("bad", "0.0004");
-    expect((await k3(["cache-sim", "--trace", traceDir, "--policy", "arc"])).stderr).toMatch(/--policy arc: expected some of lru, s3fifo, belady, pinned/);
+    expect((await k3(["cache-sim", "--trace", traceDir, "--policy", "arc"])).stderr).toMatch(/--policy arc: expected some of lfu, lru, s3fifo, belady, pinned/);
     expect((await k3(["cache-sim", "--trace", traceDir, "--slots", "4,x"])).stderr).toMatch(/expected slot counts/);
     const bin = readFileSync(join(traceDir, "expert_trace.bin"));
     writeFileSync(join(traceDir, "expert_trace.bin"), bin.subarray(0, bin.length - 5));

@@ -72,6 +72,7 @@ export {
   type CacheTraceRequest,
   type CacheSimResult,
 } from "./store/cache-sim.js";
+export { EXPERT_CACHE_POLICIES, COUNT_HALVING_REQUESTS, type ExpertCachePolicy } from "./store/cache-policy.js";
 export {
   loadResidentRanges,
   loadCeiling,

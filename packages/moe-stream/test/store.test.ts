@@ -132,7 +132,7 @@ describe("ExpertStore reads", () => {
 
 describe("ExpertStore cache", () => {
   it("keeps each layer's recent experts (per-layer LRU) and counts resident hits", async () => {
-    const store = ExpertStore.open({ experts, slotsPerLayer: 3, ioSlots: 4 });
+    const store = ExpertStore.open({ experts, slotsPerLayer: 3, ioSlots: 4, cachePolicy: "lru" });
     try {
       await getAll(store, 1, [0, 1, 2]);
       await getAll(store, 2, [0, 1, 2]); // another layer never evicts layer 1
@@ -146,6 +146,37 @@ describe("ExpertStore cache", () => {
       expect(s.misses).toBe(7);
       expect(s.evictions).toBe(1);
       expect(s.residentHitRate).toBeCloseTo(2 / 9);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("lfu (the default) keeps the more requested expert: a miss joins a full layer only when requested more often, else it is read, used and freed", async () => {
+    const store = ExpertStore.open({ experts, slotsPerLayer: 1, ioSlots: 4 });
+    try {
+      expect(store.cachePolicy).toBe("lfu");
+      await getAll(store, 1, [0]);
+      expect((await getAll(store, 1, [0]))[0].source).toBe("resident"); // 0 requested twice
+      expect((await getAll(store, 1, [3]))[0].source).toBe("read"); // 3 once: declined
+      expect(store.isResident(1, 0) && !store.isResident(1, 3)).toBe(true);
+      expect((await getAll(store, 1, [3]))[0].source).toBe("read"); // 3 twice, 0 twice: a tie keeps 0
+      expect(store.stats()).toMatchObject({ admissionsDeclined: 2, evictions: 0 });
+      await getAll(store, 1, [3]); // 3 three times > 0 twice: 3 takes the slot
+      expect(store.isResident(1, 3) && !store.isResident(1, 0)).toBe(true);
+      expect((await getAll(store, 1, [3]))[0].source).toBe("resident");
+      const s = store.stats();
+      expect(s).toMatchObject({ requests: 6, residentHits: 2, misses: 4, evictions: 1, admissionsDeclined: 2 });
+    } finally {
+      store.close();
+    }
+  });
+
+  it("under lru every miss evicts (the lfu test's sequence: 4 resident hits where lfu's caution gets 2); a bad policy is refused", async () => {
+    const store = ExpertStore.open({ experts, slotsPerLayer: 1, ioSlots: 4, cachePolicy: "lru" });
+    try {
+      for (const id of [0, 0, 3, 3, 3, 3]) await getAll(store, 1, [id]);
+      expect(store.stats()).toMatchObject({ residentHits: 4, evictions: 1, admissionsDeclined: 0 });
+      expect(() => ExpertStore.open({ experts, cachePolicy: "arc" as never })).toThrow(/cachePolicy must be one of lfu, lru, got "arc"/);
     } finally {
       store.close();
     }

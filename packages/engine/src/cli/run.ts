@@ -114,6 +114,7 @@ async function runLoaded(engine: Engine, values: Args["values"], o: RunContext):
       num_experts: engine.config.moe.numExperts,
       top_k: engine.config.moe.topK,
       slots_per_layer: engine.plan.cacheSlotsPerLayer,
+      cache_policy: engine.model.experts?.cachePolicy,
       resident_hit_rate: report.resident_hit_rate,
       tokens: report.prompt_tokens + report.generated_tokens,
     });

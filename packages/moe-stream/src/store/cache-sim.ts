@@ -5,10 +5,12 @@
  * token takes tens of seconds). Traces come from `k3 run --dump-cache-trace DIR`.
  *
  * Policies (each partitioned per layer, as the ExpertStore is):
- * - "lru": the ExpertStore's own policy. A request first looks up every expert (hits move to the
- *   most-recent end, in request order), then admits its misses, each evicting the layer's least
- *   recently used entry. The store admits misses in read-completion order, the simulator in request
- *   order, so with several misses per request and a full cache the two can differ slightly.
+ * - "lfu": the ExpertStore's default (cache-policy.ts). A request counts its experts, looks every
+ *   one up (hits move to the most-recent end, in request order), then offers its misses: each takes
+ *   the slot of the layer's least-requested resident expert outside the request only if requested
+ *   more often. The store admits misses in read-completion order, the simulator in request order,
+ *   so with several misses per request and a full cache the two can differ slightly (as for lru).
+ * - "lru": the store's `cachePolicy: "lru"`: each miss evicts the layer's least recently used entry.
  * - "s3fifo": S3-FIFO (Yang et al., SOSP 2023): new entries go to a small FIFO, entries found in the
  *   ghost FIFO (recently evicted ids, 90 % of the slots) to the main FIFO; 2-bit access counters.
  *   When the layer is full, the small FIFO gives up an entry while it holds >= 10 % of the slots
@@ -20,8 +22,10 @@
  *   trace (ties to the lower id), never changed: what pinning the hottest experts would give.
  */
 
-export type CachePolicy = "lru" | "s3fifo" | "belady" | "pinned";
-export const CACHE_POLICIES: readonly CachePolicy[] = ["lru", "s3fifo", "belady", "pinned"];
+import { admits, chooseVictim, RequestCounts } from "./cache-policy.js";
+
+export type CachePolicy = "lfu" | "lru" | "s3fifo" | "belady" | "pinned";
+export const CACHE_POLICIES: readonly CachePolicy[] = ["lfu", "lru", "s3fifo", "belady", "pinned"];
 
 /** One MoE layer forward: its unique experts in first-use order. */
 export interface CacheTraceRequest {
@@ -73,7 +77,38 @@ function byLayer(trace: CacheTraceRequest[]): Map<number, number[][]> {
 
 type LayerSimulator = (requests: number[][], slots: number) => number;
 
-// ---------------------------------------------------------------- LRU (the ExpertStore's policy)
+// ---------------------------------------------------------------- LFU (the ExpertStore's default)
+
+function lfu(requests: number[][], slots: number): number {
+  const cache = new Map<number, true>(); // insertion order = recency, oldest first
+  const counts = new RequestCounts();
+  let hits = 0;
+  for (const req of requests) {
+    counts.record(req);
+    const inRequest = new Set(req);
+    const misses: number[] = [];
+    for (const id of req) {
+      if (cache.has(id)) {
+        hits++;
+        cache.delete(id);
+        cache.set(id, true);
+      } else misses.push(id);
+    }
+    for (const id of misses) {
+      if (cache.size < slots) {
+        cache.set(id, true);
+        continue;
+      }
+      const victim = chooseVictim("lfu", cache.entries(), (vid) => !inRequest.has(vid), counts);
+      if (victim === undefined || !admits("lfu", id, victim[0], counts)) continue;
+      cache.delete(victim[0]);
+      cache.set(id, true);
+    }
+  }
+  return hits;
+}
+
+// ---------------------------------------------------------------- LRU
 
 function lru(requests: number[][], slots: number): number {
   const cache = new Map<number, true>(); // insertion order = recency, oldest first
@@ -206,7 +241,7 @@ function pinned(requests: number[][], slots: number): number {
   return hits;
 }
 
-const LAYER_SIMULATORS: Record<CachePolicy, LayerSimulator> = { lru, s3fifo, belady, pinned };
+const LAYER_SIMULATORS: Record<CachePolicy, LayerSimulator> = { lfu, lru, s3fifo, belady, pinned };
 
 // ---------------------------------------------------------------- trace files
 

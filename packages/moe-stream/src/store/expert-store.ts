@@ -9,8 +9,10 @@
  *   evicted to make room for the rest of it), then submits all misses at once in disk order and
  *   hands back one promise per expert, plus `completed()`, an async iterator in completion order,
  *   so expert j can be computed while j+1... are still being read.
- * - The cache is partitioned per layer (`slotsPerLayer`, LRU inside a layer), so a cache smaller
- *   than one token's working set still keeps each layer's recent experts instead of thrashing.
+ * - The cache is partitioned per layer (`slotsPerLayer`), so a cache smaller than one token's
+ *   working set still keeps each layer's experts instead of thrashing. Inside a layer the
+ *   `cachePolicy` (cache-policy.ts) decides: "lfu" (default) keeps the most requested experts, a
+ *   miss joining only when requested more often than the least-requested resident one; "lru".
  * - A prefetched expert is counted as a prefetch hit, never as a resident hit.
  * - `warm(list)` fills the layers' caches ahead of use (in disk order, a few reads at a time, never
  *   evicting): where the cache holds every expert, decode then reads nothing from disk.
@@ -24,12 +26,15 @@ import { type NativeExpertStore, type NativeReadDone } from "../native.js";
 import { splitPieces, supersetBytes } from "../sizing.js";
 import { openNativeStore, type IoEngine, type IoEngineInUse } from "../io/io-engine.js";
 import { ArenaViews } from "../io/arena-views.js";
+import { admits, chooseVictim, EXPERT_CACHE_POLICIES, RequestCounts, type ExpertCachePolicy } from "./cache-policy.js";
 
 export interface ExpertStoreOptions {
   /** Every expert the store may serve (all layers). */
   experts: ExpertLocation[];
   /** Cache slots per MoE layer (0 = no cache). */
   slotsPerLayer?: number;
+  /** Which expert a full layer keeps (cache-policy.ts): "lfu" (default) or "lru". */
+  cachePolicy?: ExpertCachePolicy;
   /** Streaming slots shared by all layers (>= 1; default 18: one K3 token's 16 experts + 2). */
   ioSlots?: number;
   /** Reads in flight (default 16): io_uring queue depth, or pread threads. */
@@ -141,6 +146,8 @@ export interface ExpertStoreStats {
   prefetchHits: number;
   misses: number;
   evictions: number;
+  /** Misses that were read, used and freed because the full layer kept more requested experts ("lfu"). */
+  admissionsDeclined: number;
   /** residentHits / requests. */
   residentHitRate: number;
   /** Bytes the caller asked for from disk (the experts' own bytes). */
@@ -208,6 +215,9 @@ export class ExpertStore {
   private readonly entries = new Map<number, Entry>();
   /** Per layer: cached entries in LRU order (oldest first). */
   private readonly lru = new Map<number, Map<number, Entry>>();
+  readonly cachePolicy: ExpertCachePolicy;
+  /** Per layer: how often each expert was requested (the "lfu" policy's counts). */
+  private readonly counts = new Map<number, RequestCounts>();
   private readonly freeSlots: number[] = [];
   /** Entries waiting for a free slot (a request with more misses than free slots), oldest first. */
   private readonly slotWaiters: Entry[] = [];
@@ -218,7 +228,7 @@ export class ExpertStore {
   private closed = false;
   private warming: Warming | null = null;
   private readonly counters = {
-    requests: 0, residentHits: 0, prefetchHits: 0, misses: 0, evictions: 0, bytesRequested: 0,
+    requests: 0, residentHits: 0, prefetchHits: 0, misses: 0, evictions: 0, admissionsDeclined: 0, bytesRequested: 0,
     prefetchIssued: 0, prefetchCancelled: 0, warmBytes: 0, readNs: 0,
   };
 
@@ -238,6 +248,8 @@ export class ExpertStore {
   private constructor(opts: ExpertStoreOptions) {
     if (opts.experts.length === 0) throw new MoeStreamError("ExpertStore: no experts given");
     const slotsPerLayer = opts.slotsPerLayer ?? 0;
+    const cachePolicy = opts.cachePolicy ?? "lfu";
+    if (!EXPERT_CACHE_POLICIES.includes(cachePolicy)) throw new MoeStreamError(`ExpertStore: cachePolicy must be one of ${EXPERT_CACHE_POLICIES.join(", ")}, got ${JSON.stringify(cachePolicy)}`);
     const ioSlots = opts.ioSlots ?? 18;
     if (!Number.isInteger(slotsPerLayer) || slotsPerLayer < 0) throw new MoeStreamError(`ExpertStore: slotsPerLayer must be >= 0, got ${slotsPerLayer}`);
     if (!Number.isInteger(ioSlots) || ioSlots < 1) throw new MoeStreamError(`ExpertStore: ioSlots must be >= 1, got ${ioSlots}`);
@@ -259,6 +271,7 @@ export class ExpertStore {
     this.slotBytes = slotBytes;
     this.slotCount = slots;
     this.slotsPerLayer = slotsPerLayer;
+    this.cachePolicy = cachePolicy;
     this.ioSlots = ioSlots;
     this.arenaBytes = bytes;
     this.arena = new ArenaViews(this.nativeStore, "ExpertStore", undefined, bytes);
@@ -313,6 +326,7 @@ export class ExpertStore {
     const misses: Array<{ loc: ExpertLocation; index: number }> = [];
     // 1. Look everything up and pin hits before any eviction can happen.
     const locs = list.map((id) => this.location(layer, id)); // validate every id before any side effect
+    this.countsOf(layer).record(list);
     for (let i = 0; i < list.length; i++) {
       const loc = locs[i];
       this.counters.requests++;
@@ -608,7 +622,7 @@ export class ExpertStore {
     l.set(e.id, e);
   }
 
-  /** After its last user: admit into the layer's cache (evicting that layer's LRU), or free. */
+  /** After its last user: admit into the layer's cache (see admit), or free. */
   private unpin(e: Entry): void {
     if (--e.pins > 0) return;
     e.prefetched = false;
@@ -616,20 +630,23 @@ export class ExpertStore {
     this.admit(e);
   }
 
-  /** An unpinned, unused entry joins its layer's cache (evicting the layer's LRU when full unless `evict` is false), or is freed. */
+  /**
+   * An unpinned, unused entry joins its layer's cache, or is freed: when the layer is full, the
+   * policy's victim (cache-policy.ts) makes room unless `evict` is false or the policy declines.
+   */
   private admit(e: Entry, evict = true): void {
     if (this.closed || this.slotsPerLayer === 0) return this.freeEntry(e);
     let l = this.lru.get(e.layer);
     if (!l) this.lru.set(e.layer, (l = new Map()));
     if (l.size >= this.slotsPerLayer) {
       if (!evict) return this.freeEntry(e);
-      let victim: Entry | undefined;
-      for (const v of l.values())
-        if (v.pins === 0) {
-          victim = v;
-          break;
-        }
+      const counts = this.countsOf(e.layer);
+      const victim = chooseVictim(this.cachePolicy, l.entries(), (_, v) => v.pins === 0, counts)?.[1];
       if (!victim) return this.freeEntry(e);
+      if (!admits(this.cachePolicy, e.id, victim.id, counts)) {
+        this.counters.admissionsDeclined++;
+        return this.freeEntry(e);
+      }
       l.delete(victim.id);
       victim.cached = false;
       this.counters.evictions++;
@@ -637,6 +654,12 @@ export class ExpertStore {
     }
     e.cached = true;
     l.set(e.id, e);
+  }
+
+  private countsOf(layer: number): RequestCounts {
+    let c = this.counts.get(layer);
+    if (!c) this.counts.set(layer, (c = new RequestCounts()));
+    return c;
   }
 
   private freeEntry(e: Entry): void {
