@@ -17,7 +17,9 @@
  * .md, and each configuration's run report as realwidth-<model>-<config>.report.json for
  * `k3 plan --project --from-report`; prints the markdown the README holds). K3_RW_PRESETS=ultra,laptop
  * and K3_RW_TRUNK=0|1 restrict it; K3_RW_TRUNK_DIR reuses a trunk already packed from the same
- * checkpoint; K3_RW_SCRATCH is where a trunk is packed (deleted after).
+ * checkpoint; K3_RW_SCRATCH is where a trunk is packed (deleted after). K3_RW_DISK_CAP_GBPS=X runs
+ * every configuration with reads from the checkpoint's disk throttled to X GB/s (disk-cap.ts: one
+ * disk speed for the ceilings and the run on a disk whose speed wanders; the table says so).
  */
 import { formatBytes } from "@k3/native";
 import { execFileSync, spawnSync } from "node:child_process";
@@ -26,6 +28,7 @@ import { basename, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gemmBf16, simdLevel, threadCount } from "@k3/dense";
 import { formatThreadCpu } from "../src/thread-cpu.js";
+import { openDiskCap, type DiskCap } from "./disk-cap.js";
 import { formatGemvProbe } from "../src/gemv-probe.js";
 import { Engine, REPORT_KINDS, kindFloorSeconds, memCeilingGbps, phaseFloorSeconds, reportCeilings, type RunReport } from "../src/index.js";
 
@@ -181,6 +184,8 @@ async function parent(): Promise<void> {
   const resDir = join(here, "..", "..", "bench-results");
   mkdirSync(resDir, { recursive: true });
   const rows: Row[] = [];
+  const capGbps = process.env.K3_RW_DISK_CAP_GBPS;
+  const cap: DiskCap | null = capGbps ? openDiskCap(model, Number(capGbps)) : null;
   try {
     let trunkDir: string | null = process.env.K3_RW_TRUNK_DIR ? resolve(process.env.K3_RW_TRUNK_DIR) : null;
     if (trunks.includes(true) && !trunkDir) {
@@ -194,7 +199,8 @@ async function parent(): Promise<void> {
         const name = `${preset}${t ? " --trunk" : ""}`;
         process.stderr.write(`\n=== ${name} (${new Date().toISOString().slice(11, 19)} UTC) ===\n`);
         const arg = JSON.stringify({ model, preset, trunk: t ? trunkDir : null });
-        const [cmd, args] = exclusive([process.execPath, "--import", "tsx", here, "--child", arg]);
+        const child = [process.execPath, "--import", "tsx", here, "--child", arg];
+        const [cmd, args] = exclusive(cap ? cap.wrap(child) : child);
         const t0 = performance.now();
         const r = spawnSync(cmd, args, { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 1 << 28 });
         const line = r.stdout.trim().split("\n").pop() ?? "";
@@ -206,21 +212,22 @@ async function parent(): Promise<void> {
       }
     }
   } finally {
+    cap?.close();
     rmSync(scratch, { recursive: true, force: true });
   }
 
-  const text = render(model, rows);
+  const text = render(model, rows, new Date(), cap);
   console.log(text);
-  writeFileSync(join(resDir, `realwidth-${tag}.json`), JSON.stringify({ model, rows }, null, 1));
+  writeFileSync(join(resDir, `realwidth-${tag}.json`), JSON.stringify({ model, rows, cap: cap ? { device: cap.device, bytesPerSecond: cap.bytesPerSecond } : null }, null, 1));
   writeFileSync(join(resDir, `realwidth-${tag}.md`), text + "\n");
 }
 
 /** The markdown of a set of rows (the summary table, the rows above 1.3x with their excess per kind, the per-kind tables). */
-function render(model: string, rows: Row[], when = new Date()): string {
+function render(model: string, rows: Row[], when = new Date(), cap: Pick<DiskCap, "device" | "bytesPerSecond"> | null = null): string {
   const out: string[] = [];
   const modelCfg = JSON.parse(readFileSync(join(model, "config.json"), "utf8"));
   const tc = modelCfg?.text_config ?? modelCfg;
-  out.push(`Checkpoint: \`${model}\` (${tc?.num_hidden_layers} layers, ${tc?.num_experts ?? tc?.n_routed_experts} experts, hidden ${tc?.hidden_size}, vocab ${tc?.vocab_size}); ${threadCount()} threads, SIMD ${simdLevel()}; ${when.toISOString().slice(0, 16)} UTC.`);
+  out.push(`Checkpoint: \`${model}\` (${tc?.num_hidden_layers} layers, ${tc?.num_experts ?? tc?.n_routed_experts} experts, hidden ${tc?.hidden_size}, vocab ${tc?.vocab_size}); ${threadCount()} threads, SIMD ${simdLevel()}; ${when.toISOString().slice(0, 16)} UTC.${cap ? ` Reads from disk ${cap.device} capped at ${(cap.bytesPerSecond / 1e9).toFixed(2)} GB/s (K3_RW_DISK_CAP_GBPS; cgroup throttle): the ceilings and the run see one disk speed, slower than the disk's own.` : ""}`);
   out.push("");
   out.push("| preset | exit | streamed layers | peak RSS / plan | decode s/token | floor s/token | ratio | prefill s/token T=8 | T=64 | floor T=64 | bf16 stack T=64 / batched GEMM | mem GB/s | disk GB/s per source (before / after) |");
   out.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
@@ -273,6 +280,6 @@ if (at >= 0) await child(JSON.parse(process.argv[at + 1]));
 else if (re >= 0) {
   // Re-render saved results (bench-results/realwidth-<model>.json), several runs of one model in order.
   const files = process.argv.slice(re + 1);
-  const saved = files.map((f) => JSON.parse(readFileSync(f, "utf8")) as { model: string; rows: Row[] });
-  console.log(render(saved[0].model, saved.flatMap((x) => x.rows), statSync(files[files.length - 1]).mtime));
+  const saved = files.map((f) => JSON.parse(readFileSync(f, "utf8")) as { model: string; rows: Row[]; cap?: { device: string; bytesPerSecond: number } | null });
+  console.log(render(saved[0].model, saved.flatMap((x) => x.rows), statSync(files[files.length - 1]).mtime, saved[0].cap ?? null));
 } else await parent();
