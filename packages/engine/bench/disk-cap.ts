@@ -61,18 +61,28 @@ export function openDiskCap(path: string, gbps: number): DiskCap {
   const v2 = mounts().find((m) => m.type === "cgroup2");
   let dir: string;
   let setting: string;
+  let line: string;
   if (v1) {
     dir = join(v1.dir, ownCgroup((c) => c.split(",").includes("blkio")) ?? "/", name);
-    mkdirSync(dir);
     setting = join(dir, "blkio.throttle.read_bps_device");
-    writeFileSync(setting, `${device} ${bytesPerSecond}`);
+    line = `${device} ${bytesPerSecond}`;
   } else if (v2) {
     // A v2 cgroup with processes cannot have children with controllers: use the parent of ours.
     dir = join(v2.dir, ownCgroup((c) => c === "") ?? "/", "..", name);
-    mkdirSync(dir);
     setting = join(dir, "io.max");
-    writeFileSync(setting, `${device} rbps=${bytesPerSecond}`);
+    line = `${device} rbps=${bytesPerSecond}`;
   } else throw new Error("no cgroup blkio (v1) or io (v2) controller mounted: the disk cannot be capped here");
+  try {
+    mkdirSync(dir);
+  } catch (e) {
+    throw new Error(`cannot create the cgroup ${dir} (${(e as NodeJS.ErrnoException).code}): the disk cannot be capped here`);
+  }
+  try {
+    writeFileSync(setting, line);
+  } catch (e) {
+    rmdirSync(dir);
+    throw new Error(`cannot throttle disk ${device} in ${setting} (${(e as NodeJS.ErrnoException).code}): the disk cannot be capped here`);
+  }
   return {
     device,
     bytesPerSecond,
