@@ -10,7 +10,8 @@
  *   the slot of the layer's least-requested resident expert outside the request only if requested
  *   more often. The store admits misses in read-completion order, the simulator in request order,
  *   so with several misses per request and a full cache the two can differ slightly (as for lru).
- * - "lru": the store's `cachePolicy: "lru"`: each miss evicts the layer's least recently used entry.
+ * - "lru": the store's `cachePolicy: "lru"`: each miss evicts the layer's least recently used entry
+ *   outside the request (the store has the request's own experts pinned).
  * - "s3fifo": S3-FIFO (Yang et al., SOSP 2023): new entries go to a small FIFO, entries found in the
  *   ghost FIFO (recently evicted ids, 90 % of the slots) to the main FIFO; 2-bit access counters.
  *   When the layer is full, the small FIFO gives up an entry while it holds >= 10 % of the slots
@@ -22,7 +23,7 @@
  *   trace (ties to the lower id), never changed: what pinning the hottest experts would give.
  */
 
-import { admits, chooseVictim, RequestCounts } from "./cache-policy.js";
+import { admits, chooseVictim, RequestCounts, type ExpertCachePolicy } from "./cache-policy.js";
 
 export type CachePolicy = "lfu" | "lru" | "s3fifo" | "belady" | "pinned";
 export const CACHE_POLICIES: readonly CachePolicy[] = ["lfu", "lru", "s3fifo", "belady", "pinned"];
@@ -77,9 +78,14 @@ function byLayer(trace: CacheTraceRequest[]): Map<number, number[][]> {
 
 type LayerSimulator = (requests: number[][], slots: number) => number;
 
-// ---------------------------------------------------------------- LFU (the ExpertStore's default)
+// ---------------------------------------------------------------- the store's policies (lfu, lru)
 
-function lfu(requests: number[][], slots: number): number {
+/**
+ * The ExpertStore's rule under `policy` (cache-policy.ts): count, look every expert up (hits move
+ * to the most-recent end), then offer each miss; the request's own experts are never the victim
+ * (the store has them pinned).
+ */
+function storePolicy(policy: ExpertCachePolicy, requests: number[][], slots: number): number {
   const cache = new Map<number, true>(); // insertion order = recency, oldest first
   const counts = new RequestCounts();
   let hits = 0;
@@ -99,8 +105,8 @@ function lfu(requests: number[][], slots: number): number {
         cache.set(id, true);
         continue;
       }
-      const victim = chooseVictim("lfu", cache.entries(), (vid) => !inRequest.has(vid), counts);
-      if (victim === undefined || !admits("lfu", id, victim[0], counts)) continue;
+      const victim = chooseVictim(policy, cache.entries(), (vid) => !inRequest.has(vid), counts);
+      if (victim === undefined || !admits(policy, id, victim[0], counts)) continue;
       cache.delete(victim[0]);
       cache.set(id, true);
     }
@@ -108,27 +114,8 @@ function lfu(requests: number[][], slots: number): number {
   return hits;
 }
 
-// ---------------------------------------------------------------- LRU
-
-function lru(requests: number[][], slots: number): number {
-  const cache = new Map<number, true>(); // insertion order = recency, oldest first
-  let hits = 0;
-  for (const req of requests) {
-    const misses: number[] = [];
-    for (const id of req) {
-      if (cache.has(id)) {
-        hits++;
-        cache.delete(id);
-        cache.set(id, true);
-      } else misses.push(id);
-    }
-    for (const id of misses) {
-      if (cache.size >= slots) cache.delete(cache.keys().next().value!);
-      cache.set(id, true);
-    }
-  }
-  return hits;
-}
+const lfu: LayerSimulator = (requests, slots) => storePolicy("lfu", requests, slots);
+const lru: LayerSimulator = (requests, slots) => storePolicy("lru", requests, slots);
 
 // ---------------------------------------------------------------- S3-FIFO
 
