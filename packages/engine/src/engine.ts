@@ -17,6 +17,7 @@ import { encodeChat, loadKimiTokenizer, type ChatMessage, type Tokenizer } from 
 import { censusOf, type Census } from "./census.js";
 import { checkTokenizerMatch, configFingerprint, fnv1a64, isMoeLayer, readConfig, withLayers, type ModelConfig } from "./config.js";
 import { AbortError, ContextError, UsageError } from "./errors.js";
+import { hottestFirst, readExpertProfile, writeExpertProfile, type ExpertCounts } from "./expert-profile.js";
 import { CHOICES, checkChoice, checkEngineOption, checkSamplingOption, DEFAULTS, ENGINE_RULES, MAX_PROMPT_TOKENS, SAMPLING_RULES } from "./options.js";
 import type { KdaCore } from "./layers/kda.js";
 import type { Progress } from "@k3/moe-stream";
@@ -150,6 +151,13 @@ export interface EngineOptions {
    * is unchanged.
    */
   cachePolicy?: "lfu" | "lru";
+  /**
+   * A file of how often each MoE layer's experts were requested in earlier runs of this checkpoint
+   * (`--expert-profile`; expert-profile.ts). Read at load when it exists: the counts seed the lfu
+   * cache and the warm reads each layer's most requested experts; written back at close(). I/O
+   * only: the output is unchanged.
+   */
+  expertProfile?: string;
   /**
    * Measure the memory-read and disk-read ceilings before loading (a few seconds; `--floor`, on by
    * default for `k3 bench`): every run report then has its floor and ratio (report.floor).
@@ -406,12 +414,35 @@ export class Engine {
     engine.floorSetup = setup;
     // The after-run expert ceiling reads the experts the run was routed to.
     if (setup) model.routedSeen = new Set();
+    engine.loadExpertProfile(options);
     await engine.startWarm(options);
     return engine;
   }
 
   /** The expert-cache warm (EngineOptions.warm): its task, and how it ended once it has; null when none was started. */
   warm: { mode: WarmReport["mode"]; task: WarmTask; result: WarmResult | null } | null = null;
+
+  /** The counts read from EngineOptions.expertProfile (null without one, or on a first run). */
+  private profile: ExpertCounts | null = null;
+  private profileFile: string | null = null;
+
+  private loadExpertProfile(options: EngineOptions): void {
+    const store = this.model.experts;
+    if (!options.expertProfile || !store) return;
+    this.profileFile = options.expertProfile;
+    const moeLayers = [...Array(this.config.numLayers).keys()].filter((l) => isMoeLayer(this.config, l));
+    this.profile = readExpertProfile(options.expertProfile, { fingerprint: this.fingerprint, moeLayers, numExperts: this.config.moe.numExperts });
+    if (!this.profile) {
+      options.log?.(`expert profile: ${options.expertProfile} does not exist yet; it is written at the end of this run`);
+      return;
+    }
+    let experts = 0;
+    for (const [layer, counts] of this.profile) {
+      store.seedCounts(layer, counts);
+      experts += counts.size;
+    }
+    options.log?.(`expert profile: ${options.expertProfile} (${experts} experts counted over ${this.profile.size} MoE layers) seeds the expert cache and chooses what it warms`);
+  }
 
   /** Starts the warm EngineOptions.warm asks for; with "wait", returns when it is done. */
   private async startWarm(options: EngineOptions): Promise<void> {
@@ -436,7 +467,10 @@ export class Engine {
           options.onLoadProgress!(meter.snapshot(`${p.experts}/${this.census.moeLayers * slots} experts`, p.experts === this.census.moeLayers * slots));
         }
       : undefined;
-    const task = this.model.warmExperts({ priority: wait ? "demand" : "low", inflight: wait ? EXPERT_READERS : 2, onProgress })!;
+    // With a profile, each layer's `slots` most requested experts; else whatever the store reaches first on disk.
+    const profile = this.profile;
+    const pick = profile ? (layer: number) => hottestFirst(profile.get(layer), n).slice(0, slots) : undefined;
+    const task = this.model.warmExperts({ priority: wait ? "demand" : "low", inflight: wait ? EXPERT_READERS : 2, onProgress }, pick)!;
     const warm = (this.warm = { mode: wait ? "wait" : "background", task, result: null as WarmResult | null });
     const ended = task.done.then((r) => (warm.result = r));
     if (!wait) return;
@@ -469,10 +503,20 @@ export class Engine {
     return this.model.newState();
   }
 
-  /** Releases the expert store. */
+  /** Writes the expert profile (EngineOptions.expertProfile) and releases the expert store. */
   close(): void {
+    const store = this.model.experts;
+    if (this.profileFile && store && !this.profileSaved) {
+      this.profileSaved = true;
+      try {
+        writeExpertProfile(this.profileFile, this.fingerprint, store.requestCounts());
+      } catch (e) {
+        this.log(`expert profile: could not write ${this.profileFile}: ${(e as Error).message}`);
+      }
+    }
     this.model.close();
   }
+  private profileSaved = false;
 
   /**
    * Generates after `input` (text is encoded with a BOS, ids are used verbatim). Yields one event

@@ -404,10 +404,11 @@ export class Model {
   }
 
   /** Every routed expert of every MoE layer into the expert cache, ahead of use (ExpertStore.warm); null without an expert store. */
-  warmExperts(opts: WarmOptions): WarmTask | null {
+  warmExperts(opts: WarmOptions, pick?: (layer: number) => number[]): WarmTask | null {
     if (!this.experts) return null;
     const n = this.cfg.moe.numExperts;
-    const list = [...Array(this.cfg.numLayers).keys()].filter((l) => isMoeLayer(this.cfg, l)).flatMap((layer) => Array.from({ length: n }, (_, id) => ({ layer, id })));
+    const ids = (layer: number) => pick?.(layer) ?? Array.from({ length: n }, (_, id) => id);
+    const list = [...Array(this.cfg.numLayers).keys()].filter((l) => isMoeLayer(this.cfg, l)).flatMap((layer) => ids(layer).map((id) => ({ layer, id })));
     return this.experts.warm(list, opts);
   }
 

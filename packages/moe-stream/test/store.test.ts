@@ -182,6 +182,23 @@ describe("ExpertStore cache", () => {
     }
   });
 
+  it("seedCounts (earlier runs' counts) take part in lfu's choice; requestCounts returns seeds + requests; bad seeds are refused", async () => {
+    const store = ExpertStore.open({ experts, slotsPerLayer: 1, ioSlots: 4 });
+    try {
+      store.seedCounts(1, [[3, 10]]);
+      await getAll(store, 1, [0]);
+      await getAll(store, 1, [0]); // 0: 2 requests, resident
+      await getAll(store, 1, [3]); // 3: 10 seeded + 1 > 2: replaces 0 at once
+      expect(store.isResident(1, 3) && !store.isResident(1, 0)).toBe(true);
+      expect(store.requestCounts().get(1)).toEqual(new Map([[3, 11], [0, 2]]));
+      expect(() => store.seedCounts(1, [[99, 1]])).toThrow(/layer 1 has no expert 99/);
+      expect(() => store.seedCounts(1, [[0, -1]])).toThrow(/count -1 is not a finite number >= 0/);
+      expect(() => store.seedCounts(1, [[0, Number.NaN]])).toThrow(/not a finite number/);
+    } finally {
+      store.close();
+    }
+  });
+
   it("a request never evicts its own hits", async () => {
     const store = ExpertStore.open({ experts, slotsPerLayer: 2, ioSlots: 4 });
     try {

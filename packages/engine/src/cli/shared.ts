@@ -38,6 +38,7 @@ export function engineOptions(args: Args, log: (l: string) => void): EngineOptio
   if (v["load-method"] !== undefined) opts.loadMethod = v["load-method"];
   if (v.warm !== undefined) opts.warm = v.warm;
   if (v["cache-policy"] !== undefined) opts.cachePolicy = v["cache-policy"];
+  if (v["expert-profile"] !== undefined) opts.expertProfile = resolve(String(v["expert-profile"]));
   if (v["load-ceiling"]) opts.loadCeiling = true;
   if (!v.quiet) opts.onLoadProgress = progressPrinter(process.stderr);
   opts.shardDirs = shardDirsOf(v);

@@ -80,6 +80,7 @@ export const OPTIONS = {
   trunk: { type: "string", arg: "DIR", help: "packed trunk from `k3 pack`: layers the plan does not pin stream through its ring\n(without it the whole trunk is loaded resident)" },
   "piece-mb": { type: "string", arg: "N", help: "read each expert in in-order N MiB pieces, 0 = one read per expert", shows: String(DEFAULTS.pieceMb), parse: numberBy(ENGINE_RULES.pieceMb) },
   "no-prefetch": { type: "boolean", help: "no lookahead: do not read the next MoE layer's predicted experts ahead\n(default on; both change I/O only, never the output)" },
+  "expert-profile": { type: "string", arg: "FILE", help: "how often each layer's experts were requested in earlier runs of this\ncheckpoint: read at load when FILE exists (seeds the lfu cache; the warm reads\neach layer's most requested experts), written at exit; I/O only, never the output" },
   "cache-policy": { type: "string", arg: "P", help: "which experts a full expert-cache layer keeps: lfu (the most requested;\na miss joins only when requested more often than the least-requested\nresident one) | lru (the most recent); I/O only, never the output", shows: "lfu", parse: choice(CHOICES.cachePolicy) },
   warm: { type: "string", arg: "W", help: "fill the expert cache's empty slots ahead of use: auto (in the background,\nbehind the run's own reads, when the cache holds at least half of each\nlayer's experts) | wait (before the run, with a progress bar) | off;\nI/O only, never the output", shows: "auto", parse: choice(CHOICES.warm) },
   "load-method": { type: "string", arg: "M", help: "pool: resident weights in one pass through the read pool (large aligned\nO_DIRECT pieces into pre-faulted huge pages) | per-tensor: one read per\ntensor (the former path)", shows: "pool", parse: choice(CHOICES.loadMethod) },
@@ -176,7 +177,7 @@ export type OptionName = keyof typeof OPTIONS;
 export type OptionUse = OptionName | [OptionName, Partial<OptionSpec>];
 
 /** The model and memory flags of every command that loads a model. */
-export const MODEL_FLAGS: OptionName[] = ["model", "preset", "trunk-gb", "cache-gb", "kv-gb", "threads", "simd", "chunk", "kda-core", "trunk", "piece-mb", "no-prefetch", "warm", "cache-policy", "load-method", "load-ceiling", "shard-dirs", "layers", "spec", "on-expert-error"];
+export const MODEL_FLAGS: OptionName[] = ["model", "preset", "trunk-gb", "cache-gb", "kv-gb", "threads", "simd", "chunk", "kda-core", "trunk", "piece-mb", "no-prefetch", "warm", "cache-policy", "expert-profile", "load-method", "load-ceiling", "shard-dirs", "layers", "spec", "on-expert-error"];
 
 /** The sampling flags of run and chat. */
 export const SAMPLING_FLAGS: OptionName[] = ["max-tokens", "temperature", "top-k", "top-p", "seed", "presence-penalty", "frequency-penalty", "stop", "stop-id"];

@@ -37,6 +37,16 @@ export class RequestCounts {
   of(id: number): number {
     return this.counts.get(id) ?? 0;
   }
+
+  /** Adds counts from elsewhere (a profile of earlier runs): they then age like the layer's own. */
+  add(id: number, count: number): void {
+    this.counts.set(id, this.of(id) + count);
+  }
+
+  /** Every counted expert and its count. */
+  entries(): IterableIterator<[number, number]> {
+    return this.counts.entries();
+  }
 }
 
 /**

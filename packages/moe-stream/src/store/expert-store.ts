@@ -656,6 +656,22 @@ export class ExpertStore {
     l.set(e.id, e);
   }
 
+  /** Each layer's request counts so far (the "lfu" policy's, seeds included), to persist between runs. */
+  requestCounts(): Map<number, Map<number, number>> {
+    return new Map([...this.counts].map(([layer, c]) => [layer, new Map(c.entries())]));
+  }
+
+  /** Adds earlier runs' request counts of `layer` (validated ids; counts finite and >= 0). */
+  seedCounts(layer: number, counts: Iterable<[number, number]>): void {
+    this.assertOpen();
+    const c = this.countsOf(layer);
+    for (const [id, n] of counts) {
+      this.location(layer, id);
+      if (!Number.isFinite(n) || n < 0) throw new MoeStreamError(`ExpertStore.seedCounts: layer ${layer} expert ${id}: count ${n} is not a finite number >= 0`);
+      c.add(id, n);
+    }
+  }
+
   private countsOf(layer: number): RequestCounts {
     let c = this.counts.get(layer);
     if (!c) this.counts.set(layer, (c = new RequestCounts()));
