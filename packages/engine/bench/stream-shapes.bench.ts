@@ -5,7 +5,10 @@
  *  2. the streamed lm_head read and multiplied as Model.headLogits does it (chunk c+1.. in flight
  *     while chunk c's GEMV runs), for the ring shape in use (presets.ts HEAD_READ_SLOTS x
  *     headChunkRowsFor) against the former one (2 slots of 4096 rows), interleaved round by round
- *     with the C-driven ceiling of the same reads.
+ *     with the C-driven ceiling of the same reads;
+ *  3. the same head in 4 MiB reads with nothing else to do, RangeReader (JS submits each read when
+ *     one of its `depth` slots frees) against the read pool driven from C (measureReadEngine) at the
+ *     same depth, interleaved: whether the JS-driven path itself costs bandwidth.
  *
  * Run (packages/engine, under the bench lock; K3_RW_MODEL = a `k3 synth` real-width checkpoint):
  *   K3_RW_MODEL=/work/rwdata/k3-L2-E896 /work/bin/k3-excl node --import tsx bench/stream-shapes.bench.ts
@@ -73,3 +76,32 @@ for (let r = 0; r < rounds; r++) {
   console.log(`| ${row.join(" | ")} |`);
 }
 for (const rr of readers) rr.close();
+
+/** The head in `n` 4 MiB reads through a RangeReader kept `depth` deep (each slot re-reads as soon as it lands); GB/s. */
+async function rangeReaderOnly(depth: number, n: number): Promise<number> {
+  const rr = RangeReader.open({ files: [head.file], maxRangeBytes: PIECE, slots: depth, direct: true, readers: depth, pieceBytes: PIECE });
+  const t0 = performance.now();
+  let next = 0;
+  const lane = async (slot: number) => {
+    for (let c = next++; c < n; c = next++) await rr.read(head.file, head.offset + c * PIECE, PIECE, slot);
+  };
+  await Promise.all(Array.from({ length: depth }, (_, slot) => lane(slot)));
+  const gbps = (n * PIECE) / ((performance.now() - t0) / 1000) / 1e9;
+  rr.close();
+  return gbps;
+}
+
+const PIECE = 4 * MiB;
+const pieces = Math.floor(head.byteLength / PIECE);
+const poolReads = Array.from({ length: pieces }, (_, c) => ({ file: head.file, offset: head.offset + c * PIECE, length: PIECE }));
+console.log(`
+The head in ${pieces} reads of 4 MiB, no compute, GB/s (RangeReader vs the C-driven pool at the same depth):
+`);
+console.log("| round | depth | pool before | RangeReader | pool after |\n|---:|---:|---:|---:|---:|");
+for (let r = 0; r < Math.max(1, rounds - 1); r++)
+  for (const depth of [2, 4, 8]) {
+    const pool = () => measureReadEngine(poolReads, { engine: "io_uring", queueDepth: depth, direct: true }).gbPerSec.toFixed(2);
+    const before = pool();
+    const js = (await rangeReaderOnly(depth, pieces)).toFixed(2);
+    console.log(`| ${r + 1} | ${depth} | ${before} | ${js} | ${pool()} |`);
+  }

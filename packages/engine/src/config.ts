@@ -97,6 +97,11 @@ export function isMoeLayer(cfg: ModelConfig, layer: number): boolean {
   return layer >= cfg.firstKDenseReplace && layer % cfg.moeLayerFreq === 0;
 }
 
+/** The MoE layers' indices, in order. */
+export function moeLayersOf(cfg: ModelConfig): number[] {
+  return [...Array(cfg.numLayers).keys()].filter((l) => isMoeLayer(cfg, l));
+}
+
 type Json = Record<string, unknown>;
 
 /** A value as a refusal shows it: JSON.stringify turns Infinity (what 1e400 parses to) into "null". */

@@ -16,7 +16,7 @@ import { basename, join } from "node:path";
 import { bestSimdLevel, nativeInfo, simdLevel, threadCount } from "@k3/dense";
 import { measureReadCeiling, measureReadEngine, openCheckpointIndex, RangeReader } from "@k3/moe-stream";
 import { censusOf } from "./census.js";
-import { isMoeLayer, readConfig } from "./config.js";
+import { moeLayersOf, readConfig } from "./config.js";
 import { GB, presetForMemory, readMemInfo } from "./presets.js";
 import { VERIFY_STATE } from "./verify.js";
 
@@ -98,7 +98,7 @@ export function probeReads(dir: string | null, files: string[], budget: number, 
       const census = censusOf(cfg);
       if (census.expertBytes >= 1 << 20) {
         const index = openCheckpointIndex(dir, { shardDirs, allowMissingShards: true });
-        const all = [...Array(cfg.numLayers).keys()].filter((l) => isMoeLayer(cfg, l)).flatMap((l) => {
+        const all = moeLayersOf(cfg).flatMap((l) => {
           try {
             return index.experts(l);
           } catch {

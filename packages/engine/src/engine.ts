@@ -15,7 +15,7 @@ import { setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } 
 import { checkTrunkSource, readTrunkManifest, type WarmResult, type WarmTask } from "@k3/moe-stream";
 import { encodeChat, loadKimiTokenizer, type ChatMessage, type Tokenizer } from "@k3/tiktoken-bpe";
 import { censusOf, type Census } from "./census.js";
-import { checkTokenizerMatch, configFingerprint, fnv1a64, isMoeLayer, readConfig, withLayers, type ModelConfig } from "./config.js";
+import { checkTokenizerMatch, configFingerprint, fnv1a64, isMoeLayer, moeLayersOf, readConfig, withLayers, type ModelConfig } from "./config.js";
 import { AbortError, ContextError, UsageError } from "./errors.js";
 import { hottestFirst, readExpertProfile, writeExpertProfile, type ExpertCounts } from "./expert-profile.js";
 import { CHOICES, checkChoice, checkEngineOption, checkSamplingOption, DEFAULTS, ENGINE_RULES, MAX_PROMPT_TOKENS, SAMPLING_RULES } from "./options.js";
@@ -425,13 +425,13 @@ export class Engine {
   /** The counts read from EngineOptions.expertProfile (null without one, or on a first run). */
   private profile: ExpertCounts | null = null;
   private profileFile: string | null = null;
+  private profileSaved = false;
 
   private loadExpertProfile(options: EngineOptions): void {
     const store = this.model.experts;
     if (!options.expertProfile || !store) return;
     this.profileFile = options.expertProfile;
-    const moeLayers = [...Array(this.config.numLayers).keys()].filter((l) => isMoeLayer(this.config, l));
-    this.profile = readExpertProfile(options.expertProfile, { fingerprint: this.fingerprint, moeLayers, numExperts: this.config.moe.numExperts });
+    this.profile = readExpertProfile(options.expertProfile, { fingerprint: this.fingerprint, moeLayers: moeLayersOf(this.config), numExperts: this.config.moe.numExperts });
     if (!this.profile) {
       options.log?.(`expert profile: ${options.expertProfile} does not exist yet; it is written at the end of this run`);
       return;
@@ -455,7 +455,7 @@ export class Engine {
       return;
     }
     // In the background a warm shares the disk with the run's own reads; it pays for that only where
-    // a warmed expert is likely to be routed to before the run's misses evict it (LRU).
+    // a warmed expert is likely to be routed to before the run's misses replace it.
     if (mode === "auto" && slots < AUTO_WARM_SHARE * n) return;
     const wait = mode === "wait";
     const meter = new ProgressMeter("warming the expert cache", this.census.moeLayers * slots * this.census.expertBytes);
@@ -516,7 +516,6 @@ export class Engine {
     }
     this.model.close();
   }
-  private profileSaved = false;
 
   /**
    * Generates after `input` (text is encoded with a BOS, ids are used verbatim). Yields one event

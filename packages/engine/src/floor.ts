@@ -36,7 +36,7 @@ import { join } from "node:path";
 import { memoryReadCeiling } from "@k3/dense";
 import { measureReadEngine, openCheckpointIndex, readTrunkManifest, TRUNK_FILE, type ExpertLocation } from "@k3/moe-stream";
 import { splitPieces } from "@k3/moe-stream/sizing";
-import { isMoeLayer, type ModelConfig } from "./config.js";
+import { moeLayersOf, type ModelConfig } from "./config.js";
 import { cgroupMemory, readMemInfo } from "./presets.js";
 import { WeightError } from "./weights.js";
 import type { ReportKind } from "./report.js";
@@ -121,7 +121,7 @@ function spread(len: number, n: number): number[] {
 function expertsPlan(s: FloorSetup, cap: number, from?: { experts: readonly ExpertLocation[]; what: string }): SourcePlan | null {
   if (!s.experts) return null;
   const index = openCheckpointIndex(s.dir, { allowMissingShards: s.allowMissingShards, shardDirs: s.shardDirs });
-  const layers = [...Array(s.cfg.numLayers).keys()].filter((l) => isMoeLayer(s.cfg, l));
+  const layers = moeLayersOf(s.cfg);
   const all = layers.flatMap((l) => index.experts(l));
   if (all.length === 0) return null;
   const pool = from && from.experts.length > 0 ? from.experts : all;

@@ -7,7 +7,7 @@
  * prefill, chunked prefill and incremental decode are the same code and give the same bits.
  */
 import { bf16ToF32, Linear, rmsNorm, type GluMlp } from "@k3/dense";
-import { isMoeLayer, readConfig, withLayers, type ModelConfig } from "./config.js";
+import { isMoeLayer, moeLayersOf, readConfig, withLayers, type ModelConfig } from "./config.js";
 import { AbortError, UsageError } from "./errors.js";
 import { findNonFiniteTensor, firstNonFinite, firstNonFiniteRaw, nonFiniteError, showValue } from "./finite.js";
 import { attnResMix, fuseResWeights } from "./layers/attnres.js";
@@ -408,7 +408,7 @@ export class Model {
     if (!this.experts) return null;
     const n = this.cfg.moe.numExperts;
     const ids = (layer: number) => pick?.(layer) ?? Array.from({ length: n }, (_, id) => id);
-    const list = [...Array(this.cfg.numLayers).keys()].filter((l) => isMoeLayer(this.cfg, l)).flatMap((layer) => ids(layer).map((id) => ({ layer, id })));
+    const list = moeLayersOf(this.cfg).flatMap((layer) => ids(layer).map((id) => ({ layer, id })));
     return this.experts.warm(list, opts);
   }
 
@@ -466,7 +466,7 @@ export class Model {
     try {
       // A partial checkpoint: fail on the first needed layer whose shard is absent, naming the shard.
       if (partial) for (let l = 0; l < cfg.numLayers; l++) src.info(`${cfg.tensorPrefix}model.layers.${l}.input_layernorm.weight`);
-      const moeLayers = [...Array(cfg.numLayers).keys()].filter((l) => isMoeLayer(cfg, l));
+      const moeLayers = moeLayersOf(cfg);
       if (moeLayers.length > 0) {
         // The weight source's checkpoint: its headers are already parsed, its shards already found.
         const index = checkpointIndex(src.ckpt, dir);

@@ -316,10 +316,15 @@ export function headChunkRowsFor(vocab: number, rowBytes: number): number {
   return Math.max(1, Math.min(Math.floor(HEAD_CHUNK_BYTES / Math.max(1, rowBytes)), Math.ceil(vocab / 16)));
 }
 
+/** Bytes of one streamed lm_head chunk of this census's checkpoint (headChunkRowsFor its vocabulary and rows). */
+function headChunkBytesOf(census: Census): number {
+  const vocab = Math.round(census.embedBytes / Math.max(1, census.embedRowBytes));
+  return headChunkRowsFor(vocab, census.embedRowBytes) * census.embedRowBytes;
+}
+
 /** A streamed embed/head's read slots: HEAD_READ_SLOTS lm_head chunks, each its aligned superset (RangeReader.arenaBytesFor). */
 export function headReadSlotBytes(census: Census): number {
-  const vocab = Math.round(census.embedBytes / Math.max(1, census.embedRowBytes));
-  return HEAD_READ_SLOTS * supersetBytes(headChunkRowsFor(vocab, census.embedRowBytes) * census.embedRowBytes);
+  return HEAD_READ_SLOTS * supersetBytes(headChunkBytesOf(census));
 }
 
 export function planMemory(census: Census, budgets: Budgets, preset: PresetName | "custom", mem: MemInfo = readMemInfo(), io: PlanExtras = {}): MemoryPlan {
@@ -367,7 +372,7 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
   // Every O_DIRECT read moves its 4 KiB-aligned superset: about one page more than asked at an
   // unaligned offset (exactly one for a K3 expert, whose 17,547,264 B are whole pages).
   const reads = census.expertBytes > 0 ? census.expertBytesPerToken / census.expertBytes : 0;
-  const headReads = Math.ceil(census.headBytes / Math.max(1, headChunkRowsFor(Math.round(census.embedBytes / Math.max(1, census.embedRowBytes)), census.embedRowBytes) * census.embedRowBytes));
+  const headReads = Math.ceil(census.headBytes / Math.max(1, headChunkBytesOf(census)));
   const expectedReads = {
     // A lone streamed layer is read once and then found in its ring slot every token (no other
     // streamed layer ever takes the slot; TrunkStreamer.acquire), so decode reads none of it.

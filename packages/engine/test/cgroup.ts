@@ -182,10 +182,11 @@ export async function runCapped(cap: MemoryCap, capBytes: number, argv: string[]
  * plan (which reads the cgroup: available = limit - charge): a `k3 plan --model MODEL` under a
  * 512 MB cap reports the headroom it saw. `k3 plan` imports only the planner, while `k3 run` plans
  * with the whole engine (its native addons) loaded, so the probe preloads the engine first. It
- * passes the run's own plan flags (`--trunk DIR` makes both read trunk.json, whose pages v1 charges
- * to the reader) and its K3_THREADS. Plus CHARGE_SLACK for what `k3 run` does before planning that
- * `k3 plan` does not (argument parsing, a bigger index.json), GC timing and v1's per-CPU charge
- * batching. Measured once per distinct probe.
+ * passes the run's own plan flags (`--trunk DIR`: the run reads trunk.json before it plans) and its
+ * K3_THREADS. Plus CHARGE_SLACK for what `k3 run` does before planning that `k3 plan` does not
+ * (argument parsing, a bigger index.json) and GC timing: the probe itself reads 40.5-55.5 MB from
+ * one run to the next here (test output, `cgroup: the runtime's own charge`). Measured once per
+ * distinct probe.
  * Throws when the plan did not see the cap (a reader of /proc/meminfo only).
  */
 const chargeCache = new Map<string, number>();

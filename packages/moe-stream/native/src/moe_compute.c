@@ -2,9 +2,10 @@
 #include <string.h>
 #include "moe_compute.h"
 
-/* Bytes of weights one task streams: big enough that a task's start costs little (a 48B-shaped decode
-   layer from DRAM, 8 bf16 experts, ad-hoc: 28.5 GB/s at 256 KiB, 30.7 at 1 MiB), small enough that
-   two threads stay balanced over one decode token's experts (8 x 3 x 4.7 MB at the 48B's widths). */
+/* Bytes of weights one task streams: big enough that a task's start costs little, small enough that
+   two threads stay balanced over one decode token's experts (8 x 3 x 4.7 MB at the 48B's widths).
+   bench/compute.bench.ts (48B decode layer, routed experts against their memory floor), builds
+   alternated in one stretch on the Xeon VM, 2026-12-03: 256 KiB 1.23x, 1.22x; 1 MiB 1.18x, 1.18x. */
 #define TASK_BYTES (1024u << 10)
 
 typedef struct {
