@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openCheckpointIndex, type ExpertLocation } from "../src/store/checkpoint.js";
 import { BudgetError, CheckpointError, ExpertReadError } from "../src/errors.js";
 import { ExpertStore, type ExpertHandle } from "../src/store/expert-store.js";
+import { simulateCache, type CacheTraceRequest } from "../src/store/cache-sim.js";
 import { EXPERT_TENSORS, expectedByte, expertBytes, expertSeed, writeSyntheticK3 } from "./make-checkpoint.js";
 
 const spec = { layers: [1, 2, 3], experts: 24, hidden: 64, latent: 128, inter: 96 };
@@ -179,6 +180,42 @@ describe("ExpertStore cache", () => {
       expect(() => ExpertStore.open({ experts, cachePolicy: "arc" as never })).toThrow(/cachePolicy must be one of lfu, lru, got "arc"/);
     } finally {
       store.close();
+    }
+  });
+
+  it("holds the same experts whatever order reads complete and handles are released: its hits equal the simulator's, request for request", async () => {
+    // Skewed requests of 1-6 unique experts over two layers, a few experts hotter than the rest.
+    let x = 12345;
+    const rand = () => ((x = (x * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const trace: CacheTraceRequest[] = [];
+    for (let r = 0; r < 160; r++) {
+      const ids = new Set<number>();
+      const n = 1 + Math.floor(rand() * 6);
+      while (ids.size < n) ids.add(Math.floor(rand() ** 2 * spec.experts));
+      trace.push({ layer: 1 + (r % 2), experts: [...ids] });
+    }
+    for (const cachePolicy of ["lfu", "lru"] as const) {
+      const want = simulateCache(trace, cachePolicy, 3).hits;
+      // Readers 1 or 8 and three release orders (as they arrive, reversed at the end, shuffled at the end): completion order varies.
+      for (const [readers, order] of [[1, "arrival"], [8, "arrival"], [8, "reverse"], [8, "shuffle"]] as const) {
+        const store = ExpertStore.open({ experts, slotsPerLayer: 3, ioSlots: 6, readers, cachePolicy });
+        try {
+          for (const r of trace) {
+            const got: ExpertHandle[] = [];
+            for await (const h of store.request(r.layer, r.experts).completed()) {
+              if (order === "arrival") h.release();
+              else got.push(h);
+            }
+            if (order === "reverse") got.reverse();
+            if (order === "shuffle") got.sort(() => rand() - 0.5);
+            for (const h of got) h.release();
+          }
+          expect(store.stats().residentHits, `${cachePolicy} readers ${readers} ${order}`).toBe(want);
+        } finally {
+          store.close();
+        }
+      }
+      expect(want).toBeGreaterThan(0);
     }
   });
 

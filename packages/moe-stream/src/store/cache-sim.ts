@@ -8,8 +8,8 @@
  * - "lfu": the ExpertStore's default (cache-policy.ts). A request counts its experts, looks every
  *   one up (hits move to the most-recent end, in request order), then offers its misses: each takes
  *   the slot of the layer's least-requested resident expert outside the request only if requested
- *   more often. The store admits misses in read-completion order, the simulator in request order,
- *   so with several misses per request and a full cache the two can differ slightly (as for lru).
+ *   more often. The store decides the same way when the request is made, so a replay of a cold
+ *   run's trace gives the store's hits exactly (a warm filling the cache first is not replayed).
  * - "lru": the store's `cachePolicy: "lru"`: each miss evicts the layer's least recently used entry
  *   outside the request (the store has the request's own experts pinned).
  * - "s3fifo": S3-FIFO (Yang et al., SOSP 2023): new entries go to a small FIFO, entries found in the

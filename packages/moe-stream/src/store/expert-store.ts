@@ -181,6 +181,11 @@ interface Entry {
   slot: number;
   state: SlotState;
   cached: boolean;
+  /**
+   * Chosen to join its layer's cache by the request that reads it: already in the layer's LRU map
+   * (its victim evicted), cached when that request releases it.
+   */
+  joining: boolean;
   prefetched: boolean;
   pins: number;
   dataOffset: number;
@@ -189,6 +194,11 @@ interface Entry {
   failure: NativeReadDone | null;
   /** The warm that is reading it (null otherwise): it joins the cache when it lands unless a request holds it. */
   warm: Warming | null;
+  /**
+   * Its place in the warm's queue while it is cached and unused since the warm read it (-1
+   * otherwise): such entries keep queue order in the LRU order, whatever order their reads landed in.
+   */
+  warmRank: number;
   loc: ExpertLocation;
   waiters: Array<{ resolve: (h: ExpertHandle) => void; reject: (e: Error) => void; source: ExpertSource }>;
   error?: Error;
@@ -311,8 +321,9 @@ export class ExpertStore {
   }
 
   /**
-   * Gets the experts `ids` of `layer` (unique ids). Hits are pinned first; then every miss is
-   * submitted at once in (file, offset) order.
+   * Gets the experts `ids` of `layer` (unique ids). Hits are pinned first; then which of the others
+   * will join the cache is decided in `ids` order (chooseJoiners); then every miss is submitted at
+   * once in (file, offset) order.
    */
   request(layer: number, ids: ArrayLike<number>): ExpertRequest {
     this.assertOpen();
@@ -338,6 +349,7 @@ export class ExpertStore {
         else if (source === "prefetched") this.counters.prefetchHits++;
         else this.counters.misses++;
         e.pins++;
+        e.warmRank = -1;
         this.touch(e);
         handles[i] = this.whenReady(e, source);
       } else {
@@ -345,9 +357,22 @@ export class ExpertStore {
         misses.push({ loc, index: i });
       }
     }
-    // 2. Submit all misses in disk order (slot permitting; the rest as slots free up).
+    // 2. Which of the experts not cached join the cache (victims evicted now, freeing their slots).
+    const joiners = this.chooseJoiners(layer, list.filter((id) => {
+      const e = this.entries.get(key(layer, id));
+      return !e || e.state === "free" || (!e.cached && !e.joining);
+    }));
+    // 3. Submit all misses in disk order (slot permitting; the rest as slots free up).
     misses.sort((a, b) => (this.fileIndex.get(a.loc.file)! - this.fileIndex.get(b.loc.file)!) || a.loc.offset - b.loc.offset);
     for (const m of misses) handles[m.index] = this.readMiss(m.loc);
+    if (joiners.length > 0) {
+      const l = this.lruOf(layer);
+      for (const id of joiners) {
+        const e = this.entries.get(key(layer, id))!;
+        e.joining = true;
+        l.set(id, e);
+      }
+    }
     for (const h of handles)
       h.then(
         (x) => {
@@ -492,7 +517,7 @@ export class ExpertStore {
   }
 
   private newEntry(loc: ExpertLocation, slot: number, prefetched: boolean): Entry {
-    const e: Entry = { layer: loc.layer, id: loc.id, slot, state: "reading", cached: false, prefetched, pins: prefetched ? 0 : 1, dataOffset: 0, readId: 0, piecesLeft: 0, failure: null, warm: null, loc, waiters: [] };
+    const e: Entry = { layer: loc.layer, id: loc.id, slot, state: "reading", cached: false, joining: false, prefetched, pins: prefetched ? 0 : 1, dataOffset: 0, readId: 0, piecesLeft: 0, failure: null, warm: null, warmRank: -1, loc, waiters: [] };
     this.entries.set(key(loc.layer, loc.id), e);
     return e;
   }
@@ -587,8 +612,7 @@ export class ExpertStore {
       this.submit(e, false);
       return;
     }
-    this.entries.delete(key(e.layer, e.id));
-    this.releaseSlot(e.slot);
+    this.freeEntry(e); // a joiner leaves the layer's map: the cache is one short until the next miss
     for (const w of waiters) w.reject(err);
   }
 
@@ -616,44 +640,80 @@ export class ExpertStore {
   }
 
   private touch(e: Entry): void {
-    if (!e.cached) return;
+    if (!e.cached && !e.joining) return;
     const l = this.lru.get(e.layer)!;
     l.delete(e.id);
     l.set(e.id, e);
   }
 
-  /** After its last user: admit into the layer's cache (see admit), or free. */
+  /** After its last user: cached if its request chose it to join (see chooseJoiners), else freed. */
   private unpin(e: Entry): void {
     if (--e.pins > 0) return;
     e.prefetched = false;
+    if (e.joining) {
+      e.joining = false;
+      e.cached = !this.closed;
+      if (this.closed) this.freeEntry(e);
+      return;
+    }
     if (e.cached || e.warm) return; // a warm read still in flight joins the cache when it lands
-    this.admit(e);
+    this.freeEntry(e);
   }
 
   /**
-   * An unpinned, unused entry joins its layer's cache, or is freed: when the layer is full, the
-   * policy's victim (cache-policy.ts) makes room unless `evict` is false or the policy declines.
+   * Which of a request's experts that are not cached (`candidates`, in request order) join the
+   * layer's cache once the request releases them. Decided when the request is made, evicting each
+   * joiner's victim (cache-policy.ts) at once: the cache then holds the same experts whatever order
+   * the reads complete and are computed in, exactly as cache-sim.ts replays a trace.
    */
-  private admit(e: Entry, evict = true): void {
-    if (this.closed || this.slotsPerLayer === 0) return this.freeEntry(e);
-    let l = this.lru.get(e.layer);
-    if (!l) this.lru.set(e.layer, (l = new Map()));
-    if (l.size >= this.slotsPerLayer) {
-      if (!evict) return this.freeEntry(e);
-      const counts = this.countsOf(e.layer);
-      const victim = chooseVictim(this.cachePolicy, l.entries(), (_, v) => v.pins === 0, counts)?.[1];
-      if (!victim) return this.freeEntry(e);
-      if (!admits(this.cachePolicy, e.id, victim.id, counts)) {
+  private chooseJoiners(layer: number, candidates: number[]): number[] {
+    const joiners: number[] = [];
+    if (this.slotsPerLayer === 0 || candidates.length === 0) return joiners;
+    const l = this.lruOf(layer);
+    const counts = this.countsOf(layer);
+    for (const id of candidates) {
+      if (l.size + joiners.length < this.slotsPerLayer) {
+        joiners.push(id);
+        continue;
+      }
+      // Only cached experts nobody holds can go: this request's hits are pinned, joiners not yet in the map.
+      const victim = chooseVictim(this.cachePolicy, l.entries(), (_, v) => v.cached && v.pins === 0, counts)?.[1];
+      if (!victim) continue;
+      if (!admits(this.cachePolicy, id, victim.id, counts)) {
         this.counters.admissionsDeclined++;
-        return this.freeEntry(e);
+        continue;
       }
       l.delete(victim.id);
       victim.cached = false;
       this.counters.evictions++;
       this.freeEntry(victim);
+      joiners.push(id);
     }
+    return joiners;
+  }
+
+  /** A warmed entry nobody holds joins its layer's cache if there is room (a warm never evicts), else is freed. */
+  private admitWarmed(e: Entry): void {
+    if (e.cached || e.joining) return;
+    const l = this.lruOf(e.layer);
+    if (this.closed || l.size >= this.slotsPerLayer) return this.freeEntry(e);
     e.cached = true;
-    l.set(e.id, e);
+    // Before the unused warmed experts queued after it: the LRU order is then the warm's, not the reads' completion order.
+    const order = [...l.values()];
+    const at = order.findIndex((x) => x.warmRank > e.warmRank);
+    if (at < 0) {
+      l.set(e.id, e);
+      return;
+    }
+    order.splice(at, 0, e);
+    l.clear();
+    for (const x of order) l.set(x.id, x);
+  }
+
+  private lruOf(layer: number): Map<number, Entry> {
+    let l = this.lru.get(layer);
+    if (!l) this.lru.set(layer, (l = new Map()));
+    return l;
   }
 
   /** Each layer's request counts so far (the "lfu" policy's, seeds included), to persist between runs. */
@@ -680,7 +740,8 @@ export class ExpertStore {
 
   private freeEntry(e: Entry): void {
     this.entries.delete(key(e.layer, e.id));
-    if (e.cached) this.lru.get(e.layer)?.delete(e.id);
+    if (e.cached || e.joining) this.lru.get(e.layer)?.delete(e.id);
+    e.joining = false;
     this.releaseSlot(e.slot);
   }
 
@@ -713,6 +774,7 @@ export class ExpertStore {
       const e = this.newEntry(loc, this.freeSlots.pop()!, false);
       e.pins = 0;
       e.warm = w;
+      e.warmRank = w.next - 1;
       w.inflight++;
       w.perLayer.set(loc.layer, (w.perLayer.get(loc.layer) ?? 0) + 1);
       this.submit(e, w.low);
@@ -724,7 +786,7 @@ export class ExpertStore {
   private warmLanded(e: Entry, error: Error | "cancelled" | "rejoined" | null): void {
     const w = e.warm!;
     e.warm = null;
-    if (error === null && e.pins === 0) this.admit(e, false); // a warm never evicts
+    if (error === null && e.pins === 0) this.admitWarmed(e);
     if (this.warming !== w) return; // cancelled meanwhile: the read still lands in the cache
     w.inflight--;
     w.perLayer.set(e.layer, w.perLayer.get(e.layer)! - 1);
