@@ -837,13 +837,10 @@ export class Model {
     lap?.("moe_trunk", 0); // the norm before it
     const t0 = performance.now();
     const prefetch = this.prefetch ? this.predictNext(l, x, T) : undefined;
-    const issued0 = prefetch ? this.experts!.stats().prefetchIssued : 0;
     const predictSeconds = (performance.now() - t0) / 1000;
-    // Reads that completed since the last MoE layer (lookahead reads issued earlier) count here too.
-    const early = this.takeExpertReads();
-    const read0 = this.counters.bytesRead.experts - early;
     await L.ffn.forward(x, T, out, this.counters, prefetch);
-    this.takeExpertReads();
+    // Reads completed since the last MoE layer's: this layer's, and lookahead reads issued earlier.
+    const read = this.takeExpertReads();
     const st = L.ffn.layer.lastStats;
     if (lap && st) {
       const wall = (performance.now() - t0) / 1000;
@@ -853,14 +850,14 @@ export class Model {
       const next = prefetch ? this.layers[prefetch.layer]?.ffn : undefined;
       const predictBytes = next instanceof MoeFfn ? next.layer.opts.router.weight.bytes : 0;
       this.tally("moe_trunk", trunk, L.ffn.trunkBytes + predictBytes);
-      this.tally("moe_experts", wall - trunk, computed * this.expertBytes, this.counters.bytesRead.experts - read0);
+      this.tally("moe_experts", wall - trunk, computed * this.expertBytes, read);
       lap(null, 0);
     }
     const routing = st?.routing;
     if (this.expertTrace && routing) this.expertTrace.record(l, routing.ids);
     if (this.routedSeen && routing) for (const id of routing.ids) this.routedSeen.add(l * 65536 + id);
     const c = this.counters;
-    if (prefetch) c.prefetchIssued += this.experts!.stats().prefetchIssued - issued0;
+    if (st) c.prefetchIssued += st.prefetchIssued;
     // Score the prediction made for this layer against the experts its router actually chose.
     const guess = this.predicted;
     this.predicted = prefetch ? { layer: prefetch.layer, ids: new Set(prefetch.ids) } : null;
@@ -881,9 +878,7 @@ export class Model {
     if (!this.prefetch || L.ffn instanceof MoeFfn) return;
     const prefetch = this.predictNext(l, x, T);
     if (!prefetch) return;
-    const issued0 = this.experts!.stats().prefetchIssued;
-    this.experts!.prefetch(prefetch.layer, prefetch.ids);
-    this.counters.prefetchIssued += this.experts!.stats().prefetchIssued - issued0;
+    this.counters.prefetchIssued += this.experts!.prefetch(prefetch.layer, prefetch.ids);
     this.predicted = { layer: prefetch.layer, ids: new Set(prefetch.ids) };
     const next = this.layers[prefetch.layer]?.ffn;
     lap("moe_trunk", next instanceof MoeFfn ? next.layer.opts.router.weight.bytes : 0); // the lookahead router

@@ -37,7 +37,7 @@ const f32m = (fx: Fixture, n: string) => {
   return new Linear(n, a, fx.shape(n)[0], fx.shape(n)[1]);
 };
 
-function layer48b(opts: { slotsPerLayer?: number; ioSlots?: number } = {}) {
+function layer48b(opts: { slotsPerLayer?: number; ioSlots?: number; countProcReads?: boolean } = {}) {
   const fx = loadFixture("moe_48b.safetensors");
   const ckpt = openCheckpointIndex(expertCheckpoint(fx));
   const store = ExpertStore.open({ experts: ckpt.experts(LAYER), ioSlots: opts.ioSlots ?? 4, slotsPerLayer: opts.slotsPerLayer ?? 0, readers: 4 });
@@ -51,6 +51,7 @@ function layer48b(opts: { slotsPerLayer?: number; ioSlots?: number } = {}) {
     compute: denseExpertCompute({ inDim: D, interDim: fx.shape("experts.0.w1.weight")[0], activation: "silu" }),
     shared: { gate: f32m(fx, "shared_experts.gate_proj.weight"), up: f32m(fx, "shared_experts.up_proj.weight"), down: f32m(fx, "shared_experts.down_proj.weight") },
     activation: "silu",
+    countProcReads: opts.countProcReads ?? true,
   });
   return { fx, store, moe, D, x: fx.f32("x"), T: fx.shape("x")[0] };
 }
@@ -69,6 +70,7 @@ describe("MoeLayer, Kimi-Linear-48B plain MoE (bf16 experts, SiLU-GLU, x routed_
       // The device bytes show up in /proc/self/io read_bytes too (other threads may add more), unless
       // the scratch dir is a tmpfs (no block device under it).
       if (statfsSync(tmpdir()).type !== 0x01021994) expect(s.procReadBytes).toBeGreaterThanOrEqual(s.bytesRequested);
+      expect(s.procReadBytes).not.toBeNull();
       expect(s.deviceBytes).toBeGreaterThanOrEqual(s.bytesRequested);
       expect(s.ioWaitShare).toBeGreaterThanOrEqual(0);
       expect(s.ioWaitShare).toBeLessThanOrEqual(1);
@@ -92,12 +94,14 @@ describe("MoeLayer, Kimi-Linear-48B plain MoE (bf16 experts, SiLU-GLU, x routed_
   });
 
   it("lookahead prefetch: predicted experts arrive as prefetch hits (not resident hits), same output", async () => {
-    const { fx, store, moe, x, T, D } = layer48b({ ioSlots: 8 });
+    const { fx, store, moe, x, T, D } = layer48b({ ioSlots: 8, countProcReads: false });
     try {
       const want = await moe.forward(x.slice(D, 2 * D), 1);
       const before = store.stats();
       const next = MoeLayer.predict(moe, x.slice(D, 2 * D), 1);
       await moe.forward(x.slice(0, D), 1, { prefetch: next });
+      expect(moe.lastStats!.prefetchIssued).toBe(store.stats().prefetchIssued - before.prefetchIssued);
+      expect(moe.lastStats!.procReadBytes).toBeNull(); // not asked for
       const got = await moe.forward(x.slice(D, 2 * D), 1);
       const s = store.stats();
       expect(s.prefetchIssued - before.prefetchIssued).toBeGreaterThan(0);

@@ -87,6 +87,11 @@ export interface MoeLayerOptions {
    * any other error still rejects.
    */
   onExpertError?: "fail" | "drop";
+  /**
+   * Also read /proc/self/io around every forward (lastStats.procReadBytes): two file reads per
+   * forward, ~10 us each, so off unless asked for (a check that reads really reach the device).
+   */
+  countProcReads?: boolean;
 }
 
 /** A routed expert left out of one forward() under onExpertError: "drop". */
@@ -109,8 +114,10 @@ export interface MoeForwardStats {
   /** Experts' own bytes asked from disk, and bytes the device transferred. */
   bytesRequested: number;
   deviceBytes: number;
-  /** /proc/self/io read_bytes over the forward (whole process: other readers count too). */
-  procReadBytes: number;
+  /** /proc/self/io read_bytes over the forward (whole process: other readers count too); null unless countProcReads. */
+  procReadBytes: number | null;
+  /** Lookahead reads the forward's `prefetch` issued (ExpertProvider.prefetch's count). */
+  prefetchIssued: number;
   wallNs: number;
   /** Wall time with a read in flight. */
   ioNs: number;
@@ -183,7 +190,7 @@ export class MoeLayer {
     const { hidden, router, latent, compute } = this.opts;
     const t0 = now();
     const before = this.opts.experts.stats?.();
-    const proc0 = procIo().readBytes;
+    const proc0 = this.opts.countProcReads ? procIo().readBytes : 0;
     let cpu = 0n;
     let expertCpu = 0n;
     let wait = 0n;
@@ -208,7 +215,7 @@ export class MoeLayer {
     let prefetchHits = 0;
 
     const req = this.opts.experts.request(this.opts.layer, ids);
-    if (opts.prefetch && this.opts.experts.prefetch) this.opts.experts.prefetch(opts.prefetch.layer, opts.prefetch.ids);
+    const prefetchIssued = opts.prefetch && this.opts.experts.prefetch ? this.opts.experts.prefetch(opts.prefetch.layer, opts.prefetch.ids) : 0;
     // With the reads in flight: the latent projection and the shared experts (neither needs an
     // expert), so that compute runs while the first experts arrive. The sums below keep their order.
     c0 = now();
@@ -305,7 +312,8 @@ export class MoeLayer {
       ioNs,
       cpuNs,
       expertCpuNs: Number(expertCpu),
-      procReadBytes: procIo().readBytes - proc0,
+      procReadBytes: this.opts.countProcReads ? procIo().readBytes - proc0 : null,
+      prefetchIssued,
       ioWaitNs: Number(wait),
       ioWaitShare: wallNs > 0 ? Number(wait) / wallNs : 0,
       overlap: overlapOf(ioNs, cpuNs, wallNs),
