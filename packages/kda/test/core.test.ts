@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { chunked, forgetGate, headALog, K3_KDA, KIMI_LINEAR_48B_KDA, nativeInfo, recurrent, shortConv } from "../src/index.js";
 import { bytesEqual, closeTo, expectBitIdentical, f32, fixtureExists, get, manifestTol, readFixture, relErr, uniform, unitRows } from "@k3/test-utils";
 import { recurrenceF64 } from "./reference.js";
+import { silu } from "@k3/dense";
 
 /** Random KDA core inputs with unit q/k rows, q scaled, gates in the K3 range (lb, 0) or 48B-like. */
 function randomCore(T: number, H: number, dk: number, dv: number, seed: number, gateLo = -5, withState = true) {
@@ -147,6 +148,26 @@ describe("short conv + SiLU", () => {
     for (const p of parts) { joined.set(p, off); off += p.length; }
     expect(bytesEqual(joined, full)).toBe(true);
     expect(Array.from(st)).toEqual(Array.from(xs.slice(3 * C)));
+  });
+  it("is the exact float32 sum w[c][0]*x[t-K+1] + ... + w[c][K-1]*x[t] then @k3/dense's SiLU, bit for bit, across channel blocks", () => {
+    // The kernel sums contiguous channels in blocks of 512 with transposed taps: C = 1100 spans three blocks.
+    for (const [T, C, K] of [[1, 1100, 4], [7, 1100, 4], [5, 37, 3], [2, 600, 1]]) {
+      const w = uniform(C * K, -1, 1, 11);
+      const x = uniform(T * C, -2, 2, 12);
+      const state = uniform((K - 1) * C, -2, 2, 13);
+      const seq = new Float32Array([...state, ...x]);
+      const want = new Float32Array(T * C);
+      for (let t = 0; t < T; t++)
+        for (let c = 0; c < C; c++) {
+          let acc = 0;
+          for (let j = 0; j < K; j++) acc = Math.fround(acc + Math.fround(w[c * K + j] * seq[(t + j) * C + c]));
+          want[t * C + c] = acc;
+        }
+      silu(want, want);
+      const got = shortConv(x, w, state, new Float32Array(T * C), C, K);
+      expect(bytesEqual(got, want), `T=${T} C=${C} K=${K}`).toBe(true);
+      expect(Array.from(state)).toEqual(Array.from(seq.slice(seq.length - (K - 1) * C)));
+    }
   });
 });
 

@@ -71,7 +71,7 @@ static Napi::Value ShortConv(const Napi::CallbackInfo &info) {
     if (!f32_at_least(info, 0, fn, "x", tc, &x) || !f32_at_least(info, 1, fn, "w", ck, &w) ||
         !f32_at_least(info, 2, fn, "state", sc, &state) || !f32_at_least(info, 3, fn, "out", tc, &out))
         return env.Undefined();
-    k3_kda_short_conv(x, w, state, out, T, C, K);
+    if (k3_kda_short_conv(x, w, state, out, T, C, K) != 0) k3::fail(env, fn, "out of memory for the transposed taps", true);
     return env.Undefined();
 }
 
