@@ -2,7 +2,9 @@ import { describe, expect, it } from "vitest";
 import { chunked, forgetGate, headALog, K3_KDA, KIMI_LINEAR_48B_KDA, nativeInfo, recurrent, shortConv } from "../src/index.js";
 import { bytesEqual, closeTo, expectBitIdentical, f32, fixtureExists, get, manifestTol, readFixture, relErr, uniform, unitRows } from "@k3/test-utils";
 import { recurrenceF64 } from "./reference.js";
-import { silu } from "@k3/dense";
+import { setThreadCount, silu, threadCount } from "@k3/dense";
+
+const threads0 = threadCount();
 
 /** Random KDA core inputs with unit q/k rows, q scaled, gates in the K3 range (lb, 0) or 48B-like. */
 function randomCore(T: number, H: number, dk: number, dv: number, seed: number, gateLo = -5, withState = true) {
@@ -164,9 +166,29 @@ describe("short conv + SiLU", () => {
           want[t * C + c] = acc;
         }
       silu(want, want);
-      const got = shortConv(x, w, state, new Float32Array(T * C), C, K);
-      expect(bytesEqual(got, want), `T=${T} C=${C} K=${K}`).toBe(true);
-      expect(Array.from(state)).toEqual(Array.from(seq.slice(seq.length - (K - 1) * C)));
+      // Channel blocks run on the pool: any thread count gives these bits.
+      for (const threads of [1, 2, 3]) {
+        setThreadCount(threads);
+        const s = state.slice();
+        const got = shortConv(x, w, s, new Float32Array(T * C), C, K);
+        expect(bytesEqual(got, want), `T=${T} C=${C} K=${K} threads=${threads}`).toBe(true);
+        expect(Array.from(s)).toEqual(Array.from(seq.slice(seq.length - (K - 1) * C)));
+      }
+      setThreadCount(threads0);
+    }
+  });
+
+  it("the forget gate gives the same bits at any thread count (rows of (token, head) split over the pool)", () => {
+    for (const form of ["k3-lowerbound", "48b-softplus"] as const) {
+      const T = 5, H = 6, dk = 16;
+      const z = uniform(T * H * dk, -4, 4, 21), dt = uniform(H * dk, -1, 1, 22), aLog = uniform(H, -1, 1, 23);
+      const runs = [1, 2, 3].map((threads) => {
+        setThreadCount(threads);
+        return forgetGate(z, dt, aLog, new Float32Array(T * H * dk), H, dk, form);
+      });
+      setThreadCount(threads0);
+      expect(bytesEqual(runs[1], runs[0]) && bytesEqual(runs[2], runs[0]), form).toBe(true);
+      expect(runs[0].every((v) => v <= 0 && Number.isFinite(v))).toBe(true);
     }
   });
 });

@@ -28,7 +28,8 @@ const k3_dense_api *k3_kda_dense(void);
 
 /* Depthwise causal conv + SiLU. x [T][C], w [C][K] (tap K-1 = current token),
    state [(K-1)][C] = the last K-1 pre-conv inputs, oldest first (read, then replaced).
-   0 ok, -1 out of memory (K x 512 floats of transposed taps; nothing written). */
+   Channel blocks run on the @k3/dense pool. 0 ok, -1 out of memory (K x 512 floats of transposed
+   taps per task; nothing written). */
 int k3_kda_short_conv(const float *x, const float *w, float *state, float *out, size_t T, size_t C, size_t K);
 
 /* Forget gate in log space. z_raw [T][H*dk] = f_b(f_a x) before dt_bias; a_log [H] (already sliced).

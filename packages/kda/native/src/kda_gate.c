@@ -11,16 +11,38 @@ static float sigmoidf(float y) { return 1.0f / (1.0f + expf(-y)); }
 
 static float softplusf(float y) { return fmaxf(y, 0.0f) + log1pf(expf(-fabsf(y))); }
 
+typedef struct {
+    const float *z_raw, *dt_bias, *a_log;
+    float *g;
+    size_t rows, H, dk, per_task; /* rows = T x H, each of dk channels */
+    int form;
+    float lower_bound;
+} gate_job;
+
+/* Rows [task x per_task, ...) of (token, head); elementwise, so any split gives the same values. */
+static void gate_task(void *ctx, int task) {
+    const gate_job *job = ctx;
+    size_t begin = (size_t)task * job->per_task;
+    size_t end = begin + job->per_task < job->rows ? begin + job->per_task : job->rows;
+    for (size_t row = begin; row < end; row++) {
+        size_t h = row % job->H;
+        float rate = expf(job->a_log[h]);
+        const float *z_row = job->z_raw + row * job->dk;
+        const float *bias = job->dt_bias + h * job->dk;
+        float *g_row = job->g + row * job->dk;
+        for (size_t d = 0; d < job->dk; d++) {
+            float z = z_row[d] + bias[d];
+            g_row[d] = job->form == 0 ? job->lower_bound * sigmoidf(rate * z) : -rate * softplusf(z);
+        }
+    }
+}
+
 void k3_kda_gate(const float *z_raw, const float *dt_bias, const float *a_log, float *g, size_t T, size_t H,
                  size_t dk, int form, float lower_bound) {
-    size_t P = H * dk;
-    for (size_t t = 0; t < T; t++)
-        for (size_t h = 0; h < H; h++) {
-            float rate = expf(a_log[h]);
-            for (size_t d = 0; d < dk; d++) {
-                size_t i = h * dk + d;
-                float z = z_raw[t * P + i] + dt_bias[i];
-                g[t * P + i] = form == 0 ? lower_bound * sigmoidf(rate * z) : -rate * softplusf(z);
-            }
-        }
+    size_t rows = T * H;
+    if (rows == 0) return;
+    size_t n_tasks = (size_t)k3_kda_dense()->thread_count() * 4;
+    size_t per_task = (rows + n_tasks - 1) / n_tasks;
+    gate_job job = {z_raw, dt_bias, a_log, g, rows, H, dk, per_task, form, lower_bound};
+    k3_kda_dense()->parallel_for((int)((rows + per_task - 1) / per_task), gate_task, &job);
 }

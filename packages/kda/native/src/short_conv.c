@@ -36,18 +36,40 @@ static void conv_block(const float *x, const float *state, const float *wt, floa
     }
 }
 
-int k3_kda_short_conv(const float *x, const float *w, float *state, float *out, size_t T, size_t C, size_t K) {
-    float *wt = malloc(K * CONV_BLOCK * sizeof(float));
-    if (!wt) return -1;
-    for (size_t c0 = 0; c0 < C; c0 += CONV_BLOCK) {
-        size_t n = C - c0 < CONV_BLOCK ? C - c0 : CONV_BLOCK;
-        transpose_taps(w, c0, n, K, wt);
-        conv_block(x, state, wt, out, T, C, K, c0, n);
+typedef struct {
+    const float *x, *w, *state;
+    float *out;
+    size_t T, C, K, blocks, n_tasks;
+    float *wt; /* n_tasks x K x CONV_BLOCK */
+} conv_job;
+
+/* Blocks task, task + n_tasks, ...: conv, then SiLU of the block's channels (elementwise: the same
+   values whichever thread runs them). */
+static void conv_task(void *ctx, int task) {
+    const conv_job *job = ctx;
+    float *wt = job->wt + (size_t)task * job->K * CONV_BLOCK;
+    for (size_t b = (size_t)task; b < job->blocks; b += job->n_tasks) {
+        size_t c0 = b * CONV_BLOCK;
+        size_t n = job->C - c0 < CONV_BLOCK ? job->C - c0 : CONV_BLOCK;
+        transpose_taps(job->w, c0, n, job->K, wt);
+        conv_block(job->x, job->state, wt, job->out, job->T, job->C, job->K, c0, n);
+        for (size_t t = 0; t < job->T; t++) k3_kda_dense()->silu(job->out + t * job->C + c0, job->out + t * job->C + c0, n);
     }
+}
+
+int k3_kda_short_conv(const float *x, const float *w, float *state, float *out, size_t T, size_t C, size_t K) {
+    if (T == 0 || C == 0) return 0;
+    size_t blocks = (C + CONV_BLOCK - 1) / CONV_BLOCK;
+    size_t n_tasks = (size_t)k3_kda_dense()->thread_count() * 2;
+    if (n_tasks > blocks) n_tasks = blocks;
+    float *wt = malloc(n_tasks * K * CONV_BLOCK * sizeof(float));
+    if (!wt) return -1;
+    conv_job job = {x, w, state, out, T, C, K, blocks, n_tasks, wt};
+    k3_kda_dense()->parallel_for((int)n_tasks, conv_task, &job);
     free(wt);
-    k3_kda_dense()->silu(out, out, T * C);
-    /* New state = the last K-1 entries of [state; x]. Rows are copied oldest first, and a row of
-       the old state is only read before it is overwritten (source index >= destination index). */
+    /* New state = the last K-1 entries of [state; x] (after every task has read the old one). Rows
+       are copied oldest first, and a row of the old state is only read before it is overwritten
+       (source index >= destination index). */
     for (size_t r = 0; r + 1 < K; r++) {
         size_t u = T + r;
         if (u < K - 1)
