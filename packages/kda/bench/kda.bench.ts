@@ -3,10 +3,11 @@
  *  1. decode step at K3's state (96 x 128 x 128 fp32 = 6.29 MB) vs the memory floor of reading and
  *     writing that state once (2 x 6.29 MB at @k3/dense's measured read ceiling);
  *  2. chunked WY/UT prefill vs the token-by-token recurrence at T = 1024 (core only, K3 heads);
- *  3. the shapes of ggml's GATED_DELTA_NET KDA rows (figures quoted from a test-backend-ops run in another sitting).
+ *  3. a whole 48B-width layer on a 64-token chunk, cold, against its projections (batched GEMMs) alone;
+ *  4. the shapes of ggml's GATED_DELTA_NET KDA rows (figures quoted from a test-backend-ops run in another sitting).
  * Run: flock /tmp/k3-bench.lock pnpm bench
  */
-import { gemmF32, memoryReadCeiling, setThreadCount, simdLevel, threadCount } from "@k3/dense";
+import { gemmF32, memoryReadCeiling, setThreadCount, simdLevel, threadCount, type Linear } from "@k3/dense";
 import { f32ToBf16 } from "@k3/dense";
 import { chunked, KdaLayer, KIMI_LINEAR_48B_KDA, recurrent, type KdaWeights } from "../src/index.js";
 import { loadavg } from "node:os";
@@ -126,6 +127,34 @@ const poolThreads = threadCount();
   const prefillTps = T / (tPre.median / 1000), decodeTps = steps / (tDec.median / 1000);
   rows.push({ case: "KdaLayer, 48B dims, T=1024 prefill (batched GEMM + chunked) vs one-token forwards", ours_us: (tPre.median * 1000) / T, limit: "decode forward per token", limit_us: (tDec.median * 1000) / steps, "floor/ours": prefillTps / decodeTps });
   notes.push(`KdaLayer at 48B dims (${(layer.weightBytes / 1e6).toFixed(0)} MB bf16 weights): prefill ${prefillTps.toFixed(0)} tok/s, decode ${decodeTps.toFixed(1)} tok/s (per-token us in the table).`);
+}
+
+// ---------------------------------------------------------------- whole layer: a 64-token chunk, cold, against its own GEMMs
+{
+  // The engine's prefill chunk: 12 layers of 48B-width weights (12 x 76 MB, beyond the L3) run in
+  // turn, as a chunk walks the layer stack; the limit is the same layers' projections alone
+  // (Linear.apply at T = 64, same order): what the layer adds on top of its batched GEMMs.
+  const c = KIMI_LINEAR_48B_KDA;
+  const D = c.hidden, P = c.numHeads * c.headDim, T = 64, L = 12;
+  let seed = 300;
+  const mat = (rows: number, cols: number) => ({ dtype: "BF16", shape: [rows, cols], data: f32ToBf16(rand(rows * cols, -1 / Math.sqrt(cols), 1 / Math.sqrt(cols), seed++)) });
+  const vec = (n: number, lo: number, hi: number, shape = [n]) => ({ dtype: "F32", shape, data: rand(n, lo, hi, seed++) });
+  const layers = Array.from({ length: L }, () => new KdaLayer({
+    q_proj: mat(P, D), k_proj: mat(P, D), v_proj: mat(P, D), o_proj: mat(D, P),
+    q_conv1d: vec(P * 4, -0.5, 0.5, [P, 1, 4]), k_conv1d: vec(P * 4, -0.5, 0.5, [P, 1, 4]), v_conv1d: vec(P * 4, -0.5, 0.5, [P, 1, 4]),
+    f_a_proj: mat(128, D), f_b_proj: mat(P, 128), b_proj: mat(c.numHeads, D),
+    A_log: vec(c.numHeads, -0.5, 1), dt_bias: vec(P, -1, 1), o_norm: vec(128, 0.5, 1.5),
+    g_a_proj: mat(128, D), g_b_proj: mat(P, 128),
+  } as unknown as KdaWeights, c));
+  const x = rand(T * D, -1, 1, 301);
+  const states = layers.map((l) => l.newState());
+  const projections = layers.map((l) => {
+    const p = l as unknown as Record<string, Linear>;
+    return [["qProj", x], ["kProj", x], ["vProj", x], ["fA", x], ["bProj", x], ["gA", x], ["fB", new Float32Array(T * 128)], ["gB", new Float32Array(T * 128)], ["oProj", new Float32Array(T * P)]].map(([k, input]) => ({ lin: p[k as string], input: input as Float32Array, out: new Float32Array(T * p[k as string].rows) }));
+  });
+  const tLayer = await time(() => layers.forEach((l, i) => l.forward(x, states[i])), { minRuns: 3, minMs: 1500 });
+  const tGemm = await time(() => projections.forEach((ps) => ps.forEach((q) => q.lin.apply(q.input, T, q.out))), { minRuns: 3, minMs: 1500 });
+  rows.push({ case: "KdaLayer, 48B dims, a 64-token chunk, 12 cold layers (per layer)", ours_us: (tLayer.median * 1000) / L, limit: "its projections alone (batched GEMM, T=64)", limit_us: (tGemm.median * 1000) / L, "floor/ours": tGemm.median / tLayer.median });
 }
 
 // ---------------------------------------------------------------- ggml GATED_DELTA_NET (KDA) shapes
