@@ -359,6 +359,7 @@ export class Engine {
       // Without a packed trunk every layer is loaded resident: the plan says so and counts no ring.
       packedTrunk: options.trunkDir !== undefined,
       packedLayerBytes: options.trunkDir !== undefined ? packedLayerBytes(options.trunkDir, census, dir, options.shardDirs) : undefined,
+      chunkSize: options.chunkSize ?? DEFAULTS.chunkSize,
     });
     options.log?.(formatPlan(plan, cfg.numLayers));
     checkPlanFits(plan);

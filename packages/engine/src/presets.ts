@@ -12,6 +12,7 @@ import { freemem, totalmem } from "node:os";
 import { join } from "node:path";
 import type { Census } from "./census.js";
 import { ContextError, PlanError, UsageError } from "./errors.js";
+import { DEFAULTS } from "./options.js";
 import { formatBytes } from "@k3/native";
 // The readers' slot formulas, from the subpath that loads no addon (presets are imported by `k3 --help`).
 import { DIRECT_ALIGN, ringSlotBytesFor, supersetBytes, trunkChunkBytesFor } from "@k3/moe-stream/sizing";
@@ -269,7 +270,7 @@ export function expertIoSlotsFor(topK: number, prefetchSlots: number): number {
   return topK + 2 + prefetchSlots;
 }
 
-/** Node/V8 and scratch headroom counted in every plan. */
+/** Node/V8 and scratch headroom counted in every plan (measured with the default prefill chunk, DEFAULTS.chunkSize). */
 export const RUNTIME_OVERHEAD_BYTES = 0.25 * GB;
 
 /**
@@ -295,6 +296,11 @@ export interface PlanExtras {
    * reads per streamed layer and what sizes its slots. Default: the census estimate.
    */
   packedLayerBytes?: number[];
+  /**
+   * The prefill chunk (--chunk; default DEFAULTS.chunkSize): a chunk above the default adds its
+   * extra tokens' work buffers (census.chunkScratchBytesPerToken) to "runtime + scratch".
+   */
+  chunkSize?: number;
 }
 
 /** What an O_DIRECT read at an unaligned offset moves beyond the bytes asked, on average (one page). */
@@ -399,7 +405,7 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
     expertReadSlots: streamSlots * expertSlot,
     recurrentState: census.recurrentStateBytes,
     kvCache: Math.min(budgets.kvBytes, kvCapacityTokens * census.kvBytesPerToken),
-    runtime: RUNTIME_OVERHEAD_BYTES,
+    runtime: RUNTIME_OVERHEAD_BYTES + Math.max(0, (io.chunkSize ?? DEFAULTS.chunkSize) - DEFAULTS.chunkSize) * census.chunkScratchBytesPerToken,
   };
   const pc = io.promptCache;
   if (pc && pc.slots > 0) {

@@ -94,6 +94,18 @@ describe("presets and plan", () => {
     expect(() => checkContextFits(plan, 10, census.kvBytesPerToken)).not.toThrow();
   });
 
+  it("a prefill chunk above the default adds its tokens' work buffers to runtime + scratch (K3: 2.6 MB per token)", () => {
+    const k3 = censusOf(parseConfig(JSON.parse(JSON.stringify(rawK3()))));
+    // 7 x 12288 (KDA) + MLA 98,944 + dense 2 x 18432 + 16 x (3584 + 2 x 3072 + 2 x 3584) + 2 x 3584 + shared + 6 x 7168, in f32.
+    expect(k3.chunkScratchBytesPerToken / 1e6).toBeGreaterThan(1.6); // measured: chunk 256 peaked 310 MB above chunk 64
+    const box = { totalBytes: 64 * GB, availableBytes: 60 * GB };
+    const at = (chunkSize?: number) => planMemory(k3, budgetsFor("ultra", k3, box), "ultra", box, { chunkSize });
+    expect(at(64).totalBytes).toBe(at(undefined).totalBytes);
+    expect(at(16).totalBytes).toBe(at(64).totalBytes); // the base covers the default chunk and smaller ones
+    expect(at(256).parts.runtime - at(64).parts.runtime).toBe(192 * k3.chunkScratchBytesPerToken);
+    expect(formatPlan(at(256), 93)).toMatch(/runtime \+ scratch/);
+  });
+
   it("plans real K3 sizes: laptop gets one ring slot, desktop two plus pinned layers, server pins most", () => {
     const raw = JSON.parse(JSON.stringify(rawK3()));
     const k3 = censusOf(parseConfig(raw));
