@@ -6,6 +6,8 @@ import { censusOf, kindCensus, kdaLayerBytes, mlaLayerBytes } from "../src/censu
 import { budgetsFor, GB, planMemory } from "../src/presets.js";
 import { distinctExperts, formatProjection, projectK3, publishedK3, ratesFromReport } from "../src/projection.js";
 import { captureCli, TINY_K3 } from "./helpers.js";
+import { parseConfig } from "../src/config.js";
+import { formatBytes } from "@k3/native";
 
 const FIXTURE = join(__dirname, "fixtures", "per-kind-report.json");
 const report = JSON.parse(readFileSync(FIXTURE, "utf8"));
@@ -125,6 +127,12 @@ describe("published-K3 projection", () => {
     expect(m.code).toBe(0);
     expect(m.stdout).toMatch(/memory plan \(ultra\)/);
     expect(m.stdout).toMatch(/expected read per decoded token \(cold cache\): .* = trunk 0 B \+ experts/);
+    // --chunk above 64 plans its work buffers: runtime + scratch grows by (chunk - 64) tokens' worth.
+    expect(m.stdout).toMatch(/runtime \+ scratch\s+250\.00 MB/);
+    const big = await captureCli(["plan", "--model", TINY_K3, "--preset", "ultra", "--chunk", "4096"]);
+    expect(big.code).toBe(0);
+    const perToken = censusOf(parseConfig(JSON.parse(readFileSync(join(TINY_K3, "config.json"), "utf8")))).chunkScratchBytesPerToken;
+    expect(big.stdout).toContain(`runtime + scratch       ${formatBytes(0.25 * GB + 4032 * perToken)}`);
     expect((await captureCli(["plan", "--project"])).code).toBe(2);
   });
 });

@@ -39,6 +39,7 @@ at the report's prefill chunk (T tokens: trunk and lm_head read once, the distin
         "trunk-gb",
         "cache-gb",
         "kv-gb",
+        "chunk",
         "no-prefetch",
         "shard-dirs",
       ],
