@@ -54,8 +54,9 @@ async function child(cfg: { model: string; preset: string; trunk: string | null 
     const V = engine.tokenizer.nRanks;
     const prompt = (n: number, salt: number) => Array.from({ length: n }, (_, i) => (i * 7919 + salt) % V);
     // Two decoded tokens after it compile the decode path's JavaScript: a process's first decoded
-    // tokens ran 10-17 ms slower on the 48B (TurboFan compiling on one of the 2 cores, perf), which
-    // is start-up, not per-token cost; the measured decode below is the process's second.
+    // tokens ran 10-17 ms slower on the 48B (TurboFan compiling on one of the 2 cores; ad-hoc perf
+    // measurement, bench/RESULTS.md), which is start-up, not per-token cost; the measured decode
+    // below is the process's second.
     const prefill8 = (await engine.complete(prompt(8, 13), { maxTokens: 3, stopIds: [], temperature: 0 })).report;
     // Every ceiling again after the runs (the run's peak RSS is already in the report).
     const run64 = engine.floorAfterRun((await engine.complete(prompt(64, 101), { maxTokens: 9, stopIds: [], temperature: 0 })).report);

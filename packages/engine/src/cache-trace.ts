@@ -144,8 +144,8 @@ export function formatCacheSim(r: CacheSimReport, policies: readonly CachePolicy
     );
   lines.push(
     "",
-    "lfu: the expert store's default (--cache-policy), lru: its alternative (the store admits a request's misses in",
-    "read-completion order, the simulator in request order); s3fifo: S3-FIFO; belady: the offline bound for a cache filled on demand; pinned: each layer's hottest experts loaded",
+    "lfu: the expert store's default (--cache-policy), lru: its alternative (both replay a cold run exactly: the store",
+    "decides a request's misses in request order, as here); s3fifo: S3-FIFO; belady: the offline bound for a cache filled on demand; pinned: each layer's hottest experts loaded",
     "before the run and never changed (so their first uses hit too, which is why it can exceed belady).",
   );
   return lines.join("\n");

@@ -20,7 +20,7 @@ import { AbortError, ContextError, UsageError } from "./errors.js";
 import { hottestFirst, readExpertProfile, writeExpertProfile, type ExpertCounts } from "./expert-profile.js";
 import { CHOICES, checkChoice, checkEngineOption, checkSamplingOption, DEFAULTS, ENGINE_RULES, MAX_PROMPT_TOKENS, SAMPLING_RULES } from "./options.js";
 import type { KdaCore } from "./layers/kda.js";
-import type { Progress } from "@k3/moe-stream";
+import type { ExpertCachePolicy, Progress } from "@k3/moe-stream";
 import { EXPERT_READERS, HEAD_PIECE_BYTES, HEAD_READERS, Model, TRUNK_READERS, type ModelState } from "./model.js";
 import { DEFAULT_PROMPT_CACHE_BYTES, PromptCache, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
 import { budgetsFor, checkContextFits, checkPlanFits, formatPlan, planMemory, readMemInfo, headChunkRowsFor, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
@@ -150,7 +150,7 @@ export interface EngineOptions {
    * often than the least-requested resident expert), "lru" the most recent. I/O only: the output
    * is unchanged.
    */
-  cachePolicy?: "lfu" | "lru";
+  cachePolicy?: ExpertCachePolicy;
   /**
    * A file of how often each MoE layer's experts were requested in earlier runs of this checkpoint
    * (`--expert-profile`; expert-profile.ts). Read at load when it exists: the counts seed the lfu

@@ -70,7 +70,7 @@ export function writeExpertProfile(file: string, fingerprint: string, counts: Ex
   renameSync(tmp, file);
 }
 
-/** Each layer's `slots` most counted experts (ties to the lower id), then the rest in id order: the warm's list. */
+/** A layer's experts, most counted first (ties and uncounted ones in id order): the warm takes its first `slots`. */
 export function hottestFirst(counts: Map<number, number> | undefined, numExperts: number): number[] {
   const ids = Array.from({ length: numExperts }, (_, i) => i);
   if (!counts) return ids;

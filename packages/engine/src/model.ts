@@ -17,7 +17,7 @@ import { loadGluMlp } from "./layers/mlp.js";
 import { MoeFfn } from "./layers/moe.js";
 import type { ExpertTraceRecorder } from "./cache-trace.js";
 import type { ReadPattern } from "./floor.js";
-import { checkpointIndex, ExpertStore, MoeLayer, RangeReader, TrunkStreamer, type TrunkLayer, type WarmOptions, type WarmTask } from "@k3/moe-stream";
+import { checkpointIndex, ExpertStore, MoeLayer, RangeReader, TrunkStreamer, type ExpertCachePolicy, type TrunkLayer, type WarmOptions, type WarmTask } from "@k3/moe-stream";
 import { expertIoSlotsFor, HEAD_READ_SLOTS, prefetchSlotsFor, type PlanParts } from "./presets.js";
 import { emptyCounters, type ReportKind, type Phase, type RunCounters } from "./report.js";
 import { classifyName, KIND_SHARED, KIND_TRUNK } from "@k3/safetensors";
@@ -86,7 +86,7 @@ export interface LoadOptions {
   /** Expert cache slots per MoE layer (the memory plan's); default 0 = stream every expert. */
   cacheSlotsPerLayer?: number;
   /** Which experts a full cache layer keeps (ExpertStoreOptions.cachePolicy; default "lfu"). */
-  cachePolicy?: "lfu" | "lru";
+  cachePolicy?: ExpertCachePolicy;
   /** Read experts with O_DIRECT when the filesystem allows (default true). */
   directIo?: boolean;
   /**

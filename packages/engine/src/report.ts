@@ -5,6 +5,7 @@
 import { formatBytes } from "@k3/native";
 import type { LoadStats } from "./model.js";
 import { DIRECT_ALIGN, supersetBytes } from "@k3/moe-stream/sizing";
+import type { ExpertCachePolicy } from "@k3/moe-stream";
 import { planPartRows, type MemoryPlan, type PlanParts } from "./presets.js";
 import { formatThreadCpu, type ThreadCpuReport } from "./thread-cpu.js";
 import { formatGemvProbe, type GemvProbeReport } from "./gemv-probe.js";
@@ -137,8 +138,8 @@ export interface RunReport {
   bytes_read_per_token: number;
   expert_requests: number;
   resident_hit_rate: number | null;
-  /** The expert cache's policy ("lfu" | "lru"; null without an expert cache). */
-  expert_cache_policy: string | null;
+  /** The expert cache's policy (null without an expert cache). */
+  expert_cache_policy: ExpertCachePolicy | null;
   /** Expert requests served by a lookahead prefetch / expert_requests (disjoint from resident hits). */
   prefetch_hit_rate: number | null;
   /** Lookahead prefetch on; expert read piece size (0 = one read per expert). */
@@ -544,7 +545,7 @@ export function buildReport(args: {
   counters: RunCounters;
   wallSeconds: number;
   /** The expert I/O setup (default: no prefetch, one read per expert). */
-  io?: { prefetch: boolean; pieceBytes: number; engine?: string; engineNote?: string | null; cachePolicy?: string | null };
+  io?: { prefetch: boolean; pieceBytes: number; engine?: string; engineNote?: string | null; cachePolicy?: ExpertCachePolicy | null };
   /** The resident load (Model.loadStats). */
   load?: LoadStats | null;
   warm?: WarmReport | null;

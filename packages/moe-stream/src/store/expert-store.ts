@@ -651,9 +651,9 @@ export class ExpertStore {
     if (--e.pins > 0) return;
     e.prefetched = false;
     if (e.joining) {
+      if (this.closed) return this.freeEntry(e);
       e.joining = false;
-      e.cached = !this.closed;
-      if (this.closed) this.freeEntry(e);
+      e.cached = true;
       return;
     }
     if (e.cached || e.warm) return; // a warm read still in flight joins the cache when it lands
