@@ -13,10 +13,14 @@ const available = testedSimdLevels(dense);
 
 type Case = ProductCase;
 
-/** Every tile and remainder of the SIMD variants (m and n around multiples of 2 and 4, k around multiples of 8 and 16) and MLA's 576 / 192 / 512 widths. */
+/**
+ * Every tile and remainder of the SIMD variants (m and n around multiples of 2 and 4, k around multiples of 8 and 16),
+ * MLA's 576 / 192 / 512 widths, and m >= 2 past one K block of the blocked kernel (1024) with its panel (m >= 9).
+ */
 const edgeShapes: Array<[number, number, number]> = [
   [1, 1, 1], [1, 70, 1], [70, 1, 70], [4, 16, 16], [5, 17, 65], [3, 64, 64], [4, 33, 7], [8, 48, 129], [13, 70, 70],
   [2, 7, 9], [1, 5, 8], [3, 6, 24], [1, 64, 576], [12, 64, 576], [1, 61, 192], [2, 128, 512],
+  [9, 37, 1040], [20, 19, 2071], [2, 5, 3000],
 ];
 const cases = () => productCases(edgeShapes, "k", 1977);
 const operands = (c: Case, seed: number) => productOperands(c, "k", seed);

@@ -75,12 +75,25 @@ void k3_gemv_f32(const float *w, size_t ld, const float *x, float *y, size_t row
     run(K3_WEIGHT_F32, w, ld, x, y, rows, cols, 1);
 }
 
+/* Dot rows from two A rows on run the blocked kernel of the level (same bits as the row kernel,
+   gemm_blocked.h): it widens each bf16 weight once per batch tile instead of once per A row,
+   1.4x the row kernel at m = 64, k = 7168 (shared experts and bf16 experts in prefill). */
+static void dot_rows(k3_weight_type type, size_t m, size_t n, size_t k, const float *A, size_t lda, const void *B,
+                     size_t ldb, float *C, size_t ldc) {
+    if (m < BLOCKED_BATCH_MIN) {
+        k3_dot_rows_at(k3_cpu_level(), type, m, n, k, A, lda, B, ldb, C, ldc);
+        return;
+    }
+    if (n == 0) return;
+    blocked_variant(k3_cpu_level(), type)(B, ldb, A, lda, C, ldc, k, m, 0, n);
+}
+
 void k3_dot_rows_f32(size_t m, size_t n, size_t k, const float *A, size_t lda, const float *B, size_t ldb, float *C,
                      size_t ldc) {
-    k3_dot_rows_at(k3_cpu_level(), K3_WEIGHT_F32, m, n, k, A, lda, B, ldb, C, ldc);
+    dot_rows(K3_WEIGHT_F32, m, n, k, A, lda, B, ldb, C, ldc);
 }
 
 void k3_dot_rows_bf16(size_t m, size_t n, size_t k, const float *A, size_t lda, const uint16_t *B, size_t ldb,
                       float *C, size_t ldc) {
-    k3_dot_rows_at(k3_cpu_level(), K3_WEIGHT_BF16, m, n, k, A, lda, B, ldb, C, ldc);
+    dot_rows(K3_WEIGHT_BF16, m, n, k, A, lda, B, ldb, C, ldc);
 }
