@@ -268,9 +268,19 @@ export function rmsNorm(x: Float32Array, weight: Float32Array, eps: number, out:
   return out;
 }
 
-/** The KDA q/k norm over each row of `dim`: out = x / sqrt(sum(x^2) + eps) (eps inside the sum). */
-export function l2Normalize(x: Float32Array, out: Float32Array, dim: number, eps: number): Float32Array {
-  native.l2Normalize(x, out, dim, eps);
+/**
+ * The KDA q/k norm over each row of `dim`: out = (x / sqrt(sum(x^2) + eps)) * scale (eps inside the
+ * sum; two f32 roundings, so KDA's q scale dk^-1/2 costs no second pass; scale 1, the default, is
+ * x / norm exactly). `scale` is used as a float32 (pass Math.fround of it). Rows run on the pool.
+ */
+export function l2Normalize(x: Float32Array, out: Float32Array, dim: number, eps: number, scale = 1): Float32Array {
+  native.l2Normalize(x, out, dim, eps, scale);
+  return out;
+}
+
+/** out = x * sigma(gate), elementwise (KDA's output gate): sigmoid's bits, then one f32 multiply. out may be x. */
+export function sigmoidMul(x: Float32Array, gate: Float32Array, out: Float32Array): Float32Array {
+  native.sigmoidMul(x, gate, out);
   return out;
 }
 

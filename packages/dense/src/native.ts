@@ -30,7 +30,8 @@ export interface DenseBinding {
   dotRowsF32(A: Float32Array, B: Float32Array, C: Float32Array, m: number, n: number, k: number, lda: number, ldb: number, ldc: number): void;
   dotRowsBf16(A: Float32Array, B: ArrayBufferView, C: Float32Array, m: number, n: number, k: number, lda: number, ldb: number, ldc: number): void;
   rmsNorm(x: Float32Array, weight: Float32Array, eps: number, out: Float32Array, dim: number): void;
-  l2Normalize(x: Float32Array, out: Float32Array, dim: number, eps: number): void;
+  l2Normalize(x: Float32Array, out: Float32Array, dim: number, eps: number, scale: number): void;
+  sigmoidMul(x: Float32Array, gate: Float32Array, out: Float32Array): void;
   sigmoid(x: Float32Array, out: Float32Array): void;
   silu(x: Float32Array, out: Float32Array): void;
   siluGlu(gate: Float32Array, up: Float32Array, out: Float32Array): void;

@@ -7,6 +7,7 @@ import {
   setSimdLevel,
   setThreadCount,
   sigmoid,
+  sigmoidMul,
   silu,
   siluGlu,
   situGlu,
@@ -107,6 +108,43 @@ describe("l2Normalize", () => {
     }
     expectClose(out, ref);
     sameAtEveryLevel(() => l2Normalize(x, new Float32Array(x.length), dim, 1e-6));
+  });
+
+  it("with a scale is the unscaled norm then one f32 multiply, bit for bit, over rows split on the pool", () => {
+    // 200 rows of 128 (several pool tasks) and 3 rows of 9000 (a task per row), zero and NaN rows included
+    for (const [rows, dim] of [[200, 128], [3, 9000]]) {
+      const x = uniform(rows * dim, -3, 3, 92 + dim);
+      x.fill(0, 0, dim);
+      x[dim + 5] = NaN;
+      const scale = Math.fround(1 / Math.sqrt(128));
+      const want = l2Normalize(x, new Float32Array(x.length), dim, 1e-6).map((v) => Math.fround(v * scale));
+      expect(bytesEqual(l2Normalize(x, new Float32Array(x.length), dim, 1e-6, scale), want), `${rows}x${dim}`).toBe(true);
+      const inPlace = x.slice();
+      expect(bytesEqual(l2Normalize(inPlace, inPlace, dim, 1e-6, scale), want), `${rows}x${dim} in place`).toBe(true);
+      expect(bytesEqual(l2Normalize(x, new Float32Array(x.length), dim, 1e-6, 1), l2Normalize(x, new Float32Array(x.length), dim, 1e-6))).toBe(true);
+      sameAtEveryLevel(() => l2Normalize(x, new Float32Array(x.length), dim, 1e-6, scale));
+      sameAtEveryLevel(() => rmsNorm(x, uniform(dim, 0.5, 1.5, 93), 1e-5, new Float32Array(x.length), dim));
+    }
+    expect(() => l2Normalize(new Float32Array(4), new Float32Array(4), 4, 1e-6, Infinity)).toThrow(/'scale' must be finite/);
+  });
+});
+
+describe("sigmoidMul", () => {
+  it("is sigmoid(gate) then one f32 multiply, bit for bit, at every level and thread count, in place too", () => {
+    // lengths around the 8-lane tail and the 8192-value pool pieces
+    for (const n of [1, 7, 9, 8192, 8193, 3 * 8192 + 5]) {
+      const x = uniform(n, -4, 4, 94 + n);
+      const gate = uniform(n, -30, 30, 95 + n);
+      if (n > 8) (gate[3] = NaN), (gate[4] = 100), (gate[5] = -100), (x[6] = NaN);
+      const s = sigmoid(gate, new Float32Array(n));
+      const want = x.map((v, i) => Math.fround(v * s[i]));
+      expect(bytesEqual(sigmoidMul(x, gate, new Float32Array(n)), want), `n=${n}`).toBe(true);
+      const inPlace = x.slice();
+      expect(bytesEqual(sigmoidMul(inPlace, gate, inPlace), want), `n=${n} in place`).toBe(true);
+      sameAtEveryLevel(() => sigmoidMul(x, gate, new Float32Array(n)));
+    }
+    expect(() => sigmoidMul(new Float32Array(4), new Float32Array(3), new Float32Array(4))).toThrow(/x and gate must have the same length/);
+    expect(() => sigmoidMul(new Float32Array(4), new Float32Array(4), new Float32Array(3))).toThrow(/out is shorter than x/);
   });
 });
 

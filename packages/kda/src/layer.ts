@@ -3,7 +3,7 @@
  * Projections run on @k3/dense (batched GEMM for T > 1, bit-identical per row to the one-token
  * GEMV); the attention math (conv, gate, recurrence / chunked prefill) is this package's native code.
  */
-import { l2Normalize, rmsNorm, Scratch, sigmoid } from "@k3/dense";
+import { l2Normalize, rmsNorm, Scratch, sigmoid, sigmoidMul } from "@k3/dense";
 import { checkConfig, headALog, type KdaConfig } from "./config.js";
 import { chunked, forgetGate, recurrent, shortConv } from "./core.js";
 import { KdaError } from "./errors.js";
@@ -143,10 +143,8 @@ export class KdaLayer {
     const q = shortConv(this.qProj.apply(x, T, raw), this.convQ, state.convQ, scratch.get("q", T * P), P, K);
     const k = shortConv(this.kProj.apply(x, T, raw), this.convK, state.convK, scratch.get("k", T * P), P, K);
     const v = shortConv(this.vProj.apply(x, T, raw), this.convV, state.convV, scratch.get("v", T * P), P, K);
-    l2Normalize(q, q, dk, 1e-6);
+    l2Normalize(q, q, dk, 1e-6, Math.fround(1 / Math.sqrt(dk)));
     l2Normalize(k, k, dk, 1e-6);
-    const scale = Math.fround(1 / Math.sqrt(dk));
-    for (let i = 0; i < q.length; i++) q[i] *= scale;
 
     // forget gate (per channel, A_log per head) and beta
     const zRaw = this.fB.apply(this.fA.apply(x, T, scratch.get("za", T * this.fA.rows)), T, raw);
@@ -165,8 +163,7 @@ export class KdaLayer {
     // per-head RMSNorm first, then the sigmoid output gate, then o_proj
     rmsNorm(o, this.oNorm, this.config.rmsNormEps, o, dk);
     const gate = this.gProj ? this.gProj.apply(x, T, raw) : this.gB!.apply(this.gA!.apply(x, T, scratch.get("ga", T * this.gA!.rows)), T, raw);
-    sigmoid(gate, gate);
-    for (let i = 0; i < o.length; i++) o[i] *= gate[i];
+    sigmoidMul(o, gate, o);
     const y = this.oProj.apply(o, T, out);
     state.tokens += T;
     return y;

@@ -375,19 +375,34 @@ static Napi::Value RmsNorm(const Napi::CallbackInfo &info) {
     return env.Undefined();
 }
 
-// l2Normalize(x, out, dim, eps)
+// l2Normalize(x, out, dim, eps, scale)
 static Napi::Value L2Normalize(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     const char *fn = "l2Normalize";
     float *x, *out;
     size_t nx, nout, dim, n_rows;
-    double eps;
+    double eps, scale;
     if (!k3::get_f32(info, 0, fn, "x", 0, &x, &nx) || !k3::get_f32(info, 1, fn, "out", 0, &out, &nout) ||
         !k3::get_size(info, 2, fn, "dim", &dim) || !get_number(info, 3, fn, "eps", &eps) ||
-        !check_rows(env, fn, nx, nout, dim, &n_rows))
+        !get_number(info, 4, fn, "scale", &scale) || !check_rows(env, fn, nx, nout, dim, &n_rows))
         return env.Undefined();
     if (eps < 0) return k3::fail(env, fn, "eps must be >= 0", true), env.Undefined();
-    k3_l2_normalize(x, out, dim, (float)eps, n_rows);
+    k3_l2_normalize_scaled(x, out, dim, (float)eps, (float)scale, n_rows);
+    return env.Undefined();
+}
+
+// sigmoidMul(x, gate, out): out = x * sigma(gate)
+static Napi::Value SigmoidMul(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "sigmoidMul";
+    float *x, *gate, *out;
+    size_t nx, ngate, nout;
+    if (!k3::get_f32(info, 0, fn, "x", 0, &x, &nx) || !k3::get_f32(info, 1, fn, "gate", 0, &gate, &ngate) ||
+        !k3::get_f32(info, 2, fn, "out", 0, &out, &nout))
+        return env.Undefined();
+    if (ngate != nx) return k3::fail(env, fn, "x and gate must have the same length", true), env.Undefined();
+    if (nout < nx) return k3::fail(env, fn, "out is shorter than x", true), env.Undefined();
+    k3_sigmoid_mul(x, gate, out, nx);
     return env.Undefined();
 }
 
@@ -554,6 +569,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["rmsNorm"] = Napi::Function::New(env, RmsNorm);
     exports["l2Normalize"] = Napi::Function::New(env, L2Normalize);
     exports["sigmoid"] = Napi::Function::New(env, Sigmoid);
+    exports["sigmoidMul"] = Napi::Function::New(env, SigmoidMul);
     exports["silu"] = Napi::Function::New(env, Silu);
     exports["siluGlu"] = Napi::Function::New(env, SiluGlu);
     exports["situGlu"] = Napi::Function::New(env, SituGlu);

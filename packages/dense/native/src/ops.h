@@ -19,9 +19,14 @@
 void k3_rms_norm(const float *x, const float *w, float eps, float *out, size_t dim, size_t n_rows);
 /* out = x / sqrt(sumsq + eps) per row of `dim` (KDA q/k norm). out may alias x. */
 void k3_l2_normalize(const float *x, float *out, size_t dim, float eps, size_t n_rows);
+/* out = (x / sqrt(sumsq + eps)) * scale, two roundings (KDA's q with its dk^-1/2; scale 1 is the
+   unscaled form bit for bit). out may alias x. */
+void k3_l2_normalize_scaled(const float *x, float *out, size_t dim, float eps, float scale, size_t n_rows);
 
 /* sigma(x) = 1 / (1 + expf(-x)) */
 void k3_sigmoid(const float *x, float *out, size_t n);
+/* out = x * sigma(gate) (KDA's output gate): the bits of sigmoid(gate) then a multiply. out may alias x. */
+void k3_sigmoid_mul(const float *x, const float *gate, float *out, size_t n);
 /* silu(x) = x * sigma(x) */
 void k3_silu(const float *x, float *out, size_t n);
 /* out = silu(g) * u */

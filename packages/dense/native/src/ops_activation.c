@@ -22,6 +22,35 @@ void k3_silu(const float *x, float *out, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = x[i] * sigmoid1(x[i]);
 }
 
+/* ---------------------------------------------------------------- sigmoid-gated product
+ * KDA's output gate over a prefill chunk's [T, H*dv] (786,432 values at K3's widths): pieces over
+ * the pool, each value independent, so any thread count gives the same bits. */
+
+#define GATE_PIECE 8192
+
+typedef struct {
+    const float *x, *gate;
+    float *out;
+    size_t n;
+} gate_job;
+
+static void sigmoid_mul_task(void *ctx, int task) {
+    const gate_job *j = ctx;
+    size_t lo = (size_t)task * GATE_PIECE;
+    size_t hi = lo + GATE_PIECE < j->n ? lo + GATE_PIECE : j->n;
+    if (vector_activations()) return k3_sigmoid_mul_range_avx2(j->x, j->gate, j->out, lo, hi);
+    for (size_t i = lo; i < hi; i++) j->out[i] = j->x[i] * sigmoid1(j->gate[i]);
+}
+
+void k3_sigmoid_mul(const float *x, const float *gate, float *out, size_t n) {
+    gate_job j = { x, gate, out, n };
+    if (n <= GATE_PIECE) {
+        sigmoid_mul_task(&j, 0);
+        return;
+    }
+    k3_pool_parallel_for((int)((n + GATE_PIECE - 1) / GATE_PIECE), sigmoid_mul_task, &j);
+}
+
 /* ---------------------------------------------------------------- GLU activations
  * libm's expf/tanhf cost 20-40 ns an element, so a prefill chunk's [T, 33792] activation took
  * tens of ms on one core. Each element is independent: the pool splits the range into pieces, and

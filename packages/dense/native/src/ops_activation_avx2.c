@@ -21,6 +21,13 @@ void k3_sigmoid_range_avx2(const float *x, float *out, size_t lo, size_t hi) {
     for (; i < hi; i++) out[i] = k3_sigmoidf(x[i]);
 }
 
+void k3_sigmoid_mul_range_avx2(const float *x, const float *gate, float *out, size_t lo, size_t hi) {
+    size_t i = lo;
+    for (; i + 8 <= hi; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), sigmoid8(_mm256_loadu_ps(gate + i))));
+    for (; i < hi; i++) out[i] = x[i] * k3_sigmoidf(gate[i]);
+}
+
 void k3_silu_range_avx2(const float *x, float *out, size_t lo, size_t hi) {
     size_t i = lo;
     for (; i + 8 <= hi; i += 8) {

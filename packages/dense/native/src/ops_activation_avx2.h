@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 void k3_sigmoid_range_avx2(const float *x, float *out, size_t lo, size_t hi);
+void k3_sigmoid_mul_range_avx2(const float *x, const float *gate, float *out, size_t lo, size_t hi);
 void k3_silu_range_avx2(const float *x, float *out, size_t lo, size_t hi);
 void k3_silu_glu_range_avx2(const float *g, const float *u, float *out, size_t lo, size_t hi);
 
