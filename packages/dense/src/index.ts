@@ -290,6 +290,15 @@ export function sigmoid(x: Float32Array, out: Float32Array): Float32Array {
   return out;
 }
 
+/**
+ * tanh(x), elementwise: the kernels' own tanh (SiTU's), Cephes' tanhf over @k3/dense's expf,
+ * within 3 ulp of tanh and the same bits at every SIMD level; +-0 and NaN give themselves.
+ */
+export function tanh(x: Float32Array, out: Float32Array): Float32Array {
+  native.tanh(x, out);
+  return out;
+}
+
 /** SiLU(x) = x * sigma(x), elementwise. */
 export function silu(x: Float32Array, out: Float32Array): Float32Array {
   native.silu(x, out);

@@ -8,6 +8,7 @@ import {
   setThreadCount,
   sigmoid,
   sigmoidMul,
+  tanh,
   silu,
   siluGlu,
   situGlu,
@@ -145,6 +146,45 @@ describe("sigmoidMul", () => {
     }
     expect(() => sigmoidMul(new Float32Array(4), new Float32Array(3), new Float32Array(4))).toThrow(/x and gate must have the same length/);
     expect(() => sigmoidMul(new Float32Array(4), new Float32Array(4), new Float32Array(3))).toThrow(/out is shorter than x/);
+  });
+});
+
+describe("tanh (k3_tanhf: SiTU's)", () => {
+  /** Distance in float32 ulps between got and the float64 value want (at want's binade). */
+  const ulps = (got: number, want: number) => {
+    const w = Math.fround(want);
+    const e = Math.max(Math.floor(Math.log2(Math.abs(w) || 2 ** -149)), -126);
+    return Math.abs(got - want) / 2 ** (e - 23);
+  };
+
+  it("is within 3 ulp of tanh over every binade from 2^-20 to 2^4, and saturates to +-1 past 9", () => {
+    const xs: number[] = [];
+    for (let e = -20; e <= 4; e++) for (let i = 0; i < 512; i++) xs.push(Math.fround(2 ** e * (1 + i / 512)));
+    for (const v of [0.6249999, 0.625, 0.6250001, 9, 9.1, 20, 44, 44.5, 88, 1e30]) xs.push(v);
+    const x = new Float32Array([...xs, ...xs.map((v) => -v)]);
+    let worst = 0;
+    for (const level of available) {
+      setSimdLevel(level);
+      const got = tanh(x, new Float32Array(x.length));
+      for (let i = 0; i < x.length; i++) {
+        const d = ulps(got[i], Math.tanh(x[i]));
+        worst = Math.max(worst, d);
+        expect(d, `${level} tanh(${x[i]}) = ${got[i]}, float64 ${Math.tanh(x[i])}`).toBeLessThanOrEqual(3);
+      }
+    }
+    expect(worst).toBeGreaterThan(0); // the comparison ran on real values
+    const sat = tanh(new Float32Array([9.1, 50, 1e30, Infinity, -9.1, -Infinity]), new Float32Array(6));
+    expect(Array.from(sat)).toEqual([1, 1, 1, 1, -1, -1]);
+  });
+
+  it("keeps +-0 and NaN, and has the same bits at every level on every length", () => {
+    const special = tanh(new Float32Array([0, -0, NaN]), new Float32Array(3));
+    expect(Object.is(special[0], 0) && Object.is(special[1], -0) && Number.isNaN(special[2])).toBe(true);
+    for (const n of [1, 7, 8, 9, 200, 1031]) {
+      const x = uniform(n, -12, 12, 300 + n);
+      if (n > 8) (x[1] = 0.625), (x[2] = -0), (x[3] = NaN), (x[4] = 1e-30), (x[5] = -88);
+      sameAtEveryLevel(() => tanh(x, new Float32Array(n)));
+    }
   });
 });
 

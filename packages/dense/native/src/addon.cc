@@ -419,6 +419,7 @@ static Napi::Value Unary(const Napi::CallbackInfo &info, const char *fn, void (*
 }
 static Napi::Value Sigmoid(const Napi::CallbackInfo &info) { return Unary(info, "sigmoid", k3_sigmoid); }
 static Napi::Value Silu(const Napi::CallbackInfo &info) { return Unary(info, "silu", k3_silu); }
+static Napi::Value Tanh(const Napi::CallbackInfo &info) { return Unary(info, "tanh", k3_tanh); }
 
 // Checks gate/up/out of a GLU: same length.
 static bool get_glu(const Napi::CallbackInfo &info, const char *fn, float **g, float **u, float **out, size_t *n) {
@@ -570,6 +571,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["l2Normalize"] = Napi::Function::New(env, L2Normalize);
     exports["sigmoid"] = Napi::Function::New(env, Sigmoid);
     exports["sigmoidMul"] = Napi::Function::New(env, SigmoidMul);
+    exports["tanh"] = Napi::Function::New(env, Tanh);
     exports["silu"] = Napi::Function::New(env, Silu);
     exports["siluGlu"] = Napi::Function::New(env, SiluGlu);
     exports["situGlu"] = Napi::Function::New(env, SituGlu);

@@ -2,8 +2,9 @@
  * ops.h: norms, activations, softmax and top-k on f32 vectors.
  *
  * These are O(n) per token (the GEMVs around them are O(n^2)), so each has ONE C implementation
- * used at every SIMD level: the results are trivially identical across levels and thread counts,
- * and the transcendentals are the scalar libm calls (expf, tanhf) per element.
+ * used at every SIMD level: the results are trivially identical across levels and thread counts.
+ * The element-wise transcendentals are k3_expf / k3_tanhf (include/), whose 8-lane twins give the
+ * same bits; softmax's expf is libm's.
  *
  * Fixed reduction order for every sum over a row of `dim` values (sum of squares, softmax sum):
  *   lane[k % 16] = fmaf(v[k], v[k], lane[k % 16])  (sum of squares)  or  lane[k % 16] += e[k]  (sums)
@@ -25,13 +26,15 @@ void k3_l2_normalize_scaled(const float *x, float *out, size_t dim, float eps, f
 
 /* sigma(x) = 1 / (1 + expf(-x)) */
 void k3_sigmoid(const float *x, float *out, size_t n);
+/* tanh(x) = k3_tanhf (include/k3_tanh.h): within 3 ulp, the same bits at every level */
+void k3_tanh(const float *x, float *out, size_t n);
 /* out = x * sigma(gate) (KDA's output gate): the bits of sigmoid(gate) then a multiply. out may alias x. */
 void k3_sigmoid_mul(const float *x, const float *gate, float *out, size_t n);
 /* silu(x) = x * sigma(x) */
 void k3_silu(const float *x, float *out, size_t n);
 /* out = silu(g) * u */
 void k3_silu_glu(const float *g, const float *u, float *out, size_t n);
-/* out = [(b1 * tanhf(g / b1)) * sigma(g)] * [b2 * tanhf(u / b2)] */
+/* out = [(b1 * tanh(g / b1)) * sigma(g)] * [b2 * tanh(u / b2)], tanh = k3_tanhf */
 void k3_situ_glu(const float *g, const float *u, float *out, size_t n, float beta1, float beta2);
 /* Per row of `dim`: out = exp(x - max) / sum; a row with a NaN gives all NaN; all -inf gives NaN. */
 void k3_softmax(const float *x, float *out, size_t dim, size_t n_rows);

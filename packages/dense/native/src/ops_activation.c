@@ -1,10 +1,12 @@
-/* ops_activation.c: sigmoid, SiLU, SiLU-GLU, SiTU-GLU and softmax. The exponentials of the
-   element-wise ones are k3_expf (include/k3_exp.h, shared with @k3/kda), whose 8-lane twin in ops_activation_avx2.c gives the
-   same bits, so these run vectorised at AVX2 and above; tanhf (SiTU) and softmax's expf stay libm. */
+/* ops_activation.c: sigmoid, SiLU, SiLU-GLU, SiTU-GLU and softmax. The transcendentals of the
+   element-wise ones are k3_expf and k3_tanhf (include/k3_exp.h, shared with @k3/kda, and k3_tanh.h),
+   whose 8-lane twins in ops_activation_avx2.c give the same bits, so these run vectorised at AVX2
+   and above; softmax's expf stays libm. */
 #include <math.h>
 #include "cpu.h"
 #include "ops.h"
 #include "k3_exp.h"
+#include "k3_tanh.h"
 #include "ops_activation_avx2.h"
 #include "pool.h"
 
@@ -15,6 +17,11 @@ static int vector_activations(void) { return k3_cpu_level() >= K3_SIMD_AVX2; }
 void k3_sigmoid(const float *x, float *out, size_t n) {
     if (vector_activations()) return k3_sigmoid_range_avx2(x, out, 0, n);
     for (size_t i = 0; i < n; i++) out[i] = sigmoid1(x[i]);
+}
+
+void k3_tanh(const float *x, float *out, size_t n) {
+    if (vector_activations()) return k3_tanh_range_avx2(x, out, 0, n);
+    for (size_t i = 0; i < n; i++) out[i] = k3_tanhf(x[i]);
 }
 
 void k3_silu(const float *x, float *out, size_t n) {
@@ -52,8 +59,8 @@ void k3_sigmoid_mul(const float *x, const float *gate, float *out, size_t n) {
 }
 
 /* ---------------------------------------------------------------- GLU activations
- * libm's expf/tanhf cost 20-40 ns an element, so a prefill chunk's [T, 33792] activation took
- * tens of ms on one core. Each element is independent: the pool splits the range into pieces, and
+ * A prefill chunk's [T, 33792] activation is 2.2 M elements (libm's expf/tanhf, 20-40 ns each, took
+ * tens of ms on one core). Each element is independent: the pool splits the range into pieces, and
  * the result is the same bits on any thread count. */
 
 #define GLU_PIECE 8192
@@ -72,11 +79,8 @@ static void silu_glu_range(const float *g, const float *u, float *out, size_t lo
 }
 
 static void situ_glu_range(const glu_job *j, size_t lo, size_t hi) {
-    for (size_t i = lo; i < hi; i++) {
-        float gate = (j->beta1 * tanhf(j->g[i] / j->beta1)) * sigmoid1(j->g[i]);
-        float up = j->beta2 * tanhf(j->u[i] / j->beta2);
-        j->out[i] = gate * up;
-    }
+    if (vector_activations()) return k3_situ_glu_range_avx2(j->g, j->u, j->out, lo, hi, j->beta1, j->beta2);
+    for (size_t i = lo; i < hi; i++) out_situ(j->g, j->u, j->out, i, j->beta1, j->beta2);
 }
 
 static void glu_task(void *ctx, int task) {
