@@ -188,6 +188,24 @@ describe("byte-identical output across presets, chunk sizes, threads and SIMD le
     setThreadCount(1);
   });
 
+  it("prefill chunks of any multiple of 64 give the same logits bits (prompts of 129 and 200 tokens, every position)", async () => {
+    for (const dir of [TINY_K3, TINY_48B]) {
+      const e = await Engine.load(dir, { mem: bigBox, preset: "laptop" });
+      const V = e.config.vocabSize;
+      for (const T of [129, 200]) {
+        const ids = Array.from({ length: T }, (_, i) => (i * 7919 + 13) % (V - 300));
+        let ref: Float32Array | null = null;
+        for (const chunkSize of [64, 128, 256, 4096]) {
+          const logits = await e.model.forward(ids, e.newState(), { chunkSize, allLogits: true });
+          expect(logits.length).toBe(T * V);
+          ref ??= logits;
+          expect(Buffer.from(logits.buffer, logits.byteOffset, logits.byteLength).equals(Buffer.from(ref.buffer, ref.byteOffset, ref.byteLength)), `${dir} T=${T} chunk ${chunkSize}`).toBe(true);
+        }
+      }
+      e.close();
+    }
+  });
+
   it(`every SIMD level (${levels.join(", ")})`, async () => {
     let ref: Float32Array | null = null;
     for (const level of levels) {

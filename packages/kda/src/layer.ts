@@ -37,7 +37,11 @@ export interface KdaWeights {
 }
 
 export interface ForwardOptions {
-  /** 'auto' (default): recurrence for one token, chunked WY/UT form for more. */
+  /**
+   * 'auto' (default): recurrence for one token, chunked WY/UT form for more, with a trailing
+   * one-token piece (T mod chunk = 1) as the recurrence, so forward over T tokens gives the bits of
+   * forward over its chunk-sized pieces in turn.
+   */
   core?: "auto" | "chunked" | "recurrent";
   /** Chunk length of the chunked form (default 64). */
   chunk?: number;
@@ -155,9 +159,16 @@ export class KdaLayer {
     // the recurrence (decode) or the chunked WY/UT form (prefill)
     const o = scratch.get("o", T * P);
     const shape = { tokens: T, heads: H, dk, dv: dk };
-    const useChunked = core === "chunked" || (core === "auto" && T > 1);
-    if (useChunked) chunked(q, k, v, g, beta, state.S, o, shape, options.chunk ?? 64);
-    else recurrent(q, k, v, g, beta, state.S, o, shape);
+    const C = options.chunk ?? 64;
+    if (core === "recurrent" || (core === "auto" && T === 1)) recurrent(q, k, v, g, beta, state.S, o, shape);
+    else if (core === "auto" && T % C === 1) {
+      // A trailing one-token piece runs as the recurrence, as it would in a one-token call (the
+      // WY/UT form of a single token rounds differently): so forward over T tokens has the bits of
+      // forward over its C-token pieces in turn, and a caller may cut a prompt at any multiple of C.
+      const n = T - 1;
+      chunked(q.subarray(0, n * P), k.subarray(0, n * P), v.subarray(0, n * P), g.subarray(0, n * P), beta.subarray(0, n * H), state.S, o.subarray(0, n * P), { ...shape, tokens: n }, C);
+      recurrent(q.subarray(n * P), k.subarray(n * P), v.subarray(n * P), g.subarray(n * P), beta.subarray(n * H), state.S, o.subarray(n * P), { ...shape, tokens: 1 });
+    } else chunked(q, k, v, g, beta, state.S, o, shape, C);
     if (this.trace) this.lastTrace = { q: q.slice(), k: k.slice(), v: v.slice(), g: g.slice(), beta: beta.slice(), oCore: o.slice() };
 
     // per-head RMSNorm first, then the sigmoid output gate, then o_proj

@@ -127,6 +127,28 @@ describe("incremental equals full", () => {
     expect(relErr(split, chunkedOut)).toBeLessThan(1e-5);
   });
 
+  it.skipIf(!fixtureExists(k3.file))("one call over T tokens has the bits of its chunk-sized pieces in turn (T mod chunk = 1 included)", () => {
+    for (const form of FORMS) {
+      const m = readFixture(form.file);
+      const layer = new KdaLayer(weightsOf(m), form.config);
+      const D = 128;
+      for (const [T, C] of [[129, 64], [130, 64], [200, 64], [65, 64], [33, 16], [48, 16]] as const) {
+        const x = uniform(T * D, -1, 1, 11 + T);
+        const sOne = layer.newState();
+        const one = layer.forward(x, sOne, { chunk: C }).slice();
+        const sPieces = layer.newState();
+        const pieces = new Float32Array(T * D);
+        for (let t0 = 0; t0 < T; t0 += C) {
+          const t1 = Math.min(T, t0 + C);
+          pieces.set(layer.forward(x.subarray(t0 * D, t1 * D), sPieces, { chunk: C }), t0 * D);
+        }
+        expect(bytesEqual(one, pieces), `${form.file} T=${T} chunk=${C}`).toBe(true);
+        expect(bytesEqual(sOne.S, sPieces.S), `${form.file} T=${T} chunk=${C} state`).toBe(true);
+        expect(bytesEqual(sOne.convV, sPieces.convV)).toBe(true);
+      }
+    }
+  });
+
   it.skipIf(!fixtureExists(k3.file))("is bit-identical at every SIMD level and thread count", () => {
     const m = readFixture(k3.file);
     const layer = new KdaLayer(weightsOf(m), k3.config);
