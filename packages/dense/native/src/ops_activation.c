@@ -14,6 +14,9 @@ static float sigmoid1(float x) { return k3_sigmoidf(x); }
 
 static int vector_activations(void) { return k3_cpu_level() >= K3_SIMD_AVX2; }
 
+/* Values per pool task of the pooled element-wise ops (a decode row stays on the caller's thread). */
+#define PIECE 8192
+
 void k3_sigmoid(const float *x, float *out, size_t n) {
     if (vector_activations()) return k3_sigmoid_range_avx2(x, out, 0, n);
     for (size_t i = 0; i < n; i++) out[i] = sigmoid1(x[i]);
@@ -33,8 +36,6 @@ void k3_silu(const float *x, float *out, size_t n) {
  * KDA's output gate over a prefill chunk's [T, H*dv] (786,432 values at K3's widths): pieces over
  * the pool, each value independent, so any thread count gives the same bits. */
 
-#define GATE_PIECE 8192
-
 typedef struct {
     const float *x, *gate;
     float *out;
@@ -43,27 +44,25 @@ typedef struct {
 
 static void sigmoid_mul_task(void *ctx, int task) {
     const gate_job *j = ctx;
-    size_t lo = (size_t)task * GATE_PIECE;
-    size_t hi = lo + GATE_PIECE < j->n ? lo + GATE_PIECE : j->n;
+    size_t lo = (size_t)task * PIECE;
+    size_t hi = lo + PIECE < j->n ? lo + PIECE : j->n;
     if (vector_activations()) return k3_sigmoid_mul_range_avx2(j->x, j->gate, j->out, lo, hi);
     for (size_t i = lo; i < hi; i++) j->out[i] = j->x[i] * sigmoid1(j->gate[i]);
 }
 
 void k3_sigmoid_mul(const float *x, const float *gate, float *out, size_t n) {
     gate_job j = { x, gate, out, n };
-    if (n <= GATE_PIECE) {
+    if (n <= PIECE) {
         sigmoid_mul_task(&j, 0);
         return;
     }
-    k3_pool_parallel_for((int)((n + GATE_PIECE - 1) / GATE_PIECE), sigmoid_mul_task, &j);
+    k3_pool_parallel_for((int)((n + PIECE - 1) / PIECE), sigmoid_mul_task, &j);
 }
 
 /* ---------------------------------------------------------------- GLU activations
  * A prefill chunk's [T, 33792] activation is 2.2 M elements (libm's expf/tanhf, 20-40 ns each, took
  * tens of ms on one core). Each element is independent: the pool splits the range into pieces, and
  * the result is the same bits on any thread count. */
-
-#define GLU_PIECE 8192
 
 typedef struct {
     const float *g, *u;
@@ -85,18 +84,18 @@ static void situ_glu_range(const glu_job *j, size_t lo, size_t hi) {
 
 static void glu_task(void *ctx, int task) {
     const glu_job *j = ctx;
-    size_t lo = (size_t)task * GLU_PIECE;
-    size_t hi = lo + GLU_PIECE < j->n ? lo + GLU_PIECE : j->n;
+    size_t lo = (size_t)task * PIECE;
+    size_t hi = lo + PIECE < j->n ? lo + PIECE : j->n;
     if (j->situ) situ_glu_range(j, lo, hi);
     else silu_glu_range(j->g, j->u, j->out, lo, hi);
 }
 
 static void glu_run(glu_job *j) {
-    if (j->n <= GLU_PIECE) {
+    if (j->n <= PIECE) {
         glu_task(j, 0);
         return;
     }
-    k3_pool_parallel_for((int)((j->n + GLU_PIECE - 1) / GLU_PIECE), glu_task, j);
+    k3_pool_parallel_for((int)((j->n + PIECE - 1) / PIECE), glu_task, j);
 }
 
 void k3_silu_glu(const float *g, const float *u, float *out, size_t n) {
