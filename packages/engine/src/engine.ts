@@ -745,6 +745,7 @@ export class Engine {
       preset: this.plan.preset,
       threads: threadCount(),
       simd: simdLevel(),
+      chunkSize: this.chunkSize,
       promptIds,
       generatedIds: ids,
       text,

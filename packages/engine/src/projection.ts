@@ -42,6 +42,8 @@ export interface KindPhase {
 
 /** The parts of a run's --json report the projection reads. */
 export interface RatesReport {
+  /** The run's prefill chunk (reports before it was recorded have none). */
+  chunk_size?: number;
   prompt_tokens?: number;
   prompt_cached_tokens?: number;
   per_kind?: Partial<Record<string, { prefill?: KindPhase; decode?: KindPhase }>>;
@@ -91,6 +93,8 @@ export function ratesFromReport(r: RatesReport): {
   rates: Partial<Record<ReportKind, KindRate>>;
   prefill: Partial<Record<ReportKind, PrefillRate>>;
   prefillTokens: number | null;
+  /** The run's prefill chunk, when the report records it. */
+  prefillChunk: number | null;
   memCeilingGbps: number | null;
   diskCeilingGbps: number | null;
   sourceCeilings: Partial<Record<DiskSource, number>>;
@@ -137,7 +141,8 @@ export function ratesFromReport(r: RatesReport): {
     const bytesPerToken = d.bytes_touched / tokens;
     prefill[kind] = { secondsPerTokenPerByte: perToken / bytesPerToken, runSecondsPerToken: perToken, note: pio > 0 ? `${(p.seconds / pt * 1000).toFixed(2)} ms/token less ${(pio / pt * 1000).toFixed(2)} of reads` : `${(p.seconds / pt * 1000).toFixed(2)} ms/token` };
   }
-  return { rates, prefill, prefillTokens: pt > 0 ? pt : null, memCeilingGbps: mem, diskCeilingGbps: disk, sourceCeilings };
+  const chunk = Number(r.chunk_size) > 0 ? Number(r.chunk_size) : null;
+  return { rates, prefill, prefillTokens: pt > 0 ? pt : null, prefillChunk: chunk, memCeilingGbps: mem, diskCeilingGbps: disk, sourceCeilings };
 }
 
 export interface ProjectionRow {
@@ -240,9 +245,10 @@ export function projectK3(o: {
       anchor: ANCHORS[preset] ?? "",
     };
   };
-  const rows = (o.presets ?? PRESET_NAMES).map((p) => row(p, planMemory(census, budgetsFor(p, census, o.mem), p, o.mem, { packedTrunk: true })));
+  // Each plan with the work buffers of a T-token prefill chunk (as k3 run --chunk T plans it).
+  const rows = (o.presets ?? PRESET_NAMES).map((p) => row(p, planMemory(census, budgetsFor(p, census, o.mem), p, o.mem, { packedTrunk: true, chunkSize: T })));
   // The whole trunk and embed/head resident, no expert cache: only the experts stream.
-  const resident = planMemory(census, { trunkBytes: census.trunkBytes, cacheBytes: 0, kvBytes: GB, ringSlots: 2, streamEmbedHead: false }, "custom", o.mem, { packedTrunk: true });
+  const resident = planMemory(census, { trunkBytes: census.trunkBytes, cacheBytes: 0, kvBytes: GB, ringSlots: 2, streamEmbedHead: false }, "custom", o.mem, { packedTrunk: true, chunkSize: T });
   rows.push(row("resident", resident));
   return {
     model: `${cfg.family === "k3" ? "Kimi K3" : "Kimi-Linear"} (${cfg.numLayers} layers: ${kc.kda.layers} KDA, ${kc.mla.layers} MLA, ${kc.dense_mlp.layers} dense, ${kc.moe_trunk.layers} MoE, ${cfg.moe.topK} experts/token)`,

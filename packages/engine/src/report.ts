@@ -120,6 +120,8 @@ export interface RunReport {
   preset: string;
   threads: number;
   simd: string;
+  /** The prefill chunk in tokens (--chunk). */
+  chunk_size: number;
   prompt_ids: number[];
   generated_ids: number[];
   generated_text: string;
@@ -538,6 +540,7 @@ export function buildReport(args: {
   preset: string;
   threads: number;
   simd: string;
+  chunkSize: number;
   promptIds: number[];
   generatedIds: number[];
   text: string;
@@ -565,6 +568,7 @@ export function buildReport(args: {
     preset: args.preset,
     threads: args.threads,
     simd: args.simd,
+    chunk_size: args.chunkSize,
     prompt_ids: args.promptIds,
     generated_ids: args.generatedIds,
     generated_text: args.text,
@@ -631,7 +635,7 @@ export function formatReport(r: RunReport): string {
     `  tokens: ${r.prompt_tokens} prompt + ${r.generated_tokens} generated (stop: ${r.stop_reason})`,
     `  prefill: ${r.prefill_seconds.toFixed(3)} s, ${r.prefill_tokens_per_second.toFixed(2)} tok/s${r.prompt_cached_tokens > 0 ? ` (${r.prompt_tokens - r.prompt_cached_tokens} tokens; ${r.prompt_cached_tokens} restored from the prompt cache)` : ""}`,
     `  decode:  ${r.decode_seconds.toFixed(3)} s, ${r.decode_tokens_per_second.toFixed(2)} tok/s`,
-    `  wall: ${r.wall_seconds.toFixed(3)} s; threads ${r.threads}; SIMD ${r.simd}; preset ${r.preset}`,
+    `  wall: ${r.wall_seconds.toFixed(3)} s; threads ${r.threads}; SIMD ${r.simd}; preset ${r.preset}${r.chunk_size !== undefined ? `; prefill chunk ${r.chunk_size}` : ""}`,
     `  peak RSS: ${formatBytes(r.peak_rss_bytes)}`,
     `  read: ${formatBytes(r.bytes_read.total)} (trunk ${formatBytes(r.bytes_read.trunk)}, experts ${formatBytes(r.bytes_read.experts)}, embed/head ${formatBytes(r.bytes_read.embed_head)}), ${formatBytes(r.bytes_read_per_token)}/token`,
     `  experts: ${r.expert_requests} requests, resident hit rate ${pct(r.resident_hit_rate)}${r.expert_cache_policy ? ` (${r.expert_cache_policy} cache)` : ""}, prefetch hit rate ${pct(r.prefetch_hit_rate)}, drops ${r.expert_drops}`,

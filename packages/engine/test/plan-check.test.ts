@@ -63,7 +63,7 @@ describe("plan check", () => {
     expect(pc.mismatches).toHaveLength(2);
     expect(pc.mismatches[0]).toMatch(/^expert read slots: 9\d\d\.\d\d MB allocated vs 4\d\d\.\d\d MB planned$/);
     expect(pc.mismatches[1]).toMatch(/^peak RSS .* exceeds the planned total/);
-    const report = buildReport({ model: "m", preset: "ultra", threads: 1, simd: "scalar", promptIds: [1], generatedIds: [], text: "", stopReason: "length", counters: emptyCounters(), wallSeconds: 1 });
+    const report = buildReport({ model: "m", preset: "ultra", threads: 1, simd: "scalar", chunkSize: 64, promptIds: [1], generatedIds: [], text: "", stopReason: "length", counters: emptyCounters(), wallSeconds: 1 });
     expect(report.plan_check).toBeNull();
     const text = formatReport({ ...report, plan_check: pc });
     expect(text).toContain("plan vs run: no decode forward");

@@ -1,9 +1,10 @@
 // k3 plan --project: the published K3's s/token per preset from a fixed report's per-kind rates.
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { censusOf, kindCensus, kdaLayerBytes, mlaLayerBytes } from "../src/census.js";
-import { budgetsFor, GB, planMemory } from "../src/presets.js";
+import { budgetsFor, GB, planMemory, readMemInfo } from "../src/presets.js";
 import { distinctExperts, formatProjection, projectK3, publishedK3, ratesFromReport } from "../src/projection.js";
 import { captureCli, TINY_K3 } from "./helpers.js";
 import { parseConfig } from "../src/config.js";
@@ -110,6 +111,38 @@ describe("published-K3 projection", () => {
     expect(share).toBeCloseTo((896 * (1 - Math.pow(1 - 16 / 896, 64))) / 1024, 12);
     expect(laptop.prefill.readBytesPerToken).toBeCloseTo(reads.trunk / 64 + reads.experts * share + (reads.embedHead > 0 ? censusOf(publishedK3()).headBytes / 64 + 7168 * 2 : 0), 0);
     expect(formatProjection(p)).toMatch(/disk trunk 3\.00, experts 1\.00, embed\/head 1\.50 GB\/s/);
+  });
+
+  it("projects prefill at --chunk T, else the report's chunk (its prompt when shorter), with the plan holding T tokens' buffers", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "k3-proj-"));
+    try {
+      const project = async (extra: string[], rep = FIXTURE) => {
+        const out = join(dir, "p.json");
+        const r = await captureCli(["plan", "--published-k3", "--project", "--preset", "laptop", "--from-report", rep, "--disk-gbps", "3", "--json", out, ...extra]);
+        expect(r.code).toBe(0);
+        return JSON.parse(readFileSync(out, "utf8")) as ReturnType<typeof projectK3>;
+      };
+      const census = censusOf(publishedK3());
+      for (const T of [256, 1024]) {
+        const p = await project(["--chunk", String(T)]);
+        expect(p.prefillT).toBe(T);
+        const plan = planMemory(census, budgetsFor("laptop", census, readMemInfo()), "laptop", readMemInfo(), { packedTrunk: true, chunkSize: T });
+        expect(p.rows[0].memoryBytes).toBe(plan.totalBytes);
+        const r = plan.expectedReads;
+        const want = r.trunk / T + r.experts * (distinctExperts(896, 16, T) / (T * 16)) + (r.embedHead > 0 ? census.headBytes / T + census.embedRowBytes : 0);
+        expect(p.rows[0].prefill.readBytesPerToken).toBeCloseTo(want, 0);
+      }
+      // A report of a 584-token prompt run at chunk 64 projects chunks of 64, not one of 584.
+      const rep = join(dir, "r.json");
+      writeFileSync(rep, JSON.stringify({ ...report, chunk_size: 64, prompt_tokens: 584, prompt_cached_tokens: 0, floor: { ...report.floor, prefill_tokens: 584 } }));
+      expect((await project([], rep)).prefillT).toBe(64);
+      const older = { ...report, prompt_tokens: 48, prompt_cached_tokens: 0, floor: { ...report.floor, prefill_tokens: 48 } };
+      delete (older as { chunk_size?: number }).chunk_size;
+      writeFileSync(rep, JSON.stringify(older));
+      expect((await project([], rep)).prefillT).toBe(48); // a report without chunk_size: its prompt, as before
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("refuses a report without per_kind or with a bad figure, naming it", () => {

@@ -21,7 +21,8 @@ per-layer-kind rates of a run report, resident or streamed (--from-report: k3 ru
 and floor; each kind's reads charged at its source's ceiling); I/O is each preset's cold-cache plan
 reads by source over the disk bandwidth: --disk-gbps for all, else the report's ceiling of each
 source, else a probe of --model's shards with the engine's read pattern (as k3 doctor). Prefill is
-at the report's prefill chunk (T tokens: trunk and lm_head read once, the distinct experts of T).`,
+at a chunk of T tokens (trunk and lm_head read once, the distinct experts of T; the plan holds its
+work buffers): --chunk T, else the report's chunk (its prompt when shorter), else 64.`,
   sections: [
     {
       options: [
@@ -82,7 +83,7 @@ async function run(args: Args): Promise<number> {
       throw new UsageError(`--from-report ${values["from-report"]}: ${(e as Error).message}`);
     }
   }
-  const fromReport = report ? ratesFromReport(report) : { rates: {}, prefill: {}, prefillTokens: null, memCeilingGbps: null, diskCeilingGbps: null, sourceCeilings: {} };
+  const fromReport = report ? ratesFromReport(report) : { rates: {}, prefill: {}, prefillTokens: null, prefillChunk: null, memCeilingGbps: null, diskCeilingGbps: null, sourceCeilings: {} };
   let diskGbps: number;
   let diskSource: string;
   let sourceGbps: { trunk?: number; experts?: number; embedHead?: number } | undefined;
@@ -104,7 +105,10 @@ async function run(args: Args): Promise<number> {
     diskGbps = Math.max(p.engine.gbPerSec, p.ceiling.gbPerSec);
     diskSource = `measured here: ${p.reads} expert-sized O_DIRECT reads of ${dir}, ${PROBE_QUEUE_DEPTH} in flight`;
   } else throw new UsageError("k3 plan --project: give --disk-gbps X, a --from-report with floor.disk_ceiling_gbps, or --model DIR to measure the disk");
-  const projection = projectK3({ rates: fromReport.rates, prefill: fromReport.prefill, prefillT: fromReport.prefillTokens ?? 64, diskGbps, sourceGbps, diskSource, mem, presets });
+  // The prefill chunk projected: --chunk, else the report's chunk (its prompt when shorter), else 64.
+  const reportChunk = fromReport.prefillChunk !== null && fromReport.prefillTokens !== null ? Math.min(fromReport.prefillChunk, fromReport.prefillTokens) : (fromReport.prefillTokens ?? 64);
+  const prefillT = eo.chunkSize ?? reportChunk;
+  const projection = projectK3({ rates: fromReport.rates, prefill: fromReport.prefill, prefillT, diskGbps, sourceGbps, diskSource, mem, presets });
   process.stdout.write(formatProjection(projection) + "\n");
   writeJson(values.json, projection);
   return EXIT_OK;
