@@ -27,6 +27,7 @@
         "src/gemm_acc_avx2.c",
         "src/gemm_acc_avx512.c",
         "src/ops_norm.c",
+        "src/ops_mix.c",
         "src/ops_activation.c",
         "src/ops_activation_avx2.c",
         "src/ops_topk.c",

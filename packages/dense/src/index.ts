@@ -269,6 +269,26 @@ export function rmsNorm(x: Float32Array, weight: Float32Array, eps: number, out:
 }
 
 /**
+ * out[r] = the sum of row r's RMSNorm values, weight * (x / sqrt(mean(x^2) + eps)) exactly as
+ * rmsNorm makes them, summed in float64 in index order and rounded once (K3's attention-residual
+ * scores). x holds whole rows of `dim`; out one value per row. Rows run on the pool.
+ */
+export function rmsNormDot(x: Float32Array, weight: Float32Array, eps: number, dim: number, out: Float32Array): Float32Array {
+  native.rmsNormDot(x, weight, eps, dim, out);
+  return out;
+}
+
+/**
+ * out[t] = sum_i pi[t * n + i] * sources[i][t] for each row t of `dim` (n = sources.length; out's
+ * length fixes the rows): per value o = fround(o + pi * v) in float64, source after source from +0
+ * (K3's attention-residual mix). out must not overlap a source. Rows run on the pool.
+ */
+export function mixRows(sources: Float32Array[], pi: Float32Array, dim: number, out: Float32Array): Float32Array {
+  native.mixRows(sources, pi, dim, out);
+  return out;
+}
+
+/**
  * The KDA q/k norm over each row of `dim`: out = (x / sqrt(sum(x^2) + eps)) * scale (eps inside the
  * sum; two f32 roundings, so KDA's q scale dk^-1/2 costs no second pass; scale 1, the default, is
  * x / norm exactly). `scale` is used as a float32 (pass Math.fround of it). Rows run on the pool.

@@ -7,6 +7,8 @@ import {
   setSimdLevel,
   setThreadCount,
   sigmoid,
+  mixRows,
+  rmsNormDot,
   sigmoidMul,
   tanh,
   silu,
@@ -146,6 +148,46 @@ describe("sigmoidMul", () => {
     }
     expect(() => sigmoidMul(new Float32Array(4), new Float32Array(3), new Float32Array(4))).toThrow(/x and gate must have the same length/);
     expect(() => sigmoidMul(new Float32Array(4), new Float32Array(4), new Float32Array(3))).toThrow(/out is shorter than x/);
+  });
+});
+
+describe("rmsNormDot and mixRows (K3's attention residuals)", () => {
+  it("rmsNormDot is rmsNorm's row summed in float64 then rounded, bit for bit, over pool-split rows", () => {
+    for (const [rows, dim] of [[3, 7168], [70, 128], [1, 5]]) {
+      const x = uniform(rows * dim, -3, 3, 400 + dim);
+      const w = uniform(dim, -1.5, 1.5, 401 + dim);
+      x.fill(0, 0, dim); // a zero row: eps keeps it finite
+      const normed = rmsNorm(x, w, 1e-5, new Float32Array(x.length), dim);
+      const want = new Float32Array(rows);
+      for (let r = 0; r < rows; r++) {
+        let s = 0;
+        for (let d = 0; d < dim; d++) s += normed[r * dim + d];
+        want[r] = Math.fround(s);
+      }
+      expect(bytesEqual(rmsNormDot(x, w, 1e-5, dim, new Float32Array(rows)), want), `${rows}x${dim}`).toBe(true);
+      sameAtEveryLevel(() => rmsNormDot(x, w, 1e-5, dim, new Float32Array(rows)));
+    }
+    expect(() => rmsNormDot(new Float32Array(8), new Float32Array(4), 1e-5, 4, new Float32Array(1))).toThrow(/out holds fewer values than x has rows/);
+    expect(() => rmsNormDot(new Float32Array(7), new Float32Array(4), 1e-5, 4, new Float32Array(2))).toThrow(/not a multiple of dim/);
+  });
+
+  it("mixRows is the float64-accumulated weighted sum in source order, bit for bit, and refuses an overlapping out", () => {
+    for (const [n, rows, dim] of [[1, 3, 7168], [9, 64, 7168], [4, 70, 33]]) {
+      const sources = Array.from({ length: n }, (_, i) => uniform(rows * dim, -50, 50, 500 + i));
+      const pi = uniform(rows * n, 0, 1, 600 + n);
+      const want = new Float32Array(rows * dim);
+      for (let t = 0; t < rows; t++)
+        for (let i = 0; i < n; i++)
+          for (let d = 0; d < dim; d++) want[t * dim + d] += pi[t * n + i] * sources[i][t * dim + d];
+      expect(bytesEqual(mixRows(sources, pi, dim, new Float32Array(rows * dim)), want), `${n} sources ${rows}x${dim}`).toBe(true);
+      sameAtEveryLevel(() => mixRows(sources, pi, dim, new Float32Array(rows * dim)));
+    }
+    const a = new Float32Array(16), b = new Float32Array(16);
+    expect(() => mixRows([a, b], new Float32Array(8), 4, a.subarray(2, 6))).toThrow(/out overlaps sources\[0\]/);
+    expect(mixRows([a, b], new Float32Array(8), 4, a.subarray(4, 8))).toHaveLength(4); // a[0..4) is read, a[4..8) is free
+    expect(() => mixRows([a, b.subarray(0, 3)], new Float32Array(8), 4, new Float32Array(4))).toThrow(/sources\[1\] is shorter than out/);
+    expect(() => mixRows([a, b], new Float32Array(1), 4, new Float32Array(4))).toThrow(/pi holds fewer/);
+    expect(() => mixRows([], new Float32Array(1), 4, new Float32Array(4))).toThrow(/1\.\.4096 arrays/);
   });
 });
 

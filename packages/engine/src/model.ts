@@ -684,10 +684,9 @@ export class Model {
     const mixed = new Float32Array(T * D);
     const a = new Float32Array(T * D);
     const f = new Float32Array(T * D);
-    const scratch = new Float32Array(D);
     const B = cfg.attnResBlockSize;
     try {
-      h = await this.runLayers(h, T, state, opts, blocks, normed, mixed, a, f, scratch);
+      h = await this.runLayers(h, T, state, opts, blocks, normed, mixed, a, f);
     } finally {
       // Nothing is predicted past the last MoE layer: drop queued prefetches and unused prefetched experts.
       this.predicted = null;
@@ -696,7 +695,7 @@ export class Model {
     if (B !== null) {
       const tr = performance.now();
       const out = new Float32Array(T * D);
-      attnResMix(blocks, h, this.outRes!, cfg.rmsNormEps, T, D, out, scratch);
+      attnResMix(blocks, h, this.outRes!, cfg.rmsNormEps, T, D, out);
       h = out;
       this.tally("attn_res", (performance.now() - tr) / 1000, D * 4);
     }
@@ -707,7 +706,7 @@ export class Model {
   /** The decoder layers over one chunk (runChunk's body). */
   private async runLayers(
     h: Float32Array, T: number, state: ModelState, opts: ForwardOptions, blocks: Float32Array[],
-    normed: Float32Array, mixed: Float32Array, a: Float32Array, f: Float32Array, scratch: Float32Array,
+    normed: Float32Array, mixed: Float32Array, a: Float32Array, f: Float32Array,
   ): Promise<Float32Array> {
     const cfg = this.cfg;
     const D = cfg.hiddenSize;
@@ -731,7 +730,7 @@ export class Model {
           let p: Float32Array | null = h;
           let aIn = h;
           if (blocks.length > 0) {
-            attnResMix(blocks, p, L.attnRes!, cfg.rmsNormEps, T, D, mixed, scratch);
+            attnResMix(blocks, p, L.attnRes!, cfg.rmsNormEps, T, D, mixed);
             aIn = mixed;
           }
           if (l % B === 0) {
@@ -745,7 +744,7 @@ export class Model {
           lap(mk, this.mixTouched(L, l, state));
           const next: Float32Array = p === null ? a.slice() : p.slice();
           if (p !== null) for (let i = 0; i < T * D; i++) next[i] += a[i];
-          attnResMix(blocks, next, L.mlpRes!, cfg.rmsNormEps, T, D, mixed, scratch);
+          attnResMix(blocks, next, L.mlpRes!, cfg.rmsNormEps, T, D, mixed);
           lap("attn_res", resBytes / 2);
           rmsNorm(mixed, L.postNorm, cfg.rmsNormEps, normed, D);
           await this.ffn(L, l, normed, T, f, lap);

@@ -8,7 +8,7 @@
  * kv_b_proj rows per head: [256h, 256h+128) = W_UK^h, [256h+128, 256h+256) = W_UV^h. Both per-head
  * products run natively on those rows, all heads in one pool call (not 2 x H small GEMVs).
  */
-import { rmsNorm, sigmoid } from "@k3/dense";
+import { rmsNorm, sigmoidMul } from "@k3/dense";
 import { MlaCache, type CacheDtype } from "./cache.js";
 import { checkConfig, softmaxScale, type MlaConfig } from "./config.js";
 import { attendLatent } from "./core.js";
@@ -137,9 +137,7 @@ export class MlaLayer {
     const o = sc.get("o", T * H * v);
     native.project(latentOut, T, H, H * L, L, this.kvB.raw, n, v, L, o, H * v, v);
     if (this.gProj) {
-      const gate = this.gProj.apply(x, T, sc.get("gate", T * H * v));
-      sigmoid(gate, gate);
-      for (let i = 0; i < o.length; i++) o[i] *= gate[i];
+      sigmoidMul(o, this.gProj.apply(x, T, sc.get("gate", T * H * v)), o);
     }
     return this.oProj.apply(o, T, out);
   }

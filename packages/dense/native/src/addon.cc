@@ -2,6 +2,7 @@
 #include <napi.h>
 #include <cmath>
 #include <cstdlib>
+#include <vector>
 #include "k3_napi.h"
 extern "C" {
 #include "k3_dense.h"
@@ -375,6 +376,62 @@ static Napi::Value RmsNorm(const Napi::CallbackInfo &info) {
     return env.Undefined();
 }
 
+// rmsNormDot(x, w, eps, dim, out): out[r] = the sum of row r's RMSNorm values (see ops.h)
+static Napi::Value RmsNormDot(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "rmsNormDot";
+    float *x, *w, *out;
+    size_t nx, nw, nout, dim;
+    double eps;
+    if (!k3::get_f32(info, 0, fn, "x", 0, &x, &nx) || !k3::get_f32(info, 1, fn, "weight", 0, &w, &nw) ||
+        !get_number(info, 2, fn, "eps", &eps) || !k3::get_size(info, 3, fn, "dim", &dim) ||
+        !k3::get_f32(info, 4, fn, "out", 0, &out, &nout))
+        return env.Undefined();
+    if (dim == 0) return k3::fail(env, fn, "dim must be >= 1", true), env.Undefined();
+    if (nx % dim != 0)
+        return k3::fail(env, fn, "x.length (" + std::to_string(nx) + ") is not a multiple of dim (" + std::to_string(dim) + ")", true),
+               env.Undefined();
+    if (nw < dim) return k3::fail(env, fn, "weight is shorter than dim", true), env.Undefined();
+    if (eps < 0) return k3::fail(env, fn, "eps must be >= 0", true), env.Undefined();
+    if (nout < nx / dim) return k3::fail(env, fn, "out holds fewer values than x has rows", true), env.Undefined();
+    k3_rms_norm_dot(x, w, (float)eps, dim, nx / dim, out);
+    return env.Undefined();
+}
+
+// mixRows(sources: Float32Array[], pi, dim, out): out[t] = sum_i pi[t][i] sources[i][t] (see ops.h)
+static Napi::Value MixRows(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "mixRows";
+    if (info.Length() < 1 || !info[0].IsArray()) return k3::fail(env, fn, "argument 'sources' must be an array of Float32Array"), env.Undefined();
+    float *pi, *out;
+    size_t npi, nout, dim;
+    if (!k3::get_f32(info, 1, fn, "pi", 0, &pi, &npi) || !k3::get_size(info, 2, fn, "dim", &dim) ||
+        !k3::get_f32(info, 3, fn, "out", 0, &out, &nout))
+        return env.Undefined();
+    if (dim == 0) return k3::fail(env, fn, "dim must be >= 1", true), env.Undefined();
+    if (nout % dim != 0) return k3::fail(env, fn, "out.length is not a multiple of dim", true), env.Undefined();
+    const size_t rows = nout / dim;
+    Napi::Array arr = info[0].As<Napi::Array>();
+    const uint32_t n = arr.Length();
+    if (n == 0 || n > 4096) return k3::fail(env, fn, "sources must hold 1..4096 arrays", true), env.Undefined();
+    if (npi < (size_t)n * rows) return k3::fail(env, fn, "pi holds fewer than rows x sources values", true), env.Undefined();
+    std::vector<const float *> src(n);
+    const char *o0 = (const char *)out, *o1 = (const char *)(out + nout);
+    for (uint32_t i = 0; i < n; i++) {
+        Napi::Value v = arr.Get(i);
+        if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+            return k3::fail(env, fn, "sources[" + std::to_string(i) + "] must be a Float32Array"), env.Undefined();
+        Napi::Float32Array a = v.As<Napi::Float32Array>();
+        if (a.ElementLength() < nout)
+            return k3::fail(env, fn, "sources[" + std::to_string(i) + "] is shorter than out", true), env.Undefined();
+        const char *s0 = (const char *)a.Data(), *s1 = (const char *)(a.Data() + nout);
+        if (s0 < o1 && o0 < s1) return k3::fail(env, fn, "out overlaps sources[" + std::to_string(i) + "]", true), env.Undefined();
+        src[i] = a.Data();
+    }
+    k3_mix_rows(src.data(), n, pi, dim, rows, out);
+    return env.Undefined();
+}
+
 // l2Normalize(x, out, dim, eps, scale)
 static Napi::Value L2Normalize(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
@@ -572,6 +629,8 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["sigmoid"] = Napi::Function::New(env, Sigmoid);
     exports["sigmoidMul"] = Napi::Function::New(env, SigmoidMul);
     exports["tanh"] = Napi::Function::New(env, Tanh);
+    exports["rmsNormDot"] = Napi::Function::New(env, RmsNormDot);
+    exports["mixRows"] = Napi::Function::New(env, MixRows);
     exports["silu"] = Napi::Function::New(env, Silu);
     exports["siluGlu"] = Napi::Function::New(env, SiluGlu);
     exports["situGlu"] = Napi::Function::New(env, SituGlu);

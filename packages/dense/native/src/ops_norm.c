@@ -40,6 +40,28 @@ static void l2_normalize_rows(const norm_job *j, size_t r0, size_t r1) {
     }
 }
 
+/* out[r] = (float) sum_d (double) (w[d] * (x[d] / denom)): each normed value exactly as rms_norm_rows
+   makes it, summed in double in index order. */
+static void rms_norm_dot_rows(const norm_job *j, size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; r++) {
+        const float *xr = j->x + r * j->dim;
+        float denom = sqrtf(sum_of_squares(xr, j->dim) / (float)j->dim + j->eps);
+        double s = 0.0;
+        for (size_t k = 0; k < j->dim; k++) {
+            float v = j->w[k] * (xr[k] / denom);
+            s += (double)v;
+        }
+        j->out[r] = (float)s;
+    }
+}
+
+static void rms_norm_dot_task(void *ctx, int task) {
+    const norm_job *j = ctx;
+    size_t r0 = (size_t)task * j->rows_per_task;
+    size_t r1 = r0 + j->rows_per_task < j->n_rows ? r0 + j->rows_per_task : j->n_rows;
+    rms_norm_dot_rows(j, r0, r1);
+}
+
 static void rms_norm_task(void *ctx, int task) {
     const norm_job *j = ctx;
     size_t r0 = (size_t)task * j->rows_per_task;
@@ -66,6 +88,11 @@ static void run_rows(norm_job *j, void (*task)(void *, int)) {
 void k3_rms_norm(const float *x, const float *w, float eps, float *out, size_t dim, size_t n_rows) {
     norm_job j = {.x = x, .w = w, .out = out, .dim = dim, .n_rows = n_rows, .eps = eps};
     run_rows(&j, rms_norm_task);
+}
+
+void k3_rms_norm_dot(const float *x, const float *w, float eps, size_t dim, size_t n_rows, float *out) {
+    norm_job j = {.x = x, .w = w, .out = out, .dim = dim, .n_rows = n_rows, .eps = eps};
+    run_rows(&j, rms_norm_dot_task);
 }
 
 void k3_l2_normalize_scaled(const float *x, float *out, size_t dim, float eps, float scale, size_t n_rows) {

@@ -3,7 +3,7 @@
  * R(p, [b_1..b_n]; w_n, w_p): V = (b_1..b_n, p); score_i = Σ_d (V_i/rms(V_i))[d]·w_n[d]·w_p[d];
  * π = softmax(score); return Σ π_i V_i over the RAW sources (fp32).
  */
-import { rmsNorm } from "@k3/dense";
+import { mixRows, rmsNormDot, Scratch } from "@k3/dense";
 
 /** The fused weight w_n ⊙ w_p (only the product matters). */
 export function fuseResWeights(norm: Float32Array, proj: Float32Array): Float32Array {
@@ -12,11 +12,17 @@ export function fuseResWeights(norm: Float32Array, proj: Float32Array): Float32A
   return w;
 }
 
+/** Work buffers of attnResMix (its calls are synchronous). */
+const work = new Scratch();
+
 /**
- * Mixes, for each of T tokens, the sources blocks[0..n-1] and p (each [T, D]) into out [T, D].
- * `scratch` needs D floats. Scores are summed in index order (a fixed order: same result for any
- * chunking of the tokens). `weights`, when given ([T, n + 1] floats), receives each token's softmax
- * weights π over (blocks..., p): the mix is Σ_i π_i V_i with exactly these values.
+ * Mixes, for each of T tokens, the sources blocks[0..n-1] and p (each [T, D]) into out [T, D]
+ * (out must not overlap a source). Each score is the source row's RMSNorm values against w summed
+ * in float64 in index order (@k3/dense rmsNormDot: one pass per source over the chunk, on the pool);
+ * the softmax runs here in float64; the mix is @k3/dense mixRows (float64 accumulation per value,
+ * source after source). Token-local, so the result is the same for any chunking of the tokens.
+ * `weights`, when given ([T, n + 1] floats), receives each token's softmax weights π over
+ * (blocks..., p): the mix is Σ_i π_i V_i with exactly these values.
  */
 export function attnResMix(
   blocks: Float32Array[],
@@ -26,35 +32,25 @@ export function attnResMix(
   T: number,
   D: number,
   out: Float32Array,
-  scratch: Float32Array,
   weights?: Float32Array,
 ): void {
-  const sources = [...blocks, p];
+  const sources = [...blocks, p].map((s) => s.subarray(0, T * D));
   const n = sources.length;
   if (weights && weights.length < T * n) throw new RangeError(`attnResMix: weights holds ${weights.length} values, need T=${T} x ${n} sources`);
-  const score = new Float64Array(n);
+  const scores = work.get("scores", n * T);
+  for (let i = 0; i < n; i++) rmsNormDot(sources[i], w, eps, D, scores.subarray(i * T, (i + 1) * T));
+  const pi = work.get("pi", T * n);
+  const e = new Float64Array(n);
   for (let t = 0; t < T; t++) {
     let max = -Infinity;
-    for (let i = 0; i < n; i++) {
-      const row = sources[i].subarray(t * D, (t + 1) * D);
-      rmsNorm(row, w, eps, scratch, D);
-      let s = 0;
-      for (let d = 0; d < D; d++) s += scratch[d];
-      score[i] = Math.fround(s);
-      if (score[i] > max) max = score[i];
-    }
+    for (let i = 0; i < n; i++) if (scores[i * T + t] > max) max = scores[i * T + t];
     let total = 0;
     for (let i = 0; i < n; i++) {
-      score[i] = Math.exp(score[i] - max);
-      total += score[i];
+      e[i] = Math.exp(scores[i * T + t] - max);
+      total += e[i];
     }
-    const o = out.subarray(t * D, (t + 1) * D);
-    o.fill(0);
-    for (let i = 0; i < n; i++) {
-      const pi = Math.fround(score[i] / total);
-      if (weights) weights[t * n + i] = pi;
-      const row = sources[i].subarray(t * D, (t + 1) * D);
-      for (let d = 0; d < D; d++) o[d] += pi * row[d];
-    }
+    for (let i = 0; i < n; i++) pi[t * n + i] = Math.fround(e[i] / total);
   }
+  if (weights) weights.set(pi.subarray(0, T * n));
+  mixRows(sources, pi.subarray(0, T * n), D, out.subarray(0, T * D));
 }
