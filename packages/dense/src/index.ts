@@ -268,6 +268,12 @@ export function rmsNorm(x: Float32Array, weight: Float32Array, eps: number, out:
   return out;
 }
 
+/** out = a + b elementwise in f32 (the residual stream's adds); out may be a or b. Pieces run on the pool. */
+export function add(a: Float32Array, b: Float32Array, out: Float32Array): Float32Array {
+  native.add(a, b, out);
+  return out;
+}
+
 /**
  * out[r] = the sum of row r's RMSNorm values, weight * (x / sqrt(mean(x^2) + eps)) exactly as
  * rmsNorm makes them, summed in float64 in index order and rounded once (K3's attention-residual

@@ -33,6 +33,7 @@ export interface DenseBinding {
   l2Normalize(x: Float32Array, out: Float32Array, dim: number, eps: number, scale: number): void;
   sigmoidMul(x: Float32Array, gate: Float32Array, out: Float32Array): void;
   tanh(x: Float32Array, out: Float32Array): void;
+  add(a: Float32Array, b: Float32Array, out: Float32Array): void;
   rmsNormDot(x: Float32Array, weight: Float32Array, eps: number, dim: number, out: Float32Array): void;
   mixRows(sources: Float32Array[], pi: Float32Array, dim: number, out: Float32Array): void;
   sigmoid(x: Float32Array, out: Float32Array): void;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  add,
   l2Normalize,
   memoryReadCeiling,
   fmaPeak,
@@ -148,6 +149,22 @@ describe("sigmoidMul", () => {
     }
     expect(() => sigmoidMul(new Float32Array(4), new Float32Array(3), new Float32Array(4))).toThrow(/x and gate must have the same length/);
     expect(() => sigmoidMul(new Float32Array(4), new Float32Array(4), new Float32Array(3))).toThrow(/out is shorter than x/);
+  });
+});
+
+describe("add", () => {
+  it("is the f32 sum, bit for bit, in place too, over pool pieces", () => {
+    for (const n of [1, 8193, 64 * 7168 + 3]) {
+      const a = uniform(n, -1e3, 1e3, 800 + n), b = uniform(n, -1e-3, 1e-3, 801 + n);
+      if (n > 4) (a[1] = Infinity), (b[2] = NaN), (a[3] = -0), (b[3] = -0);
+      const want = a.map((v, i) => Math.fround(v + b[i]));
+      expect(bytesEqual(add(a, b, new Float32Array(n)), want), `n=${n}`).toBe(true);
+      const inPlace = a.slice();
+      expect(bytesEqual(add(inPlace, b, inPlace), want), `n=${n} in place`).toBe(true);
+      sameAtEveryLevel(() => add(a, b, new Float32Array(n)));
+    }
+    expect(() => add(new Float32Array(4), new Float32Array(3), new Float32Array(4))).toThrow(/a and b must have the same length/);
+    expect(() => add(new Float32Array(4), new Float32Array(4), new Float32Array(3))).toThrow(/out is shorter than a/);
   });
 });
 

@@ -6,7 +6,7 @@
  * chunks of `chunkSize` tokens, carrying KDA/conv state and the MLA latent cache in `state`, so
  * prefill, chunked prefill and incremental decode are the same code and give the same bits.
  */
-import { bf16ToF32, Linear, rmsNorm, type GluMlp } from "@k3/dense";
+import { add, bf16ToF32, Linear, rmsNorm, type GluMlp } from "@k3/dense";
 import { isMoeLayer, moeLayersOf, readConfig, withLayers, type ModelConfig } from "./config.js";
 import { AbortError, UsageError } from "./errors.js";
 import { findNonFiniteTensor, firstNonFinite, firstNonFiniteRaw, nonFiniteError, showValue } from "./finite.js";
@@ -742,13 +742,13 @@ export class Model {
           this.prefetchBeforeMixer(L, l, normed, T, lap);
           this.mix(L, l, normed, T, state, a, opts.kdaCore);
           lap(mk, this.mixTouched(L, l, state));
-          const next: Float32Array = p === null ? a.slice() : p.slice();
-          if (p !== null) for (let i = 0; i < T * D; i++) next[i] += a[i];
+          const n = T * D;
+          const next: Float32Array = p === null ? a.slice(0, n) : add(p.subarray(0, n), a.subarray(0, n), new Float32Array(n));
           attnResMix(blocks, next, L.mlpRes!, cfg.rmsNormEps, T, D, mixed);
           lap("attn_res", resBytes / 2);
           rmsNorm(mixed, L.postNorm, cfg.rmsNormEps, normed, D);
           await this.ffn(L, l, normed, T, f, lap);
-          for (let i = 0; i < T * D; i++) next[i] += f[i];
+          add(next, f.subarray(0, n), next);
           h = next;
           lap("attn_res", 0);
         } else {
@@ -756,12 +756,12 @@ export class Model {
           this.prefetchBeforeMixer(L, l, normed, T, lap);
           this.mix(L, l, normed, T, state, a, opts.kdaCore);
           lap(mk, this.mixTouched(L, l, state));
-          const next = h.slice();
-          for (let i = 0; i < T * D; i++) next[i] += a[i];
+          const n = T * D;
+          const next = add(h.subarray(0, n), a.subarray(0, n), new Float32Array(n));
           lap("attn_res", 0);
           rmsNorm(next, L.postNorm, cfg.rmsNormEps, normed, D);
           await this.ffn(L, l, normed, T, f, lap);
-          for (let i = 0; i < T * D; i++) next[i] += f[i];
+          add(next, f.subarray(0, n), next);
           h = next;
           lap("attn_res", 0);
         }

@@ -376,6 +376,21 @@ static Napi::Value RmsNorm(const Napi::CallbackInfo &info) {
     return env.Undefined();
 }
 
+// add(a, b, out): out = a + b
+static Napi::Value Add(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const char *fn = "add";
+    float *a, *b, *out;
+    size_t na, nb, nout;
+    if (!k3::get_f32(info, 0, fn, "a", 0, &a, &na) || !k3::get_f32(info, 1, fn, "b", 0, &b, &nb) ||
+        !k3::get_f32(info, 2, fn, "out", 0, &out, &nout))
+        return env.Undefined();
+    if (nb != na) return k3::fail(env, fn, "a and b must have the same length", true), env.Undefined();
+    if (nout < na) return k3::fail(env, fn, "out is shorter than a", true), env.Undefined();
+    k3_add(a, b, out, na);
+    return env.Undefined();
+}
+
 // rmsNormDot(x, w, eps, dim, out): out[r] = the sum of row r's RMSNorm values (see ops.h)
 static Napi::Value RmsNormDot(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
@@ -630,6 +645,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     exports["sigmoidMul"] = Napi::Function::New(env, SigmoidMul);
     exports["tanh"] = Napi::Function::New(env, Tanh);
     exports["rmsNormDot"] = Napi::Function::New(env, RmsNormDot);
+    exports["add"] = Napi::Function::New(env, Add);
     exports["mixRows"] = Napi::Function::New(env, MixRows);
     exports["silu"] = Napi::Function::New(env, Silu);
     exports["siluGlu"] = Napi::Function::New(env, SiluGlu);

@@ -24,6 +24,8 @@ void k3_rms_norm_dot(const float *x, const float *w, float eps, size_t dim, size
 /* out[t] = sum_i pi[t * n_src + i] * src[i][t] over rows of `dim`, per value o = (float)((double)o +
    (double)pi * (double)v) in source order from +0 (K3's attention-residual mix). */
 void k3_mix_rows(const float *const *src, size_t n_src, const float *pi, size_t dim, size_t n_rows, float *out);
+/* out = a + b elementwise (the residual adds); out may alias a or b. */
+void k3_add(const float *a, const float *b, float *out, size_t n);
 /* out = x / sqrt(sumsq + eps) per row of `dim` (KDA q/k norm). out may alias x. */
 void k3_l2_normalize(const float *x, float *out, size_t dim, float eps, size_t n_rows);
 /* out = (x / sqrt(sumsq + eps)) * scale, two roundings (KDA's q with its dk^-1/2; scale 1 is the

@@ -1,6 +1,7 @@
-/* ops_mix.c: a per-token weighted sum of source rows (K3's attention-residual mix, ops.h). Each
-   token's row is independent, so a chunk's tokens are split over the pool (same bits on any thread
-   count); each value is accumulated in double and rounded to float per source, in source order. */
+/* ops_mix.c: the residual stream's sums: a per-token weighted sum of source rows (K3's
+   attention-residual mix) and the plain elementwise add (ops.h). Every value is independent, so a
+   chunk's rows are split over the pool (same bits on any thread count); the mix accumulates each
+   value in double and rounds it to float per source, in source order. */
 #include "ops.h"
 #include "pool.h"
 
@@ -39,4 +40,28 @@ void k3_mix_rows(const float *const *src, size_t n_src, const float *pi, size_t 
     size_t tasks = (n_rows + j.rows_per_task - 1) / j.rows_per_task;
     if (tasks == 1) mix_task(&j, 0);
     else k3_pool_parallel_for((int)tasks, mix_task, &j);
+}
+
+/* ---------------------------------------------------------------- add */
+
+typedef struct {
+    const float *a, *b;
+    float *out;
+    size_t n;
+} add_job;
+
+static void add_task(void *ctx, int task) {
+    const add_job *j = ctx;
+    size_t lo = (size_t)task * MIX_PIECE;
+    size_t hi = lo + MIX_PIECE < j->n ? lo + MIX_PIECE : j->n;
+    for (size_t i = lo; i < hi; i++) j->out[i] = j->a[i] + j->b[i];
+}
+
+void k3_add(const float *a, const float *b, float *out, size_t n) {
+    add_job j = {a, b, out, n};
+    if (n <= MIX_PIECE) {
+        add_task(&j, 0);
+        return;
+    }
+    k3_pool_parallel_for((int)((n + MIX_PIECE - 1) / MIX_PIECE), add_task, &j);
 }
