@@ -69,26 +69,21 @@ export function mlaLayerBytes(cfg: ModelConfig): number {
 }
 
 /**
- * Work buffers one token of a prefill chunk needs, over-counted as if every layer kind's buffers
- * were held at once (each kind keeps its scratch between calls): KDA's projections and their
- * convolved copies, gate and output (7 x heads x head_dim); MLA's queries, absorbed queries,
- * latent and head outputs; the dense MLP's gate and up; the MoE layer's per-(token, expert) rows
- * (gathered input, gate, up, down and the mixed slot) and its shared expert; the model's hidden
- * states. Measured on a 2-layer real-width K3 (ultra, 584-token prompt): chunk 256 peaked 310 MB
- * above chunk 64, 1.6 MB per token; this counts 2.6 MB.
+ * Work buffers one token of a prefill chunk adds above a 64-token chunk: the mixers and the dense
+ * MLP run in 64-token pieces (model.ts MIXER_PIECE), so what grows with the chunk is the MoE
+ * layer's per-(token, expert) rows (gathered input, gate, up, down and the mixed slot) and its
+ * shared expert, and the model's hidden states (the chunk's residual stream, the mixer and FFN
+ * inputs and outputs, and K3's attention-residual block snapshots: one per attn_res_block_size
+ * layers, plus the embedding's). Over-counted as if every buffer were held at once.
  */
 export function chunkScratchBytesPerToken(cfg: ModelConfig): number {
   const D = cfg.hiddenSize;
-  const P = cfg.kda.numHeads * cfg.kda.headDim;
-  const m = cfg.mla;
   const moe = cfg.moe;
   const expertIn = moe.latentDim ?? D;
-  const kda = 7 * P + 2 * cfg.kda.headDim + cfg.kda.numHeads;
-  const mla = m.numHeads * (m.qkNopeHeadDim + m.qkRopeHeadDim) + m.numHeads * (m.kvLoraRank + m.qkRopeHeadDim) + m.numHeads * m.kvLoraRank + 2 * m.numHeads * m.vHeadDim + m.kvLoraRank + m.qkRopeHeadDim;
-  const dense = 2 * cfg.denseIntermediate;
   const moeRows = moe.topK * (expertIn + 2 * moe.intermediate + 2 * expertIn) + 2 * expertIn;
   const shared = moe.numShared > 0 ? 2 * D + 2 * moe.numShared * moe.intermediate : 0;
-  return (kda + mla + dense + moeRows + shared + 6 * D) * F32;
+  const snapshots = cfg.attnResBlockSize !== null ? Math.ceil(cfg.numLayers / cfg.attnResBlockSize) + 1 : 0;
+  return (moeRows + shared + (6 + snapshots) * D) * F32;
 }
 
 /** Computes the census for a config. */

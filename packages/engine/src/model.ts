@@ -23,6 +23,14 @@ import { emptyCounters, type ReportKind, type Phase, type RunCounters } from "./
 import { classifyName, KIND_SHARED, KIND_TRUNK } from "@k3/safetensors";
 import { loadMatrix, loadVector, openWeights, preloadWeights, WeightError, type FreshCeilings, type PreloadOptions, type WeightSource } from "./weights.js";
 
+/**
+ * The mixers and the dense MLP run a prefill chunk in pieces of this many tokens: the KDA core's
+ * chunk, so the bits are those of one call (@k3/kda ForwardOptions.core; MLA and the MLP are per
+ * token), and their work buffers stay those of a 64-token chunk however large --chunk is. Only the
+ * MoE layers (which read each expert once per chunk) and the hidden states grow with the chunk.
+ */
+const MIXER_PIECE = 64;
+
 export type LayerState = KdaState | MlaCache;
 
 /** Everything that carries over between calls: one entry per layer, plus the position. */
@@ -815,10 +823,17 @@ export class Model {
     return m.bytes + cache.length * cache.width * 4;
   }
 
+  /** Layer l's mixer over the chunk, in pieces of MIXER_PIECE tokens (same bits as one call). */
   private mix(L: Layer, l: number, x: Float32Array, T: number, state: ModelState, out: Float32Array, core?: KdaCore): void {
     const mixer = L.mixer;
-    if (mixer instanceof KdaMixer) mixer.forward(x, T, state.layers[l] as KdaState, out, core);
-    else state.layers[l] = mixer.forward(x, T, state.layers[l] as MlaCache, out);
+    const D = this.cfg.hiddenSize;
+    for (let t0 = 0; t0 < T; t0 += MIXER_PIECE) {
+      const n = Math.min(MIXER_PIECE, T - t0);
+      const xs = x.subarray(t0 * D, (t0 + n) * D);
+      const os = out.subarray(t0 * D, (t0 + n) * D);
+      if (mixer instanceof KdaMixer) mixer.forward(xs, n, state.layers[l] as KdaState, os, core);
+      else state.layers[l] = mixer.forward(xs, n, state.layers[l] as MlaCache, os);
+    }
   }
 
   /**
@@ -829,7 +844,11 @@ export class Model {
   private async ffn(L: Layer, l: number, x: Float32Array, T: number, out: Float32Array, lap?: (kind: ReportKind | null, touched: number) => void): Promise<void> {
     if (!(L.ffn instanceof MoeFfn)) {
       // (A dense layer's prediction for the next MoE layer was issued before its mixer.)
-      L.ffn.forward(x, T, out);
+      const D = this.cfg.hiddenSize;
+      for (let t0 = 0; t0 < T; t0 += MIXER_PIECE) {
+        const n = Math.min(MIXER_PIECE, T - t0);
+        L.ffn.forward(x.subarray(t0 * D, (t0 + n) * D), n, out.subarray(t0 * D, (t0 + n) * D));
+      }
       lap?.("dense_mlp", L.ffn.bytes);
       return;
     }
