@@ -284,7 +284,8 @@ export class Engine {
   /** Identifies model + config (state files carry it). */
   readonly fingerprint: string;
   readonly modelId: string;
-  private readonly chunkSize: number;
+  /** The prefill chunk in tokens (--chunk). */
+  readonly chunkSize: number;
   private readonly spec: number;
   /** The prompt cache generate() uses by default (EngineOptions.promptCache), or null. */
   readonly promptCache: PromptCache | null;

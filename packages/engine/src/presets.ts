@@ -438,6 +438,24 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
   };
 }
 
+/** The largest prefill chunk chunkHint suggests (the prompt's length, in whole 64-token pieces, up to this). */
+export const HINT_CHUNK_MAX = 1024;
+
+/**
+ * A one-line note when a prompt will prefill in several chunks while the plan streams experts
+ * (its cache holds fewer than a layer's experts) and no --chunk was given: each chunk reads the
+ * experts it needs, so a chunk the prompt's size reads them once; it names the chunk, what it adds
+ * to the plan, and that the output stays the same. null when there is nothing to gain.
+ */
+export function chunkHint(plan: MemoryPlan, census: Census, numExperts: number, promptTokens: number, chunkSize: number): string | null {
+  if (promptTokens <= chunkSize || census.moeLayers === 0 || plan.cacheSlotsPerLayer >= numExperts) return null;
+  const suggest = Math.min(HINT_CHUNK_MAX, Math.ceil(promptTokens / DEFAULTS.chunkSize) * DEFAULTS.chunkSize);
+  if (suggest <= chunkSize) return null;
+  const extra = (suggest - Math.max(chunkSize, DEFAULTS.chunkSize)) * census.chunkScratchBytesPerToken;
+  const chunks = (c: number) => Math.ceil(promptTokens / c);
+  return `note: the ${promptTokens}-token prompt prefills in ${chunks(chunkSize)} chunks of ${chunkSize}, each reading the experts it needs from disk; --chunk ${suggest} reads them ${chunks(suggest) === 1 ? "once" : `${chunks(suggest)} times`} per layer for ${formatBytes(extra)} more work buffers (k3 plan --chunk ${suggest}), with the same output`;
+}
+
 /** Refuses (exit 1) when the plan exceeds 95% of MemAvailable, naming both numbers. */
 export function checkPlanFits(plan: MemoryPlan): void {
   const limit = 0.95 * plan.availableBytes;

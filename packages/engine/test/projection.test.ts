@@ -145,6 +145,26 @@ describe("published-K3 projection", () => {
     }
   });
 
+  it("k3 run notes a larger --chunk when a multi-chunk prompt streams experts and none was given; the report records the chunk", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "k3-hint-"));
+    try {
+      const ids = Array.from({ length: 300 }, (_, i) => (i * 37) % 900 + 10).join(",");
+      const json = join(dir, "r.json");
+      const streamed = await captureCli(["run", "--model", TINY_K3, "--ids", ids, "--max-tokens", "1", "--cache-gb", "0", "--json", json]);
+      expect(streamed.code).toBe(0);
+      expect(streamed.stderr).toMatch(/note: the 300-token prompt prefills in 5 chunks of 64, each reading the experts it needs from disk; --chunk 320 reads them once per layer for .* more work buffers \(k3 plan --chunk 320\), with the same output/);
+      expect(JSON.parse(readFileSync(json, "utf8")).chunk_size).toBe(64);
+      const given = await captureCli(["run", "--model", TINY_K3, "--ids", ids, "--max-tokens", "1", "--cache-gb", "0", "--chunk", "64"]);
+      expect(given.code).toBe(0);
+      expect(given.stderr).not.toMatch(/note: the .*-token prompt prefills/);
+      const cached = await captureCli(["run", "--model", TINY_K3, "--ids", ids, "--max-tokens", "1", "--preset", "desktop"]);
+      expect(cached.code).toBe(0);
+      expect(cached.stderr).not.toMatch(/note: the .*-token prompt prefills/); // every expert has a cache slot
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("refuses a report without per_kind or with a bad figure, naming it", () => {
     expect(() => ratesFromReport({})).toThrow(/no per_kind figures/);
     expect(() => ratesFromReport({ per_kind: { kda: { decode: { seconds: -1, bytes_touched: 1, bytes_read: 0, tokens: 1 } } } })).toThrow(/per_kind\.kda\.decode\.seconds is -1/);

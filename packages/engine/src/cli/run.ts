@@ -83,6 +83,11 @@ async function runLoaded(engine: Engine, values: Args["values"], o: RunContext):
   // The same limit Engine.generate applies (the server's requests go through it); checked here too for --tf-check.
   checkPromptLength(prompt.length);
   if (reference) return tfCheck(engine, prompt, reference.continuation, { chunkSize: eo.chunkSize, json: values.json, min: values["tf-min"], err });
+  if (eo.chunkSize === undefined) {
+    const { chunkHint } = await import("../presets.js");
+    const hint = chunkHint(engine.plan, engine.census, engine.config.moe.numExperts, prompt.length, engine.chunkSize);
+    if (hint) err(hint);
+  }
   err(`prompt: ${prompt.length} tokens; generating up to ${sampling.maxTokens} (${sampling.temperature === 0 ? "greedy" : `temperature ${sampling.temperature}, top-k ${sampling.topK}, top-p ${sampling.topP}, seed ${sampling.seed}`})`);
   const ac = new AbortController();
   const onSigint = () => ac.abort();
