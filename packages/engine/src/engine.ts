@@ -22,7 +22,7 @@ import { CHOICES, checkChoice, checkEngineOption, checkSamplingOption, DEFAULTS,
 import type { KdaCore } from "./layers/kda.js";
 import type { ExpertCachePolicy, Progress } from "@k3/moe-stream";
 import { EXPERT_READERS, HEAD_PIECE_BYTES, HEAD_READERS, Model, TRUNK_READERS, type ModelState } from "./model.js";
-import { DEFAULT_PROMPT_CACHE_BYTES, PromptCache, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
+import { DEFAULT_PROMPT_CACHE_BYTES, PromptCache, snapshotGrain, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
 import { budgetsFor, checkContextFits, checkPlanFits, formatPlan, planMemory, readMemInfo, headChunkRowsFor, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
 import { afterPlans, measureCeilings, measureCeilingsAfter, MEM_CEILING_BYTES, type FloorSetup, type SourcePlan } from "./floor.js";
 import { buildReport, emptyCounters, refloorReport, type Ceilings, type RunCounters, type RunReport, type WarmReport } from "./report.js";
@@ -694,8 +694,9 @@ export class Engine {
 
   private async prefillCached(promptIds: number[], state: ModelState, cache: PromptCache, fwd: { chunkSize: number; signal?: AbortSignal; cancelled?: () => boolean }): Promise<Float32Array> {
     const start = state.pos;
-    if (start % this.chunkSize !== 0) throw new Error(`prompt cache: a restored state at position ${start} is not a multiple of the chunk size ${this.chunkSize}`);
-    const split = snapshotPoint(promptIds.length, this.chunkSize);
+    const grain = snapshotGrain(this.chunkSize);
+    if (start % grain !== 0) throw new Error(`prompt cache: a restored state at position ${start} is not a multiple of ${grain} (chunk size ${this.chunkSize})`);
+    const split = snapshotPoint(promptIds.length, grain);
     let note = "";
     if (split > start) {
       const drops = this.model.counters.expertDrops;

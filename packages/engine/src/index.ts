@@ -15,7 +15,7 @@ export * from "./layers/index.js";
 export { cpuSnapshot, threadCpuBetween, formatThreadCpu, THREAD_GROUPS, type ThreadCpuReport, type CpuSnapshot } from "./thread-cpu.js";
 export { gemvProbeEnabled, summarizeGemvProbe, formatGemvProbe, type GemvProbeReport, type GemvShapeFigures } from "./gemv-probe.js";
 export { Engine, checkPromptLength, stopIdsFor, type EngineOptions, type GenerateOptions, type GenerationResult, type TokenEvent, type ChatFormat } from "./engine.js";
-export { PromptCache, DEFAULT_PROMPT_CACHE_BYTES, stateBytes, snapshotPoint, type PromptCacheOptions, type PromptSnapshot, type PromptCacheStats } from "./prompt-cache.js";
+export { PromptCache, DEFAULT_PROMPT_CACHE_BYTES, stateBytes, snapshotGrain, snapshotPoint, type PromptCacheOptions, type PromptSnapshot, type PromptCacheStats } from "./prompt-cache.js";
 export { ChatSession, type ChatOptions } from "./chat.js";
 export { startServer, validateRequest, HttpError, MAX_CHOICES, chatLogprobs, textLogprobs, type CompletionBackend, type CompletionJob, type CompletionResult, type ChoiceResult, type LogprobEntry, type TextExtra, type TextChannel, type ServeOptions, type RunningServer } from "./server.js";
 export { initialState, step, stepBytes, isComplete, minCompletion, minValueLength, ANY, ANY_OBJECT, MAX_WS, type JsonState, type SchemaNode, type ObjectProp } from "./json-grammar.js";

@@ -29,7 +29,7 @@ import { loadMatrix, loadVector, openWeights, preloadWeights, WeightError, type 
  * token), and their work buffers stay those of a 64-token chunk however large --chunk is. Only the
  * MoE layers (which read each expert once per chunk) and the hidden states grow with the chunk.
  */
-const MIXER_PIECE = 64;
+export const MIXER_PIECE = 64;
 
 export type LayerState = KdaState | MlaCache;
 

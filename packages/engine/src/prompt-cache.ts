@@ -7,18 +7,19 @@
  *   await engine.complete(turn1Ids, { promptCache: cache, temperature: 0 });
  *   const r = await engine.complete(turn2Ids, { promptCache: cache, temperature: 0 }); // r.cachedTokens > 0
  *
- * Why snapshots are only taken at multiples of the prefill chunk size: Model.forward runs a prompt
- * in chunks of `chunkSize` counted from the start of the call, and the KDA layers use the chunked
- * WY/UT form inside a multi-token chunk but the one-token recurrence for T = 1; the two agree to
- * ~1e-6, not bit for bit. A state restored at a chunk-aligned position of a PROMPT prefill and
- * continued with the rest of the prompt sees exactly the chunk boundaries of one cold
- * forward(prompt), so the logits are the same bits. States after decode steps or at unaligned
+ * Why snapshots are only taken at aligned positions (snapshotGrain: multiples of 64 when the chunk
+ * size is a multiple of 64, else of the chunk size): Model.forward runs a prompt in chunks of
+ * `chunkSize` counted from the start of the call, the mixers run each chunk in 64-token pieces, and
+ * the KDA layers use the chunked WY/UT form inside a multi-token piece but the one-token recurrence
+ * for T = 1; the two agree to ~1e-6, not bit for bit. A state restored at an aligned position of a
+ * PROMPT prefill and continued with the rest of the prompt sees exactly the piece boundaries of one
+ * cold forward(prompt), so the logits are the same bits. States after decode steps or at unaligned
  * positions are never stored. The key is the exact token-id sequence (plus the engine's
  * numerics key: checkpoint fingerprint, chunk size, KDA form); sampling options do not enter it.
  */
 import { KdaState } from "./layers/kda.js";
 import { MlaCache } from "./layers/mla.js";
-import type { LayerState, ModelState } from "./model.js";
+import { MIXER_PIECE, type LayerState, type ModelState } from "./model.js";
 import { UsageError } from "./errors.js";
 import { DEFAULTS, ENGINE_RULES, satisfies } from "./options.js";
 
@@ -197,9 +198,19 @@ export class PromptCache {
 }
 
 /**
- * Where a prompt prefill stops to take a snapshot: the largest multiple of `chunkSize` that leaves
- * at least one prompt token for the logits (0 when there is none).
+ * Where a prompt prefill stops to take a snapshot: the largest multiple of `grain` that leaves at
+ * least one prompt token for the logits (0 when there is none).
  */
-export function snapshotPoint(promptLength: number, chunkSize: number): number {
-  return Math.floor((promptLength - 1) / chunkSize) * chunkSize;
+export function snapshotPoint(promptLength: number, grain: number): number {
+  return Math.floor((promptLength - 1) / grain) * grain;
+}
+
+/**
+ * The positions a snapshot may sit at: every multiple of 64 (MIXER_PIECE) when the chunk size is
+ * one, because a prefill cut at any such position gives the bits of an uncut one (the mixers run in
+ * 64-token pieces; README "Prefill"), so a large chunk does not thin out the cache; else multiples
+ * of the chunk size, where the cuts of one cold forward fall.
+ */
+export function snapshotGrain(chunkSize: number): number {
+  return chunkSize % MIXER_PIECE === 0 ? MIXER_PIECE : chunkSize;
 }

@@ -9,7 +9,7 @@ import { setThreadCount } from "@k3/dense";
 import { afterAll, describe, expect, it } from "vitest";
 import { Engine } from "../src/engine.js";
 import { GB } from "../src/presets.js";
-import { PromptCache, snapshotPoint, stateBytes } from "../src/prompt-cache.js";
+import { PromptCache, snapshotGrain, snapshotPoint, stateBytes } from "../src/prompt-cache.js";
 import { KdaState } from "../src/layers/kda.js";
 import type { ModelState } from "../src/model.js";
 import { startServer } from "../src/server.js";
@@ -180,6 +180,34 @@ describe("prompt cache: bit identity", () => {
       await expect(e.complete(prompt, { maxTokens: 11, temperature: 0 })).rejects.toThrow(/context of 31 tokens/);
     } finally {
       e.close();
+    }
+  });
+
+  it("at --chunk 256 snapshots sit at multiples of 64: a 200-token prompt leaves one at 192, and the hit's logits are the cold run's bits", async () => {
+    expect(snapshotGrain(256)).toBe(64);
+    expect(snapshotGrain(100)).toBe(100); // not a multiple of 64: the chunk's own cuts
+    for (const dir of [TINY_K3, TINY_48B]) {
+      const e = await Engine.load(dir, { mem: bigBox, preset: "laptop", chunkSize: 256 });
+      try {
+        const V = e.config.vocabSize;
+        const first = Array.from({ length: 200 }, (_, i) => (i * 7919 + 13) % (V - 300));
+        const turn2 = [...first, ...Array.from({ length: 71 }, (_, i) => (i * 31 + 5) % (V - 300))];
+        const cache = new PromptCache({ slots: 2 });
+        const opts = { maxTokens: 4, temperature: 0, stopIds: [] as number[] };
+        await e.complete(first, { ...opts, promptCache: cache });
+        const hot = await e.complete(turn2, { ...opts, promptCache: cache });
+        expect(hot.cachedTokens, dir).toBe(192); // was none at 256: floor(199 / 256) * 256 = 0
+        const cold = await e.complete(turn2, { ...opts, promptCache: null });
+        expect(hot.ids).toEqual(cold.ids);
+        // the restored state continued with the rest gives the cold prefill's logits, bit for bit
+        const st = e.newState();
+        await e.model.forward(turn2.slice(0, 192), st, { chunkSize: 256, noLogits: true });
+        const split = await e.model.forward(turn2.slice(192), st, { chunkSize: 256 });
+        const whole = await e.model.forward(turn2, e.newState(), { chunkSize: 256 });
+        expect(Buffer.from(split.buffer, split.byteOffset, split.byteLength).equals(Buffer.from(whole.buffer, whole.byteOffset, whole.byteLength)), dir).toBe(true);
+      } finally {
+        e.close();
+      }
     }
   });
 
