@@ -349,13 +349,20 @@ static Napi::Value DotRowsF32(const Napi::CallbackInfo &info) { return Product(i
 static Napi::Value DotRowsBf16(const Napi::CallbackInfo &info) { return Product(info, "dotRowsBf16", true, kDotRows); }
 
 // Checks a row-wise op: x.length is a positive multiple of dim and out is as long as x.
-static bool check_rows(Napi::Env env, const char *fn, size_t nx, size_t nout, size_t dim, size_t *n_rows) {
+// x holds whole rows of dim values; *n_rows is their count.
+static bool check_dim(Napi::Env env, const char *fn, size_t nx, size_t dim, size_t *n_rows) {
     if (dim == 0) return k3::fail(env, fn, "dim must be >= 1", true);
     if (nx % dim != 0)
         return k3::fail(env, fn, "x.length (" + std::to_string(nx) + ") is not a multiple of dim (" + std::to_string(dim) + ")",
                         true);
-    if (nout < nx) return k3::fail(env, fn, "out is shorter than x", true);
     *n_rows = nx / dim;
+    return true;
+}
+
+// ... and out is as long as x.
+static bool check_rows(Napi::Env env, const char *fn, size_t nx, size_t nout, size_t dim, size_t *n_rows) {
+    if (!check_dim(env, fn, nx, dim, n_rows)) return false;
+    if (nout < nx) return k3::fail(env, fn, "out is shorter than x", true);
     return true;
 }
 
@@ -396,20 +403,16 @@ static Napi::Value RmsNormDot(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     const char *fn = "rmsNormDot";
     float *x, *w, *out;
-    size_t nx, nw, nout, dim;
+    size_t nx, nw, nout, dim, n_rows;
     double eps;
     if (!k3::get_f32(info, 0, fn, "x", 0, &x, &nx) || !k3::get_f32(info, 1, fn, "weight", 0, &w, &nw) ||
         !get_number(info, 2, fn, "eps", &eps) || !k3::get_size(info, 3, fn, "dim", &dim) ||
-        !k3::get_f32(info, 4, fn, "out", 0, &out, &nout))
+        !k3::get_f32(info, 4, fn, "out", 0, &out, &nout) || !check_dim(env, fn, nx, dim, &n_rows))
         return env.Undefined();
-    if (dim == 0) return k3::fail(env, fn, "dim must be >= 1", true), env.Undefined();
-    if (nx % dim != 0)
-        return k3::fail(env, fn, "x.length (" + std::to_string(nx) + ") is not a multiple of dim (" + std::to_string(dim) + ")", true),
-               env.Undefined();
     if (nw < dim) return k3::fail(env, fn, "weight is shorter than dim", true), env.Undefined();
     if (eps < 0) return k3::fail(env, fn, "eps must be >= 0", true), env.Undefined();
-    if (nout < nx / dim) return k3::fail(env, fn, "out holds fewer values than x has rows", true), env.Undefined();
-    k3_rms_norm_dot(x, w, (float)eps, dim, nx / dim, out);
+    if (nout < n_rows) return k3::fail(env, fn, "out holds fewer values than x has rows", true), env.Undefined();
+    k3_rms_norm_dot(x, w, (float)eps, dim, n_rows, out);
     return env.Undefined();
 }
 

@@ -16,6 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Values per pool task of the pooled element-wise and row ops (a decode row stays on the caller's
+   thread; a [64, 12288] KDA chunk is 96 tasks). */
+#define K3_OPS_PIECE 8192
+
 /* out = w * (x / sqrt(sumsq/dim + eps)) per row of `dim`; n_rows rows. out may alias x. */
 void k3_rms_norm(const float *x, const float *w, float eps, float *out, size_t dim, size_t n_rows);
 /* out[r] = sum over the RMSNorm row w * (x / sqrt(sumsq/dim + eps)) (the values k3_rms_norm makes),

@@ -14,9 +14,6 @@ static float sigmoid1(float x) { return k3_sigmoidf(x); }
 
 static int vector_activations(void) { return k3_cpu_level() >= K3_SIMD_AVX2; }
 
-/* Values per pool task of the pooled element-wise ops (a decode row stays on the caller's thread). */
-#define PIECE 8192
-
 void k3_sigmoid(const float *x, float *out, size_t n) {
     if (vector_activations()) return k3_sigmoid_range_avx2(x, out, 0, n);
     for (size_t i = 0; i < n; i++) out[i] = sigmoid1(x[i]);
@@ -39,24 +36,17 @@ void k3_silu(const float *x, float *out, size_t n) {
 typedef struct {
     const float *x, *gate;
     float *out;
-    size_t n;
 } gate_job;
 
-static void sigmoid_mul_task(void *ctx, int task) {
+static void sigmoid_mul_range(void *ctx, size_t lo, size_t hi) {
     const gate_job *j = ctx;
-    size_t lo = (size_t)task * PIECE;
-    size_t hi = lo + PIECE < j->n ? lo + PIECE : j->n;
     if (vector_activations()) return k3_sigmoid_mul_range_avx2(j->x, j->gate, j->out, lo, hi);
     for (size_t i = lo; i < hi; i++) j->out[i] = j->x[i] * sigmoid1(j->gate[i]);
 }
 
 void k3_sigmoid_mul(const float *x, const float *gate, float *out, size_t n) {
-    gate_job j = { x, gate, out, n };
-    if (n <= PIECE) {
-        sigmoid_mul_task(&j, 0);
-        return;
-    }
-    k3_pool_parallel_for((int)((n + PIECE - 1) / PIECE), sigmoid_mul_task, &j);
+    gate_job j = { x, gate, out };
+    k3_pool_for_ranges(n, K3_OPS_PIECE, sigmoid_mul_range, &j);
 }
 
 /* ---------------------------------------------------------------- GLU activations
@@ -82,21 +72,13 @@ static void situ_glu_range(const glu_job *j, size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; i++) out_situ(j->g, j->u, j->out, i, j->beta1, j->beta2);
 }
 
-static void glu_task(void *ctx, int task) {
+static void glu_range(void *ctx, size_t lo, size_t hi) {
     const glu_job *j = ctx;
-    size_t lo = (size_t)task * PIECE;
-    size_t hi = lo + PIECE < j->n ? lo + PIECE : j->n;
     if (j->situ) situ_glu_range(j, lo, hi);
     else silu_glu_range(j->g, j->u, j->out, lo, hi);
 }
 
-static void glu_run(glu_job *j) {
-    if (j->n <= PIECE) {
-        glu_task(j, 0);
-        return;
-    }
-    k3_pool_parallel_for((int)((j->n + PIECE - 1) / PIECE), glu_task, j);
-}
+static void glu_run(glu_job *j) { k3_pool_for_ranges(j->n, K3_OPS_PIECE, glu_range, j); }
 
 void k3_silu_glu(const float *g, const float *u, float *out, size_t n) {
     glu_job j = { g, u, out, n, 0.0f, 0.0f, 0 };

@@ -5,14 +5,11 @@
 #include "ops.h"
 #include "pool.h"
 
-/* Values per pool task (rows x sources x dim), as the other pooled element-wise ops. */
-#define MIX_PIECE 8192
-
 typedef struct {
     const float *const *src;
     size_t n_src;
     const float *pi;
-    size_t dim, n_rows, rows_per_task;
+    size_t dim;
     float *out;
 } mix_job;
 
@@ -26,20 +23,15 @@ static void mix_row(const mix_job *j, size_t t) {
     }
 }
 
-static void mix_task(void *ctx, int task) {
-    const mix_job *j = ctx;
-    size_t r0 = (size_t)task * j->rows_per_task;
-    size_t r1 = r0 + j->rows_per_task < j->n_rows ? r0 + j->rows_per_task : j->n_rows;
-    for (size_t t = r0; t < r1; t++) mix_row(j, t);
+static void mix_rows_range(void *ctx, size_t r0, size_t r1) {
+    for (size_t t = r0; t < r1; t++) mix_row(ctx, t);
 }
 
 void k3_mix_rows(const float *const *src, size_t n_src, const float *pi, size_t dim, size_t n_rows, float *out) {
-    if (n_rows == 0 || dim == 0) return;
-    size_t per_row = dim * (n_src ? n_src : 1);
-    mix_job j = {src, n_src, pi, dim, n_rows, per_row >= MIX_PIECE ? 1 : MIX_PIECE / per_row, out};
-    size_t tasks = (n_rows + j.rows_per_task - 1) / j.rows_per_task;
-    if (tasks == 1) mix_task(&j, 0);
-    else k3_pool_parallel_for((int)tasks, mix_task, &j);
+    if (dim == 0) return;
+    const size_t per_row = dim * (n_src ? n_src : 1);
+    mix_job j = {src, n_src, pi, dim, out};
+    k3_pool_for_ranges(n_rows, per_row >= K3_OPS_PIECE ? 1 : K3_OPS_PIECE / per_row, mix_rows_range, &j);
 }
 
 /* ---------------------------------------------------------------- add */
@@ -47,21 +39,14 @@ void k3_mix_rows(const float *const *src, size_t n_src, const float *pi, size_t 
 typedef struct {
     const float *a, *b;
     float *out;
-    size_t n;
 } add_job;
 
-static void add_task(void *ctx, int task) {
+static void add_range(void *ctx, size_t lo, size_t hi) {
     const add_job *j = ctx;
-    size_t lo = (size_t)task * MIX_PIECE;
-    size_t hi = lo + MIX_PIECE < j->n ? lo + MIX_PIECE : j->n;
     for (size_t i = lo; i < hi; i++) j->out[i] = j->a[i] + j->b[i];
 }
 
 void k3_add(const float *a, const float *b, float *out, size_t n) {
-    add_job j = {a, b, out, n};
-    if (n <= MIX_PIECE) {
-        add_task(&j, 0);
-        return;
-    }
-    k3_pool_parallel_for((int)((n + MIX_PIECE - 1) / MIX_PIECE), add_task, &j);
+    add_job j = {a, b, out};
+    k3_pool_for_ranges(n, K3_OPS_PIECE, add_range, &j);
 }

@@ -262,3 +262,29 @@ void k3_pool_parallel_for(int n_tasks, k3_task_fn task, void *ctx) {
     }
     pthread_mutex_unlock(&run_lock);
 }
+
+/* ---------------------------------------------------------------- ranges */
+
+typedef struct {
+    size_t n, per_task;
+    k3_range_fn fn;
+    void *ctx;
+} range_job;
+
+static void range_task(void *ctx, int task) {
+    const range_job *r = ctx;
+    size_t lo = (size_t)task * r->per_task;
+    size_t hi = lo + r->per_task < r->n ? lo + r->per_task : r->n;
+    r->fn(r->ctx, lo, hi);
+}
+
+void k3_pool_for_ranges(size_t n, size_t per_task, k3_range_fn fn, void *ctx) {
+    if (n == 0) return;
+    if (per_task == 0) per_task = 1;
+    if (n <= per_task) {
+        fn(ctx, 0, n);
+        return;
+    }
+    range_job r = {n, per_task, fn, ctx};
+    k3_pool_parallel_for((int)((n + per_task - 1) / per_task), range_task, &r);
+}
