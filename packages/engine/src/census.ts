@@ -69,8 +69,16 @@ export function mlaLayerBytes(cfg: ModelConfig): number {
 }
 
 /**
+ * The mixers and the dense MLP run a prefill chunk in pieces of this many tokens (model.ts): the
+ * KDA core's chunk, so the bits are those of one call (@k3/kda ForwardOptions.core; MLA and the MLP
+ * are per token) and a prefill cut at any multiple of it gives the bits of an uncut one (the prompt
+ * cache's snapshot grain); their work buffers stay those of one piece however large --chunk is.
+ */
+export const MIXER_PIECE = 64;
+
+/**
  * Work buffers one token of a prefill chunk adds above a 64-token chunk: the mixers and the dense
- * MLP run in 64-token pieces (model.ts MIXER_PIECE), so what grows with the chunk is the MoE
+ * MLP run in MIXER_PIECE-token pieces, so what grows with the chunk is the MoE
  * layer's per-(token, expert) rows (gathered input, gate, up, down and the mixed slot) and its
  * shared expert, and the model's hidden states (the chunk's residual stream, the mixer and FFN
  * inputs and outputs, and K3's attention-residual block snapshots: one per attn_res_block_size

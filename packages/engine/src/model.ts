@@ -21,15 +21,13 @@ import { checkpointIndex, ExpertStore, MoeLayer, RangeReader, TrunkStreamer, typ
 import { expertIoSlotsFor, HEAD_READ_SLOTS, prefetchSlotsFor, type PlanParts } from "./presets.js";
 import { emptyCounters, type ReportKind, type Phase, type RunCounters } from "./report.js";
 import { classifyName, KIND_SHARED, KIND_TRUNK } from "@k3/safetensors";
+import { MIXER_PIECE } from "./census.js";
 import { loadMatrix, loadVector, openWeights, preloadWeights, WeightError, type FreshCeilings, type PreloadOptions, type WeightSource } from "./weights.js";
 
-/**
- * The mixers and the dense MLP run a prefill chunk in pieces of this many tokens: the KDA core's
- * chunk, so the bits are those of one call (@k3/kda ForwardOptions.core; MLA and the MLP are per
- * token), and their work buffers stay those of a 64-token chunk however large --chunk is. Only the
- * MoE layers (which read each expert once per chunk) and the hidden states grow with the chunk.
- */
-export const MIXER_PIECE = 64;
+/** Calls run(t0, n) for each MIXER_PIECE-token piece of a T-token chunk, in order. */
+function forEachPiece(T: number, run: (t0: number, n: number) => void): void {
+  for (let t0 = 0; t0 < T; t0 += MIXER_PIECE) run(t0, Math.min(MIXER_PIECE, T - t0));
+}
 
 export type LayerState = KdaState | MlaCache;
 
@@ -827,13 +825,12 @@ export class Model {
   private mix(L: Layer, l: number, x: Float32Array, T: number, state: ModelState, out: Float32Array, core?: KdaCore): void {
     const mixer = L.mixer;
     const D = this.cfg.hiddenSize;
-    for (let t0 = 0; t0 < T; t0 += MIXER_PIECE) {
-      const n = Math.min(MIXER_PIECE, T - t0);
+    forEachPiece(T, (t0, n) => {
       const xs = x.subarray(t0 * D, (t0 + n) * D);
       const os = out.subarray(t0 * D, (t0 + n) * D);
       if (mixer instanceof KdaMixer) mixer.forward(xs, n, state.layers[l] as KdaState, os, core);
       else state.layers[l] = mixer.forward(xs, n, state.layers[l] as MlaCache, os);
-    }
+    });
   }
 
   /**
@@ -845,10 +842,8 @@ export class Model {
     if (!(L.ffn instanceof MoeFfn)) {
       // (A dense layer's prediction for the next MoE layer was issued before its mixer.)
       const D = this.cfg.hiddenSize;
-      for (let t0 = 0; t0 < T; t0 += MIXER_PIECE) {
-        const n = Math.min(MIXER_PIECE, T - t0);
-        L.ffn.forward(x.subarray(t0 * D, (t0 + n) * D), n, out.subarray(t0 * D, (t0 + n) * D));
-      }
+      const mlp = L.ffn;
+      forEachPiece(T, (t0, n) => mlp.forward(x.subarray(t0 * D, (t0 + n) * D), n, out.subarray(t0 * D, (t0 + n) * D)));
       lap?.("dense_mlp", L.ffn.bytes);
       return;
     }

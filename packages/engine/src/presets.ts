@@ -10,7 +10,7 @@
 import { readFileSync } from "node:fs";
 import { freemem, totalmem } from "node:os";
 import { join } from "node:path";
-import type { Census } from "./census.js";
+import { MIXER_PIECE, type Census } from "./census.js";
 import { ContextError, PlanError, UsageError } from "./errors.js";
 import { DEFAULTS } from "./options.js";
 import { formatBytes } from "@k3/native";
@@ -449,7 +449,8 @@ export const HINT_CHUNK_MAX = 1024;
  */
 export function chunkHint(plan: MemoryPlan, census: Census, numExperts: number, promptTokens: number, chunkSize: number): string | null {
   if (promptTokens <= chunkSize || census.moeLayers === 0 || plan.cacheSlotsPerLayer >= numExperts) return null;
-  const suggest = Math.min(HINT_CHUNK_MAX, Math.ceil(promptTokens / DEFAULTS.chunkSize) * DEFAULTS.chunkSize);
+  // A multiple of MIXER_PIECE, so the suggestion leaves the output as it is.
+  const suggest = Math.min(HINT_CHUNK_MAX, Math.ceil(promptTokens / MIXER_PIECE) * MIXER_PIECE);
   if (suggest <= chunkSize) return null;
   const extra = (suggest - Math.max(chunkSize, DEFAULTS.chunkSize)) * census.chunkScratchBytesPerToken;
   const chunks = (c: number) => Math.ceil(promptTokens / c);

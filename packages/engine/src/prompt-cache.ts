@@ -19,7 +19,8 @@
  */
 import { KdaState } from "./layers/kda.js";
 import { MlaCache } from "./layers/mla.js";
-import { MIXER_PIECE, type LayerState, type ModelState } from "./model.js";
+import { MIXER_PIECE } from "./census.js";
+import type { LayerState, ModelState } from "./model.js";
 import { UsageError } from "./errors.js";
 import { DEFAULTS, ENGINE_RULES, satisfies } from "./options.js";
 
