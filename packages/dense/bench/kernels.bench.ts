@@ -81,7 +81,13 @@ const fmt = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ?
 // ---------------------------------------------------------------- GEMM (prefill)
 
 const peakOf = (threads: number) => fmaPeak({ threads, reps: 3 }).gflops;
+const loopPeakOf = (threads: number) => fmaPeak({ threads, reps: 3, loop: "gemm" }).gflops;
+const ceilings = new AdjacentCeiling((threads) => memoryReadCeiling({ threads, bytes: 2 ** 29, reps: 3 }).gbPerSec);
 
+/**
+ * The exact rows also carry the roofline of the same run: the time floor max(flops / FMA peak, weight bytes / read
+ * ceiling): at n = 16 the weight bytes alone take 0.9 of the flops' time at this machine's peak and read ceiling.
+ */
 async function gemmRow(kind: "exact" | "rounded" | "f32", m: number, k: number, n: number, threads: number, withGgml: boolean) {
   setThreadCount(threads);
   const w = bf16Weights(m * k, m + k);
@@ -91,11 +97,21 @@ async function gemmRow(kind: "exact" | "rounded" | "f32", m: number, k: number, 
   const fn = kind === "exact" ? () => gemmBf16(w, X, Y, { rows: m, cols: k, batch: n })
     : kind === "rounded" ? () => gemmBf16Rounded(w, X, Y, { rows: m, cols: k, batch: n })
     : () => gemmF32(wf!, X, Y, { rows: m, cols: k, batch: n });
+  const roofline = kind === "exact";
   const p0 = peakOf(threads);
+  const r0 = roofline ? ceilings.now(threads) : 0;
+  const l0 = roofline ? loopPeakOf(threads) : 0;
   const t = await timeIt(fn, { minRuns: 3, minMs: quick ? 100 : 300 });
   const peak = (p0 + peakOf(threads)) / 2;
   const gflops = (2 * m * k * n) / (t.best / 1e3) / 1e9;
   const g = withGgml ? ggml({ type: kind === "f32" ? "f32" : "bf16", m, k, n }) : null;
+  let floor: Row = {};
+  if (roofline) {
+    const read = (r0 + ceilings.now(threads)) / 2;
+    const loopPeak = (l0 + loopPeakOf(threads)) / 2;
+    const floorSeconds = Math.max((2 * m * k * n) / (peak * 1e9), (2 * m * k) / (read * 1e9));
+    floor = { "roofline GB/s read": read, "k3/roofline": floorSeconds / (t.best / 1e3), "GEMM loop in L1": loopPeak, "k3/loop": gflops / loopPeak };
+  }
   rows.push({
     workload: `${kind === "f32" ? "f32" : "bf16"} gemm ${kind === "rounded" ? "ROUNDED (vdpbf16ps)" : "exact"}`,
     "m x k": `${m}x${k}`,
@@ -106,6 +122,7 @@ async function gemmRow(kind: "exact" | "rounded" | "f32", m: number, k: number, 
     k3: gflops,
     "ceiling (same run)": `${peak.toFixed(0)} FMA peak`,
     "k3/ceiling": gflops / peak,
+    ...floor,
     ggml: fmt(g?.gflops),
     "k3/ggml": g ? gflops / g.gflops : "-",
   });
@@ -125,6 +142,7 @@ const nsArg = gemmExactOnly ? listArg("ns")?.map(Number) : undefined;
 const gemmNs = nsArg ?? (gemmExactOnly ? [16, 32, 64] : quick ? [8, 32] : [4, 8, 16, 32, 64]);
 const gemmThreads = (gemmExactOnly ? listArg("threads")?.map(Number) : undefined) ?? [2];
 for (const [m, k] of gemmShapes) for (const n of gemmNs) for (const threads of gemmThreads) await gemmRow("exact", m, k, n, threads, threads === 2 && (n === 8 || n === 32));
+notes.push("Exact GEMM rows: k3/roofline is the time floor max(2mkn / FMA peak, 2mk weight bytes / read ceiling, both measured beside the row) over the row's time; the weights are one buffer (a shape under the last-level cache size may be served from it, above the read ceiling). GEMM loop in L1: fmaPeak({ loop: \"gemm\" }) beside the row, the exact kernel's register loop (6 weight + 4 activation vector loads per 24 FMAs on AVX-512) with every operand in L1: the most the exact summation order reaches on this core; k3/loop is the row over it.");
 if (!gemmExactOnly) {
 for (const [m, k] of gemmShapes) for (const n of [8, 32]) await gemmRow("rounded", m, k, n, 2, true);
 await gemmRow("f32", 3072, 3584, 32, 2, true);
@@ -138,7 +156,6 @@ notes.push(`Rounded rows: vdpbf16ps ${roundedGemmUsesDpbf16() ? "in use" : "NOT 
 
 // ---------------------------------------------------------------- GEMV (decode) from DRAM
 
-const ceilings = new AdjacentCeiling((threads) => memoryReadCeiling({ threads, bytes: 2 ** 29, reps: 3 }).gbPerSec);
 // K3's decode shapes (rows x cols): dense layer 0 w1/w3 and w2, the MLA/KDA projections, MLA q_a /
 // kv_a, lm_head, and the Kimi-Linear shapes of the ggml anchors.
 // --shapes=MxK,MxK picks some of them (to split a run into short exclusive stretches).

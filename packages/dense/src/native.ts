@@ -43,7 +43,7 @@ export interface DenseBinding {
   softmax(x: Float32Array, out: Float32Array, dim: number): void;
   topK(values: Float32Array, k: number, outIndex: Int32Array, outValue: Float32Array): void;
   memoryReadCeiling(bytes: number, threads: number, reps: number): number;
-  fmaPeak(threads: number, reps: number): number;
+  fmaPeak(threads: number, reps: number, kind: number): number;
   api(): unknown;
 }
 

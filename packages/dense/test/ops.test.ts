@@ -427,4 +427,14 @@ describe("fmaPeak", () => {
     expect(() => fmaPeak({ threads: 0 })).toThrow(/threads must be between 1 and 256/);
     expect(() => fmaPeak({ threads: 1, reps: 0 })).toThrow(/reps must be between 1 and 1000/);
   });
+
+  it("times the exact GEMM's register loop at every SIMD level", () => {
+    for (const level of available) {
+      setSimdLevel(level);
+      const { gflops } = fmaPeak({ threads: 1, reps: 1, loop: "gemm" });
+      expect(gflops, level).toBeGreaterThan(0.1);
+      expect(gflops, level).toBeLessThan(10000);
+    }
+    expect(() => fmaPeak({ loop: "fast" as "gemm" })).toThrow(/loop must be "chains" or "gemm", got "fast"/);
+  });
 });

@@ -588,15 +588,18 @@ static Napi::Value PoolStats(const Napi::CallbackInfo &info) {
     return o;
 }
 
-// fmaPeak(threads, reps) -> GFLOP/s
+// fmaPeak(threads, reps, kind) -> GFLOP/s; kind 0 = FMA chains, 1 = the exact GEMM's register loop
 static Napi::Value FmaPeak(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     const char *fn = "fmaPeak";
-    size_t threads, reps;
-    if (!k3::get_size(info, 0, fn, "threads", &threads) || !k3::get_size(info, 1, fn, "reps", &reps)) return env.Undefined();
+    size_t threads, reps, kind;
+    if (!k3::get_size(info, 0, fn, "threads", &threads) || !k3::get_size(info, 1, fn, "reps", &reps) ||
+        !k3::get_size(info, 2, fn, "kind", &kind))
+        return env.Undefined();
     if (threads < 1 || threads > 256) return k3::fail(env, fn, "threads must be between 1 and 256", true), env.Undefined();
     if (reps < 1 || reps > 1000) return k3::fail(env, fn, "reps must be between 1 and 1000", true), env.Undefined();
-    return Napi::Number::New(env, k3_fma_peak((int)threads, (int)reps));
+    if (kind > 1) return k3::fail(env, fn, "kind must be 0 (chains) or 1 (GEMM loop)", true), env.Undefined();
+    return Napi::Number::New(env, k3_fma_peak((int)threads, (int)reps, (k3_peak_kind)kind));
 }
 
 // ---------------------------------------------------------------- the shared table

@@ -98,28 +98,53 @@ float k3_fma_chains_scalar(size_t iters) {
 
 typedef struct {
     float (*chains)(size_t);
+    float (*loop)(size_t, const float *, const float *);
     size_t iters;
     volatile float sink[256];
 } fma_job;
 
-static void fma_task(void *ctx, int i) {
-    fma_job *job = ctx;
-    job->sink[i & 255] = job->chains(job->iters);
+/* The GEMM loop's operands: 6 weight + 4 activation vectors per step, 40 KiB in all (L1-sized). */
+#define GEMM_LOOP_FLOATS ((6 + 4) * K3_GEMM_LOOP_STEPS * 16)
+
+static float run_fma(fma_job *job) {
+    if (!job->loop) return job->chains(job->iters);
+    /* per call (per thread): its own copy, small values that neither overflow nor go subnormal */
+    float *buf = aligned_alloc(64, GEMM_LOOP_FLOATS * sizeof(float));
+    if (!buf) return job->chains(job->iters);
+    for (size_t i = 0; i < GEMM_LOOP_FLOATS; i++) buf[i] = 1e-3f * (float)(1 + i % 7);
+    const float s = job->loop(job->iters, buf, buf + 6 * K3_GEMM_LOOP_STEPS * 16);
+    free(buf);
+    return s;
 }
 
-double k3_fma_peak(int threads, int reps) {
+static void fma_task(void *ctx, int i) {
+    fma_job *job = ctx;
+    job->sink[i & 255] = run_fma(job);
+}
+
+double k3_fma_peak(int threads, int reps, k3_peak_kind kind) {
     if (threads < 1) threads = 1;
     fma_job job = {.iters = 1};
-    double lanes, chains = 16;
+    /* FMAs x lanes per iteration */
+    double per_iter = 16;
     switch (k3_cpu_level()) {
-        case K3_SIMD_AVX512: job.chains = k3_fma_chains_avx512; lanes = 16; break;
-        case K3_SIMD_AVX2: job.chains = k3_fma_chains_avx2; lanes = 8; chains = K3_FMA_CHAINS_AVX2; break;
-        default: job.chains = k3_fma_chains_scalar; lanes = 1; break;
+        case K3_SIMD_AVX512:
+            job.chains = k3_fma_chains_avx512;
+            if (kind == K3_PEAK_GEMM_LOOP) job.loop = k3_gemm_loop_avx512, per_iter = 24.0 * K3_GEMM_LOOP_STEPS * 16;
+            else per_iter = 16.0 * 16;
+            break;
+        case K3_SIMD_AVX2:
+            job.chains = k3_fma_chains_avx2;
+            /* 6 FMAs per 8 k, two halves per step */
+            if (kind == K3_PEAK_GEMM_LOOP) job.loop = k3_gemm_loop_avx2, per_iter = 12.0 * K3_GEMM_LOOP_STEPS * 8;
+            else per_iter = (double)K3_FMA_CHAINS_AVX2 * 8;
+            break;
+        default: job.chains = k3_fma_chains_scalar; per_iter = 16; break;
     }
     /* calibrate: grow the pass until one task takes >= 20 ms */
     for (;;) {
         double t0 = now_seconds();
-        job.chains(job.iters);
+        run_fma(&job);
         if (now_seconds() - t0 >= 0.02 || job.iters > ((size_t)1 << 40)) break;
         job.iters *= 2;
     }
@@ -127,7 +152,7 @@ double k3_fma_peak(int threads, int reps) {
     for (int r = 0; r < reps; r++) {
         double t0 = now_seconds();
         k3_pool_parallel_for(threads, fma_task, &job);
-        double gflops = (double)threads * (double)job.iters * chains * lanes * 2.0 / (now_seconds() - t0) / 1e9;
+        double gflops = (double)threads * (double)job.iters * per_iter * 2.0 / (now_seconds() - t0) / 1e9;
         if (gflops > best) best = gflops;
     }
     return best;

@@ -23,8 +23,18 @@ float k3_fma_chains_scalar(size_t iters);
 float k3_fma_chains_avx2(size_t iters);
 float k3_fma_chains_avx512(size_t iters);
 
+/* The exact GEMM's register loop over L1-resident operands, `iters` x K3_GEMM_LOOP_STEPS steps of 16 k
+   (w: 6 x 16 floats per step, x: 4 rows of K3_GEMM_LOOP_STEPS x 16 floats; 64-byte aligned). */
+#define K3_GEMM_LOOP_STEPS 64
+float k3_gemm_loop_avx512(size_t iters, const float *w, const float *x);
+float k3_gemm_loop_avx2(size_t iters, const float *w, const float *x);
+
+/* What k3_fma_peak times: independent FMA chains, or the exact GEMM's register loop. */
+typedef enum { K3_PEAK_CHAINS = 0, K3_PEAK_GEMM_LOOP = 1 } k3_peak_kind;
+
 /* Best GFLOP/s (2 flops per FMA lane) of `reps` timed passes with `threads` pool tasks, each task
-   running the chains of the process's best SIMD level for about 20 ms. */
-double k3_fma_peak(int threads, int reps);
+   running `kind` at the process's best SIMD level for about 20 ms (the scalar level has no GEMM
+   loop: it times the chains for both kinds). */
+double k3_fma_peak(int threads, int reps, k3_peak_kind kind);
 
 #endif

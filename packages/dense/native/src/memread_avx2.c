@@ -57,3 +57,31 @@ float k3_fma_chains_avx2(size_t iters) {
     _mm256_storeu_ps(out, a0);
     return out[0] + out[7];
 }
+
+/*
+ * The exact batched GEMM's AVX2 register loop (gemm_blocked_avx2.c: 2 weight rows x 3 batch rows, lanes
+ * 0-7 / 8-15 in two ymm) with every operand in L1: per 8 k, 2 weight and 3 activation vectors, 6 FMAs.
+ */
+float k3_gemm_loop_avx2(size_t iters, const float *w, const float *x) {
+    __m256 a[3][2][2];
+    for (int t = 0; t < 3; t++)
+        for (int i = 0; i < 2; i++) a[t][i][0] = a[t][i][1] = _mm256_setzero_ps();
+    for (size_t it = 0; it < iters; it++)
+        for (size_t v = 0; v < K3_GEMM_LOOP_STEPS; v++)
+            for (int h = 0; h < 2; h++) {
+                const __m256 w0 = _mm256_load_ps(w + (v * 2 + 0) * 16 + h * 8);
+                const __m256 w1 = _mm256_load_ps(w + (v * 2 + 1) * 16 + h * 8);
+                for (int t = 0; t < 3; t++) {
+                    __m256 xv = _mm256_load_ps(x + (t * K3_GEMM_LOOP_STEPS + v) * 16 + h * 8);
+                    __asm__("" : "+x"(xv));
+                    a[t][0][h] = _mm256_fmadd_ps(w0, xv, a[t][0][h]);
+                    a[t][1][h] = _mm256_fmadd_ps(w1, xv, a[t][1][h]);
+                }
+            }
+    __m256 s = _mm256_setzero_ps();
+    for (int t = 0; t < 3; t++)
+        for (int i = 0; i < 2; i++) s = _mm256_add_ps(s, _mm256_add_ps(a[t][i][0], a[t][i][1]));
+    float o[8];
+    _mm256_storeu_ps(o, s);
+    return o[0] + o[1] + o[2] + o[3] + o[4] + o[5] + o[6] + o[7];
+}
