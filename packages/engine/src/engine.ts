@@ -21,7 +21,7 @@ import { hottestFirst, readExpertProfile, writeExpertProfile, type ExpertCounts 
 import { CHOICES, checkChoice, checkEngineOption, checkSamplingOption, DEFAULTS, ENGINE_RULES, MAX_PROMPT_TOKENS, SAMPLING_RULES } from "./options.js";
 import type { KdaCore } from "./layers/kda.js";
 import type { ExpertCachePolicy, Progress } from "@k3/moe-stream";
-import { EXPERT_READERS, HEAD_PIECE_BYTES, HEAD_READERS, Model, TRUNK_READERS, type ModelState } from "./model.js";
+import { EXPERT_READERS, HEAD_PIECE_BYTES, HEAD_READERS, Model, TRUNK_READERS, type ForwardProgress, type ModelState } from "./model.js";
 import { DEFAULT_PROMPT_CACHE_BYTES, PromptCache, snapshotGrain, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
 import { budgetsFor, checkContextFits, checkPlanFits, formatPlan, planMemory, readMemInfo, headChunkRowsFor, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
 import { afterPlans, measureCeilings, measureCeilingsAfter, MEM_CEILING_BYTES, type FloorSetup, type SourcePlan } from "./floor.js";
@@ -201,6 +201,46 @@ export interface GenerateOptions extends SamplingOptions {
   constraint?: TokenConstraint;
   /** Where speculative drafts come from (default: n-gram lookup in the context; any source keeps the output exact). */
   drafter?: Drafter;
+  /** Called after each layer of each prefill chunk (the CLI draws it as a bar: `prefillPrinter`). */
+  onPrefillProgress?: (p: PrefillProgress) => void;
+}
+
+/** A prefill's progress, after a layer of one of its chunks. */
+export interface PrefillProgress {
+  /** Prompt tokens this prefill runs (those restored from the prompt cache are not counted). */
+  tokens: number;
+  /** Of them, the tokens through every layer. */
+  tokensDone: number;
+  /** The layer work done, 0..1 (1 once the last chunk's last layer ran). */
+  fraction: number;
+  /** The chunk in flight: its layers done, of `layers`. */
+  layersDone: number;
+  layers: number;
+  seconds: number;
+  /** From the rate so far; null before any layer ran. */
+  etaSeconds: number | null;
+}
+
+/**
+ * The prefill's model calls (one, or two around a prompt-cache snapshot) as one progress: `at(offset)`
+ * is the model's onProgress for a call whose first token is `offset` tokens into the prefill.
+ */
+function prefillTracker(tokens: number, report: (p: PrefillProgress) => void) {
+  const t0 = performance.now();
+  return (offset: number) => (p: ForwardProgress) => {
+    const start = offset + p.chunkStart;
+    const fraction = (start * p.layers + p.chunkTokens * p.layersDone) / (tokens * p.layers);
+    const seconds = (performance.now() - t0) / 1000;
+    report({
+      tokens,
+      tokensDone: p.layersDone === p.layers ? start + p.chunkTokens : start,
+      fraction,
+      layersDone: p.layersDone,
+      layers: p.layers,
+      seconds,
+      etaSeconds: fraction > 0 ? (seconds * (1 - fraction)) / fraction : null,
+    });
+  };
 }
 
 export interface TokenEvent {
@@ -574,7 +614,10 @@ export class Engine {
     try {
       this.model.phase = "prefill";
       const tp = performance.now();
-      logits = useCache ? await this.prefillCached(promptIds, state, cache!, fwd) : await this.model.forward(promptIds, state, fwd);
+      const track = options.onPrefillProgress ? prefillTracker(promptIds.length - cachedTokens, options.onPrefillProgress) : null;
+      logits = useCache
+        ? await this.prefillCached(promptIds, state, cache!, fwd, track)
+        : await this.model.forward(promptIds, state, track ? { ...fwd, onProgress: track(0) } : fwd);
       counters.prefillSeconds = (performance.now() - tp) / 1000;
       this.model.phase = "decode";
       atDecode = decodeStart(counters);
@@ -692,7 +735,10 @@ export class Engine {
     return { ...result, report };
   }
 
-  private async prefillCached(promptIds: number[], state: ModelState, cache: PromptCache, fwd: { chunkSize: number; signal?: AbortSignal; cancelled?: () => boolean }): Promise<Float32Array> {
+  private async prefillCached(
+    promptIds: number[], state: ModelState, cache: PromptCache, fwd: { chunkSize: number; signal?: AbortSignal; cancelled?: () => boolean },
+    track: ((offset: number) => (p: ForwardProgress) => void) | null,
+  ): Promise<Float32Array> {
     const start = state.pos;
     const grain = snapshotGrain(this.chunkSize);
     if (start % grain !== 0) throw new Error(`prompt cache: a restored state at position ${start} is not a multiple of ${grain} (chunk size ${this.chunkSize})`);
@@ -700,7 +746,7 @@ export class Engine {
     let note = "";
     if (split > start) {
       const drops = this.model.counters.expertDrops;
-      await this.model.forward(promptIds.slice(start, split), state, { ...fwd, noLogits: true });
+      await this.model.forward(promptIds.slice(start, split), state, { ...fwd, noLogits: true, onProgress: track?.(0) });
       if (this.model.counters.expertDrops !== drops) {
         // An expert left out of the mix (I/O error) makes this state differ from a clean prefill: never reuse it.
         note = `; no snapshot (${this.model.counters.expertDrops - drops} expert drop(s) in this prefill)`;
@@ -711,7 +757,7 @@ export class Engine {
           : `; the ${split}-token snapshot exceeds the cache's ${formatBytes(cache.maxBytes)}: not stored`;
       }
     }
-    const logits = await this.model.forward(promptIds.slice(Math.max(start, split)), state, fwd);
+    const logits = await this.model.forward(promptIds.slice(Math.max(start, split)), state, track ? { ...fwd, onProgress: track(Math.max(0, split - start)) } : fwd);
     this.log(`prompt cache: ${start} of ${promptIds.length} prompt tokens reused, ${promptIds.length - start} prefilled${note}`);
     return logits;
   }

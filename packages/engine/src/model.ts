@@ -75,8 +75,22 @@ export interface ForwardOptions {
   cancelled?: () => boolean;
   /** Called with each layer's output rows [T, D] (debugging / per-layer conformance). */
   onLayer?: (layer: number, hidden: Float32Array, T: number) => void;
+  /** Called after each layer of each chunk: where this call is (a prefill's progress). */
+  onProgress?: (p: ForwardProgress) => void;
   /** Called with the input of the final norm [T, D]. */
   onFinalHidden?: (hidden: Float32Array, T: number) => void;
+}
+
+/** Where a forward call is, after a layer of one of its chunks. */
+export interface ForwardProgress {
+  /** The call's tokens. */
+  tokens: number;
+  /** The chunk in flight: its first token (0-based in this call) and its length. */
+  chunkStart: number;
+  chunkTokens: number;
+  /** Layers of this chunk done, of `layers`. */
+  layersDone: number;
+  layers: number;
 }
 
 export interface LoadOptions {
@@ -939,7 +953,12 @@ export class Model {
     this.counters.phaseTokens[this.phase] += ids.length;
     for (let c0 = 0; c0 < ids.length; c0 += chunk) {
       const part = ids.slice(c0, c0 + chunk);
-      const h = await this.runChunk(part, state, opts);
+      const onProgress = opts.onProgress;
+      const layers = this.cfg.numLayers;
+      const chunkOpts: ForwardOptions = onProgress
+        ? { ...opts, onLayer: (l, hl, T) => (opts.onLayer?.(l, hl, T), onProgress({ tokens: ids.length, chunkStart: c0, chunkTokens: part.length, layersDone: l + 1, layers })) }
+        : opts;
+      const h = await this.runChunk(part, state, chunkOpts);
       state.pos += part.length;
       state.ids.push(...part);
       // The rows of this chunk whose logits are wanted: final norm, then lm_head over all of them at once.

@@ -7,7 +7,7 @@ import { errorText, EXIT_OK } from "../errors.js";
 import { DEFAULTS } from "../options.js";
 import type { Args, Command } from "./command.js";
 import { EMBEDDED_CHAT_NOTE, EMBEDDED_NOTE, modelDir } from "./model-dir.js";
-import { engineOptions, samplingOptions, signalsRun } from "./shared.js";
+import { engineOptions, prefillPrinter, samplingOptions, signalsRun } from "./shared.js";
 import { MODEL_FLAGS, SAMPLING_FLAGS, type OptionUse } from "./table.js";
 
 export const command: Command = {
@@ -108,7 +108,7 @@ async function chatLoop(engine: Engine, values: Args["values"]): Promise<number>
           process.stdout.write("commands: /reset, /save FILE, /load FILE, /exit\n");
         } else if (cmd) {
           reply = new AbortController();
-          const gen = session.send(line, { ...sampling, signal: reply.signal });
+          const gen = session.send(line, { ...sampling, signal: reply.signal, onPrefillProgress: prefillPrinter(process.stderr) });
           let r = await gen.next();
           while (!r.done) {
             process.stdout.write(r.value.text);

@@ -6,7 +6,7 @@ import { EXIT_DROPPED_EXPERT, EXIT_OK, EXIT_RUNTIME, UsageError } from "../error
 import type { Command, Args } from "./command.js";
 import { EMBEDDED_DEFAULT_PROMPT } from "../embedded.js";
 import { EMBEDDED_NOTE, EMBEDDED_THREADS, modelDir } from "./model-dir.js";
-import { engineOptions, parseIds, readUtf8, samplingOptions, signalsRun, writeJson } from "./shared.js";
+import { engineOptions, parseIds, prefillPrinter, readUtf8, samplingOptions, signalsRun, writeJson } from "./shared.js";
 import { MODEL_FLAGS, SAMPLING_FLAGS } from "./table.js";
 
 
@@ -94,7 +94,12 @@ async function runLoaded(engine: Engine, values: Args["values"], o: RunContext):
   process.once("SIGINT", onSigint);
   const trace = values["dump-cache-trace"] !== undefined ? (engine.model.expertTrace = new ExpertTraceRecorder()) : null;
   const dump = values["dump-logits"] !== undefined ? new LogitsDumper(resolve(String(values["dump-logits"])), { model: dir, fingerprint: engine.fingerprint, promptIds: prompt }) : null;
-  const gen = engine.generate(prompt, { ...sampling, signal: ac.signal, onLogits: dump ? (l, step) => dump.add(l, step) : undefined });
+  const gen = engine.generate(prompt, {
+    ...sampling,
+    signal: ac.signal,
+    onLogits: dump ? (l, step) => dump.add(l, step) : undefined,
+    onPrefillProgress: values.quiet ? undefined : prefillPrinter(process.stderr),
+  });
   let r = await gen.next();
   while (!r.done) {
     process.stdout.write(r.value.text);
