@@ -365,7 +365,7 @@ export class Engine {
     this.plan = plan;
     this.census = census;
     this.model = model;
-    this.chunkSize = options.chunkSize ?? DEFAULTS.chunkSize;
+    this.chunkSize = plan.chunkSize;
     this.spec = options.spec ?? DEFAULTS.spec;
     this.log = options.log ?? (() => {});
     this.chatFormat = cfg.family === "k3" ? "k3" : "kimi-linear";
@@ -391,7 +391,7 @@ export class Engine {
     const census = censusOf(cfg);
     const mem = options.mem ?? readMemInfo();
     const preset = options.preset ?? "auto";
-    const budgets = { ...budgetsFor(preset, census, mem), ...options.budgets };
+    const budgets = { ...budgetsFor(preset, census, mem, options.chunkSize), ...options.budgets };
     const pc = options.promptCache;
     const plan = planMemory(census, budgets, options.budgets ? "custom" : preset, mem, {
       prefetch: options.prefetch ?? true,
@@ -400,7 +400,7 @@ export class Engine {
       // Without a packed trunk every layer is loaded resident: the plan says so and counts no ring.
       packedTrunk: options.trunkDir !== undefined,
       packedLayerBytes: options.trunkDir !== undefined ? packedLayerBytes(options.trunkDir, census, dir, options.shardDirs) : undefined,
-      chunkSize: options.chunkSize ?? DEFAULTS.chunkSize,
+      chunkSize: options.chunkSize,
     });
     options.log?.(formatPlan(plan, cfg.numLayers));
     checkPlanFits(plan);

@@ -34,6 +34,8 @@ export interface Budgets {
   ringSlots: number;
   /** Stream embed and lm_head in chunks instead of keeping them resident. */
   streamEmbedHead: boolean;
+  /** The prefill chunk the budget plans for (`auto` picks one; --chunk overrides; default 64). */
+  chunkSize?: number;
 }
 
 interface PresetRow {
@@ -146,12 +148,31 @@ export function presetForMemory(availableBytes: number): Exclude<PresetName, "au
   return "ultra";
 }
 
+/** The prefill chunks `auto` picks from, largest first: multiples of 64, so each gives the same output. */
+export const AUTO_CHUNKS = [1024, 512, 256, 128] as const;
+/** The share of auto's usable memory its prefill chunk's work buffers may take. */
+export const AUTO_CHUNK_SHARE = 0.1;
+
 /**
- * Budgets for a preset. `auto` reserves 2 GB + 2% + 6.4 GB, gives the trunk everything when it
- * fits, else caps pinning at 0.55·MemTotal (pinning near the ceiling measured slower) with a
- * 0.5 GB cache.
+ * `auto`'s prefill chunk: the largest of AUTO_CHUNKS whose work buffers beyond the default chunk's
+ * fit in AUTO_CHUNK_SHARE of the usable memory, else the default. A chunk reads each streamed expert
+ * once for all its tokens: at the published K3's widths and 3 GB/s, 5.7 s of expert reads per
+ * prefilled token at 64, 1.0 s at 512, 0.51 s at 1024 (k3 plan --published-k3 --project --chunk T).
  */
-export function budgetsFor(preset: PresetName, census: Census, mem: MemInfo = readMemInfo()): Budgets {
+export function autoChunkSize(census: Census, usableBytes: number): number {
+  for (const T of AUTO_CHUNKS) {
+    if ((T - DEFAULTS.chunkSize) * census.chunkScratchBytesPerToken <= AUTO_CHUNK_SHARE * usableBytes) return T;
+  }
+  return DEFAULTS.chunkSize;
+}
+
+/**
+ * Budgets for a preset. `auto` reserves 2 GB + 2% + 6.4 GB, takes its prefill chunk's work buffers
+ * (`chunkSize`, the --chunk given, else autoChunkSize) from the rest, gives the trunk everything when it fits, else caps pinning at
+ * 0.55·MemTotal (pinning near the ceiling measured slower) with a 0.5 GB cache. The named presets
+ * keep the default chunk (64): they are memory classes.
+ */
+export function budgetsFor(preset: PresetName, census: Census, mem: MemInfo = readMemInfo(), chunkSize?: number): Budgets {
   if (!(PRESET_NAMES as readonly string[]).includes(preset)) {
     throw new UsageError(`--preset ${preset}: expected one of ${PRESET_NAMES.join(", ")}`);
   }
@@ -160,14 +181,16 @@ export function budgetsFor(preset: PresetName, census: Census, mem: MemInfo = re
     return { trunkBytes: p.trunkGb * GB, cacheBytes: p.cacheGb * GB, kvBytes: p.kvGb * GB, ringSlots: p.ringSlots, streamEmbedHead: p.streamEmbedHead };
   }
   const reserve = 2 * GB + 0.02 * mem.totalBytes + 6.4 * GB;
-  const usable = Math.max(0, mem.availableBytes - reserve);
+  // --chunk given: its buffers, as planMemory will count them; else auto's pick
+  const chunk = chunkSize ?? autoChunkSize(census, Math.max(0, mem.availableBytes - reserve));
+  const usable = Math.max(0, mem.availableBytes - reserve - Math.max(0, chunk - DEFAULTS.chunkSize) * census.chunkScratchBytesPerToken);
   const kvBytes = Math.min(8 * GB, Math.max(0.25 * GB, usable * 0.05));
   const resident = census.trunkBytes + census.embedBytes + census.headBytes;
   if (usable - kvBytes >= resident) {
-    return { trunkBytes: census.trunkBytes, cacheBytes: usable - kvBytes - resident, kvBytes, ringSlots: 2, streamEmbedHead: false };
+    return { trunkBytes: census.trunkBytes, cacheBytes: usable - kvBytes - resident, kvBytes, ringSlots: 2, streamEmbedHead: false, chunkSize: chunk };
   }
   const trunkBytes = Math.max(0, Math.min(usable - kvBytes - 0.5 * GB - census.embedBytes - census.headBytes, 0.55 * mem.totalBytes));
-  return { trunkBytes, cacheBytes: 0.5 * GB, kvBytes, ringSlots: 2, streamEmbedHead: trunkBytes <= 0 };
+  return { trunkBytes, cacheBytes: 0.5 * GB, kvBytes, ringSlots: 2, streamEmbedHead: trunkBytes <= 0, chunkSize: chunk };
 }
 
 /** The resident bytes a plan counts, one field per part. */
@@ -245,6 +268,8 @@ export interface MemoryPlan {
   trunkNote: string | null;
   /** Bytes read from disk per decoded token when no expert is cached (= the sum of expectedReads). */
   expectedBytesPerToken: number;
+  /** The prefill chunk the plan holds work buffers for (--chunk, else the budget's, else 64). */
+  chunkSize: number;
   /** The same, by source: streamed trunk layers, routed experts (cold), embed row + lm_head when streamed. */
   expectedReads: { trunk: number; experts: number; embedHead: number };
   /** One routed expert read as the device moves it on average (the expert plus its aligned-superset page); 0 without experts. */
@@ -297,7 +322,7 @@ export interface PlanExtras {
    */
   packedLayerBytes?: number[];
   /**
-   * The prefill chunk (--chunk; default DEFAULTS.chunkSize): a chunk above the default adds its
+   * The prefill chunk (--chunk; default the budget's, `auto`'s pick, else DEFAULTS.chunkSize): a chunk above the default adds its
    * extra tokens' work buffers (census.chunkScratchBytesPerToken) to "runtime + scratch".
    */
   chunkSize?: number;
@@ -396,6 +421,7 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
   const topK = census.moeLayers > 0 && census.expertBytes > 0 ? Math.round(census.expertBytesPerToken / (census.moeLayers * census.expertBytes)) : 0;
   const prefetchSlots = topK > 0 && io.prefetch !== false ? prefetchSlotsFor(topK, preset) : 0;
   const streamSlots = topK > 0 ? expertIoSlotsFor(topK, prefetchSlots) : 0;
+  const chunkSize = io.chunkSize ?? budgets.chunkSize ?? DEFAULTS.chunkSize;
   const parts: PlanParts = {
     pinnedTrunk: pinnedBytes,
     trunkRing: ringBytes,
@@ -405,7 +431,7 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
     expertReadSlots: streamSlots * expertSlot,
     recurrentState: census.recurrentStateBytes,
     kvCache: Math.min(budgets.kvBytes, kvCapacityTokens * census.kvBytesPerToken),
-    runtime: RUNTIME_OVERHEAD_BYTES + Math.max(0, (io.chunkSize ?? DEFAULTS.chunkSize) - DEFAULTS.chunkSize) * census.chunkScratchBytesPerToken,
+    runtime: RUNTIME_OVERHEAD_BYTES + Math.max(0, chunkSize - DEFAULTS.chunkSize) * census.chunkScratchBytesPerToken,
   };
   const pc = io.promptCache;
   if (pc && pc.slots > 0) {
@@ -429,6 +455,7 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
     trunkMode: streamed.length > 0 ? "streamed" : "resident",
     trunkNote,
     expectedBytesPerToken,
+    chunkSize,
     expectedReads,
     expertReadBytes: census.expertBytes > 0 ? census.expertBytes + ALIGN_SLACK : 0,
     parts,
@@ -490,6 +517,7 @@ export function formatPlan(plan: MemoryPlan, layers: number): string {
   lines.push(`  expert cache: ${plan.cacheSlotsPerLayer} slots per MoE layer; KV capacity ${plan.kvCapacityTokens === Number.MAX_SAFE_INTEGER ? "unbounded" : plan.kvCapacityTokens + " tokens"}`);
   const r = plan.expectedReads;
   lines.push(`  embed/lm_head: ${plan.embedHeadResident ? "resident" : "streamed in chunks (O_DIRECT)"}`);
+  lines.push(`  prefill chunk: ${plan.chunkSize} tokens${plan.chunkSize === DEFAULTS.chunkSize ? "" : ` (its work buffers: ${formatBytes(plan.parts.runtime - RUNTIME_OVERHEAD_BYTES)} of runtime + scratch)`}`);
   lines.push(`  expected read per decoded token (cold cache): ${formatBytes(plan.expectedBytesPerToken)} = trunk ${formatBytes(r.trunk)} + experts ${formatBytes(r.experts)} + embed/head ${formatBytes(r.embedHead)}`);
   return lines.join("\n");
 }

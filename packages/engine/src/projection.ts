@@ -246,7 +246,7 @@ export function projectK3(o: {
     };
   };
   // Each plan with the work buffers of a T-token prefill chunk (as k3 run --chunk T plans it).
-  const rows = (o.presets ?? PRESET_NAMES).map((p) => row(p, planMemory(census, budgetsFor(p, census, o.mem), p, o.mem, { packedTrunk: true, chunkSize: T })));
+  const rows = (o.presets ?? PRESET_NAMES).map((p) => row(p, planMemory(census, budgetsFor(p, census, o.mem, T), p, o.mem, { packedTrunk: true, chunkSize: T })));
   // The whole trunk and embed/head resident, no expert cache: only the experts stream.
   const resident = planMemory(census, { trunkBytes: census.trunkBytes, cacheBytes: 0, kvBytes: GB, ringSlots: 2, streamEmbedHead: false }, "custom", o.mem, { packedTrunk: true, chunkSize: T });
   rows.push(row("resident", resident));

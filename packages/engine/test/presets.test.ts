@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { censusOf } from "../src/census.js";
 import { parseConfig, readConfig, withLayers } from "../src/config.js";
-import { ALIGN_SLACK, readMemInfo, budgetsFor, checkContextFits, checkPlanFits, formatPlan, GB, headChunkRowsFor, headReadSlotBytes, planMemory, ringSlotBytesFor, presetForMemory, PRESET_NAMES } from "../src/presets.js";
+import { ALIGN_SLACK, autoChunkSize, readMemInfo, budgetsFor, checkContextFits, checkPlanFits, formatPlan, GB, headChunkRowsFor, headReadSlotBytes, planMemory, ringSlotBytesFor, presetForMemory, PRESET_NAMES } from "../src/presets.js";
 import { publishedK3Config as rawK3, TINY_K3 } from "./helpers.js";
 
 const census = censusOf(readConfig(TINY_K3));
@@ -107,6 +107,37 @@ describe("presets and plan", () => {
     expect(at(16).totalBytes).toBe(at(64).totalBytes); // the base covers the default chunk and smaller ones
     expect(at(256).parts.runtime - at(64).parts.runtime).toBe(192 * k3.chunkScratchBytesPerToken);
     expect(formatPlan(at(256), 93)).toMatch(/runtime \+ scratch/);
+  });
+
+  it("auto picks the largest prefill chunk whose work buffers take at most a tenth of its usable memory; the named presets and --chunk keep theirs", () => {
+    const k3 = censusOf(parseConfig(JSON.parse(JSON.stringify(rawK3()))));
+    const perToken = k3.chunkScratchBytesPerToken; // 1.65 MB
+    // usable = available - (2 GB + 2% of total + 6.4 GB)
+    const cases: Array<[number, number, number]> = [[64, 60, 1024], [24, 24, 512], [12, 11, 128], [9, 9, 64]];
+    for (const [total, available, T] of cases) {
+      const box = { totalBytes: total * GB, availableBytes: available * GB };
+      const usable = box.availableBytes - (2 * GB + 0.02 * box.totalBytes + 6.4 * GB);
+      expect(autoChunkSize(k3, usable), `${available} GB`).toBe(T);
+      expect((T - 64) * perToken).toBeLessThanOrEqual(0.1 * usable);
+      const bigger = [128, 256, 512, 1024].find((c) => c > T); // the next one would not fit (1024 is the largest auto picks)
+      if (bigger) expect((bigger - 64) * perToken, `${available} GB`).toBeGreaterThan(0.1 * usable);
+      const budgets = budgetsFor("auto", k3, box);
+      expect(budgets.chunkSize).toBe(T);
+      const plan = planMemory(k3, budgets, "auto", box, { packedTrunk: true });
+      expect(plan.chunkSize).toBe(T);
+      expect(plan.parts.runtime).toBe(0.25 * GB + (T - 64) * perToken);
+      if (T > 64) expect(formatPlan(plan, 93)).toContain(`prefill chunk: ${T} tokens (its work buffers: `);
+      // --chunk wins, and auto then keeps no buffers for a larger one
+      const b64 = budgetsFor("auto", k3, box, 64);
+      expect(b64.chunkSize).toBe(64);
+      expect(b64.trunkBytes + b64.cacheBytes).toBeGreaterThanOrEqual(budgets.trunkBytes + budgets.cacheBytes);
+      expect(planMemory(k3, b64, "auto", box, { packedTrunk: true, chunkSize: 64 }).parts.runtime).toBe(0.25 * GB);
+      expect(planMemory(k3, budgetsFor("laptop", k3, box), "laptop", box).chunkSize).toBe(64);
+    }
+    // the buffers come out of what auto hands the trunk, so the plan still leaves the reserve
+    const box = { totalBytes: 24 * GB, availableBytes: 24 * GB };
+    const plan = planMemory(k3, budgetsFor("auto", k3, box), "auto", box, { packedTrunk: true });
+    expect(plan.totalBytes).toBeLessThanOrEqual(box.availableBytes - 8 * GB);
   });
 
   it("plans real K3 sizes: laptop gets one ring slot, desktop two plus pinned layers, server pins most", () => {

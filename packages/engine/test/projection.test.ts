@@ -150,13 +150,20 @@ describe("published-K3 projection", () => {
     try {
       const ids = Array.from({ length: 300 }, (_, i) => (i * 37) % 900 + 10).join(",");
       const json = join(dir, "r.json");
-      const streamed = await captureCli(["run", "--model", TINY_K3, "--ids", ids, "--max-tokens", "1", "--cache-gb", "0", "--json", json]);
+      // laptop: a named preset keeps the default chunk (auto may pick a larger one: below)
+      const streamed = await captureCli(["run", "--model", TINY_K3, "--ids", ids, "--max-tokens", "1", "--preset", "laptop", "--cache-gb", "0", "--json", json]);
       expect(streamed.code).toBe(0);
       expect(streamed.stderr).toMatch(/note: the 300-token prompt prefills in 5 chunks of 64, each reading the experts it needs from disk; --chunk 320 reads them once per layer for .* more work buffers \(k3 plan --chunk 320\), with the same output/);
       expect(JSON.parse(readFileSync(json, "utf8")).chunk_size).toBe(64);
       const given = await captureCli(["run", "--model", TINY_K3, "--ids", ids, "--max-tokens", "1", "--cache-gb", "0", "--chunk", "64"]);
       expect(given.code).toBe(0);
       expect(given.stderr).not.toMatch(/note: the .*-token prompt prefills/);
+      // auto (the default preset): the report's chunk is the one its printed plan names
+      const auto = await captureCli(["run", "--model", TINY_K3, "--ids", ids, "--max-tokens", "1", "--json", json]);
+      expect(auto.code).toBe(0);
+      const planned = Number(/prefill chunk: (\d+) tokens/.exec(auto.stderr)?.[1]);
+      expect([64, 128, 256, 512, 1024]).toContain(planned);
+      expect(JSON.parse(readFileSync(json, "utf8")).chunk_size).toBe(planned);
       const cached = await captureCli(["run", "--model", TINY_K3, "--ids", ids, "--max-tokens", "1", "--preset", "desktop"]);
       expect(cached.code).toBe(0);
       expect(cached.stderr).not.toMatch(/note: the .*-token prompt prefills/); // every expert has a cache slot

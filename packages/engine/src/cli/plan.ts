@@ -68,7 +68,7 @@ async function run(args: Args): Promise<number> {
   const packed = values.packed === true || values.trunk !== undefined || published;
   if (!values.project) {
     const plans = presets.map((p) => {
-      const plan = planMemory(census, { ...budgetsFor(p, census, mem), ...eo.budgets }, eo.budgets ? "custom" : p, mem, { prefetch: eo.prefetch ?? true, packedTrunk: packed, chunkSize: eo.chunkSize });
+      const plan = planMemory(census, { ...budgetsFor(p, census, mem, eo.chunkSize), ...eo.budgets }, eo.budgets ? "custom" : p, mem, { prefetch: eo.prefetch ?? true, packedTrunk: packed, chunkSize: eo.chunkSize });
       process.stdout.write(formatPlan(plan, cfg.numLayers) + "\n");
       return plan;
     });

@@ -75,7 +75,7 @@ export const OPTIONS = {
   "kv-gb": { type: "string", arg: "X", help: "KV (MLA latent cache) budget", parse: real(0, Infinity, "a number of GB >= 0") },
   threads: { type: "string", arg: "N", help: `compute threads, 1..${ENGINE_RULES.threads.max}: the pool's limit`, shows: "all cores; $K3_THREADS", parse: numberBy(ENGINE_RULES.threads) },
   simd: { type: "string", arg: "LEVEL", help: CHOICES.simd.join("|"), shows: "best; $K3_SIMD", parse: choice(CHOICES.simd) },
-  chunk: { type: "string", arg: "N", help: `prefill chunk in tokens, 1..${ENGINE_RULES.chunkSize.max}; every multiple of 64 gives the same\noutput; a larger chunk reads each streamed expert once for more tokens\n(more memory: k3 plan --chunk N)`, shows: String(DEFAULTS.chunkSize), parse: numberBy(ENGINE_RULES.chunkSize) },
+  chunk: { type: "string", arg: "N", help: `prefill chunk in tokens, 1..${ENGINE_RULES.chunkSize.max}; every multiple of 64 gives the same\noutput; a larger chunk reads each streamed expert once for more tokens\n(more memory: k3 plan --chunk N); --preset auto picks up to 1024 by memory`, shows: `${DEFAULTS.chunkSize}, auto's pick`, parse: numberBy(ENGINE_RULES.chunkSize) },
   "kda-core": { type: "string", arg: "MODE", help: "auto|chunked: the chunked WY/UT prefill | recurrent: bit-equal to decode", shows: "auto", parse: choice(CHOICES.kdaCore) },
   trunk: { type: "string", arg: "DIR", help: "packed trunk from `k3 pack`: layers the plan does not pin stream through its ring\n(without it the whole trunk is loaded resident)" },
   "piece-mb": { type: "string", arg: "N", help: "read each expert in in-order N MiB pieces, 0 = one read per expert", shows: String(DEFAULTS.pieceMb), parse: numberBy(ENGINE_RULES.pieceMb) },
