@@ -23,7 +23,7 @@ import type { KdaCore } from "./layers/kda.js";
 import type { ExpertCachePolicy, Progress } from "@k3/moe-stream";
 import { EXPERT_READERS, HEAD_PIECE_BYTES, HEAD_READERS, Model, TRUNK_READERS, type ForwardProgress, type ModelState } from "./model.js";
 import { DEFAULT_PROMPT_CACHE_BYTES, PromptCache, snapshotGrain, snapshotPoint, type PromptCacheOptions } from "./prompt-cache.js";
-import { budgetsFor, checkContextFits, checkPlanFits, formatPlan, planMemory, readMemInfo, headChunkRowsFor, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
+import { allLogitsChunkSize, budgetsFor, checkContextFits, checkPlanFits, formatPlan, planMemory, readMemInfo, headChunkRowsFor, type Budgets, type MemInfo, type MemoryPlan, type PresetName } from "./presets.js";
 import { afterPlans, measureCeilings, measureCeilingsAfter, MEM_CEILING_BYTES, type FloorSetup, type SourcePlan } from "./floor.js";
 import { buildReport, emptyCounters, refloorReport, type Ceilings, type RunCounters, type RunReport, type WarmReport } from "./report.js";
 import { Sampler, type SamplingOptions, type TokenConstraint } from "./sampler.js";
@@ -729,9 +729,10 @@ export class Engine {
     Object.assign(counters, emptyCounters());
     counters.promptTokens = ids.length;
     this.model.phase = "prefill";
-    const result = await sequenceNll(this.model, ids, { chunkSize: this.chunkSize, signal: options.signal });
+    const chunkSize = allLogitsChunkSize(this.chunkSize, this.census, this.config.vocabSize);
+    const result = await sequenceNll(this.model, ids, { chunkSize, signal: options.signal });
     counters.prefillSeconds = (performance.now() - t0) / 1000;
-    const report = this.report(ids, [], "", "length", counters, (performance.now() - t0) / 1000);
+    const report = this.report(ids, [], "", "length", counters, (performance.now() - t0) / 1000, null, null, null, chunkSize);
     return { ...result, report };
   }
 
@@ -774,6 +775,7 @@ export class Engine {
   private report(
     promptIds: number[], ids: number[], text: string, stop: RunReport["stop_reason"], counters: RunCounters, wall: number,
     atDecode: DecodeStart | null = null, decodeThreads: ThreadCpuReport | null = null, gemvProbe: GemvProbeReport | null = null,
+    chunkSize = this.chunkSize,
   ): RunReport {
     const store = this.model.experts?.stats();
     const d = atDecode ?? decodeStart(counters);
@@ -793,7 +795,7 @@ export class Engine {
       preset: this.plan.preset,
       threads: threadCount(),
       simd: simdLevel(),
-      chunkSize: this.chunkSize,
+      chunkSize,
       promptIds,
       generatedIds: ids,
       text,

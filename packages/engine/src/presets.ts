@@ -465,6 +465,19 @@ export function planMemory(census: Census, budgets: Budgets, preset: PresetName 
   };
 }
 
+/**
+ * The chunk a pass keeping every position's logits (`k3 eval`) runs at: `chunk`, lowered to the
+ * largest multiple of MIXER_PIECE whose [T, V] f32 logits fit, beside its work buffers, in what the
+ * plan holds for `chunk` (the default chunk's 64 rows sit in the runtime overhead). A chunk that is
+ * not a multiple of MIXER_PIECE is kept: a cut anywhere else would change the output's bits.
+ */
+export function allLogitsChunkSize(chunk: number, census: Census, vocabSize: number): number {
+  if (chunk <= DEFAULTS.chunkSize || chunk % MIXER_PIECE !== 0) return chunk;
+  const held = (chunk - DEFAULTS.chunkSize) * census.chunkScratchBytesPerToken;
+  const extra = Math.floor(held / (census.chunkScratchBytesPerToken + 4 * vocabSize) / MIXER_PIECE) * MIXER_PIECE;
+  return Math.min(chunk, DEFAULTS.chunkSize + extra);
+}
+
 /** The largest prefill chunk chunkHint suggests (the prompt's length, in whole 64-token pieces, up to this). */
 export const HINT_CHUNK_MAX = 1024;
 

@@ -55,6 +55,28 @@ describe.each([["tiny-k3", TINY_K3], ["tiny-kimi-linear", TINY_48B]])("Engine.ev
   });
 });
 
+describe("eval at a larger chunk", () => {
+  it("every position's NLL at chunk 1024 (as auto may pick) is chunk 64's, bit for bit, and the report names the chunk run", async () => {
+    const model = TINY_K3;
+    const ref = expected(model);
+    expect(ref.ids.length).toBeGreaterThan(64); // two chunks at 64, one at 1024
+    const at = async (chunkSize: number) => {
+      const engine = await Engine.load(model, { threads: 1, chunkSize });
+      try {
+        return await engine.evaluate(ref.ids);
+      } finally {
+        engine.close();
+      }
+    };
+    const [small, large] = [await at(64), await at(1024)];
+    expect(Buffer.from(large.nll.buffer).equals(Buffer.from(small.nll.buffer))).toBe(true);
+    expect(small.report.chunk_size).toBe(64);
+    expect(large.report.chunk_size % 64).toBe(0);
+    expect(large.report.chunk_size).toBeGreaterThan(64);
+    expect(large.report.chunk_size).toBeLessThanOrEqual(1024);
+  });
+});
+
 describe("k3 eval", () => {
   it("--text FILE prints the reference's perplexity and writes the JSON report; usage errors exit 2", async () => {
     const ref = expected(TINY_K3);

@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { censusOf } from "../src/census.js";
 import { parseConfig, readConfig, withLayers } from "../src/config.js";
-import { ALIGN_SLACK, autoChunkSize, readMemInfo, budgetsFor, checkContextFits, checkPlanFits, formatPlan, GB, headChunkRowsFor, headReadSlotBytes, planMemory, ringSlotBytesFor, presetForMemory, PRESET_NAMES } from "../src/presets.js";
+import { ALIGN_SLACK, allLogitsChunkSize, autoChunkSize, readMemInfo, budgetsFor, checkContextFits, checkPlanFits, formatPlan, GB, headChunkRowsFor, headReadSlotBytes, planMemory, ringSlotBytesFor, presetForMemory, PRESET_NAMES } from "../src/presets.js";
 import { publishedK3Config as rawK3, TINY_K3 } from "./helpers.js";
 
 const census = censusOf(readConfig(TINY_K3));
@@ -138,6 +138,20 @@ describe("presets and plan", () => {
     const box = { totalBytes: 24 * GB, availableBytes: 24 * GB };
     const plan = planMemory(k3, budgetsFor("auto", k3, box), "auto", box, { packedTrunk: true });
     expect(plan.totalBytes).toBeLessThanOrEqual(box.availableBytes - 8 * GB);
+  });
+
+  it("k3 eval's chunk keeps every position's logits inside the buffers the plan holds for the chunk", () => {
+    const k3 = censusOf(parseConfig(JSON.parse(JSON.stringify(rawK3()))));
+    const V = 163840;
+    // 960 x 1.65 MB of buffers hold 687 tokens of buffers + logits (0.66 MB each): 640 beyond 64
+    expect(allLogitsChunkSize(1024, k3, V)).toBe(704);
+    expect((704 - 64) * (k3.chunkScratchBytesPerToken + 4 * V)).toBeLessThanOrEqual(960 * k3.chunkScratchBytesPerToken);
+    expect((768 - 64) * (k3.chunkScratchBytesPerToken + 4 * V)).toBeGreaterThan(960 * k3.chunkScratchBytesPerToken);
+    expect(allLogitsChunkSize(128, k3, V)).toBe(64);
+    expect(allLogitsChunkSize(64, k3, V)).toBe(64);
+    expect(allLogitsChunkSize(16, k3, V)).toBe(16);
+    expect(allLogitsChunkSize(100, k3, V)).toBe(100); // not a multiple of 64: a cut elsewhere would change bits
+    expect(allLogitsChunkSize(1024, census, 0)).toBe(1024); // no logits: the chunk stays
   });
 
   it("plans real K3 sizes: laptop gets one ring slot, desktop two plus pinned layers, server pins most", () => {
