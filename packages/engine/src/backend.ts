@@ -1,10 +1,10 @@
 /**
  * The server's model backend: an Engine in a worker thread, so a generation (seconds per token on
- * real K3) never blocks the HTTP event loop. Messages: {type:"job"} in; {type:"text"|"done"|"error"} out.
+ * real K3) never blocks the HTTP event loop. Messages: {type:"job"} in; {type:"text"|"prefill"|"done"|"error"} out.
  * Cancellation goes through a SharedArrayBuffer flag the worker's model reads between layers.
  */
 import { Worker } from "node:worker_threads";
-import type { EngineOptions } from "./engine.js";
+import type { EngineOptions, PrefillProgress } from "./engine.js";
 import { EXIT_USAGE } from "./errors.js";
 import { HttpError, type CompletionBackend, type CompletionJob, type CompletionResult, type LogprobEntry, type TextChannel, type TextExtra } from "./server.js";
 
@@ -12,11 +12,14 @@ export interface WorkerInit {
   dir: string;
   /** Engine options; `promptCache` defaults to {slots: 1} here ({slots: 0} turns it off). */
   options: Omit<EngineOptions, "log">;
+  /** When the worker reports a prefill's progress: from `afterSeconds` in, every `everySeconds` (default 1 and 1; 0 and 0: every layer). */
+  prefillProgress?: { afterSeconds: number; everySeconds: number };
 }
 
 type FromWorker =
   | { type: "ready"; modelId: string; contextLength: number; plan: string }
   | { type: "text"; id: number; text: string; channel?: TextChannel; index?: number; logprobs?: LogprobEntry[] }
+  | { type: "prefill"; id: number; progress: PrefillProgress }
   | { type: "done"; id: number; result: CompletionResult }
   | { type: "error"; id: number; message: string; exitCode?: number; name?: string }
   | { type: "log"; line: string }
@@ -40,12 +43,22 @@ export class WorkerBackend implements CompletionBackend {
   /** Receives the engine's log lines after loading (per-request prompt cache reuse); default: dropped. */
   onLog: (line: string) => void = () => {};
   private nextId = 1;
-  private readonly pending = new Map<number, { kind: CompletionJob["kind"]; onText: (t: string, channel?: TextChannel, extra?: TextExtra) => void; resolve: (r: CompletionResult) => void; reject: (e: Error) => void }>();
+  private readonly pending = new Map<
+    number,
+    {
+      kind: CompletionJob["kind"];
+      onText: (t: string, channel?: TextChannel, extra?: TextExtra) => void;
+      onPrefill?: (p: PrefillProgress) => void;
+      resolve: (r: CompletionResult) => void;
+      reject: (e: Error) => void;
+    }
+  >();
   private readonly cancel = new Int32Array(new SharedArrayBuffer(4));
 
   private constructor(private readonly worker: Worker) {
     worker.on("message", (m: FromWorker) => {
       if (m.type === "text") this.pending.get(m.id)?.onText(m.text, m.channel, { index: m.index, logprobs: m.logprobs });
+      else if (m.type === "prefill") this.pending.get(m.id)?.onPrefill?.(m.progress);
       else if (m.type === "log") this.onLog(m.line);
       else if (m.type === "done") {
         this.pending.get(m.id)?.resolve(m.result);
@@ -91,7 +104,7 @@ export class WorkerBackend implements CompletionBackend {
     return backend;
   }
 
-  complete(job: CompletionJob, onText: (text: string, channel?: TextChannel, extra?: TextExtra) => void, signal: AbortSignal): Promise<CompletionResult> {
+  complete(job: CompletionJob, onText: (text: string, channel?: TextChannel, extra?: TextExtra) => void, signal: AbortSignal, onPrefill?: (p: PrefillProgress) => void): Promise<CompletionResult> {
     const id = this.nextId++;
     Atomics.store(this.cancel, 0, 0);
     const onAbort = () => Atomics.store(this.cancel, 0, id);
@@ -100,6 +113,7 @@ export class WorkerBackend implements CompletionBackend {
       this.pending.set(id, {
         kind: job.kind,
         onText,
+        onPrefill,
         resolve: (r) => {
           signal.removeEventListener("abort", onAbort);
           resolve(r);

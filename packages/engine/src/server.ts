@@ -9,6 +9,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
+import type { PrefillProgress } from "./engine.js";
 import { CHAT_PAGE, CHAT_PAGE_CSP } from "./web-ui.js";
 import { HttpGuard } from "./http-guard.js";
 import { METRICS_CONTENT_TYPE, ServerMetrics } from "./metrics.js";
@@ -107,7 +108,23 @@ export type TextChannel = "content" | "reasoning";
 export interface CompletionBackend {
   readonly modelId: string;
   readonly contextLength: number;
-  complete(job: CompletionJob, onText: (text: string, channel?: TextChannel, extra?: TextExtra) => void, signal: AbortSignal): Promise<CompletionResult>;
+  /** `onPrefill`: the prefill's progress, as often as the backend reports it (a streamed reply writes it as SSE comments). */
+  complete(
+    job: CompletionJob,
+    onText: (text: string, channel?: TextChannel, extra?: TextExtra) => void,
+    signal: AbortSignal,
+    onPrefill?: (p: PrefillProgress) => void,
+  ): Promise<CompletionResult>;
+}
+
+/**
+ * A streamed reply's prefill progress: an SSE comment line, which every SSE client skips (the
+ * official openai client included), so a long prefill keeps the connection busy for proxies and
+ * tells a client that reads comments (the chat page) how far it is.
+ */
+export function prefillComment(p: PrefillProgress): string {
+  const eta = p.etaSeconds === null ? "--" : `${Math.round(p.etaSeconds)} s`;
+  return `: prefill ${(p.fraction * 100).toFixed(1)}% ${p.tokensDone}/${p.tokens} tokens, ${p.seconds.toFixed(1)} s, ETA ${eta}\n\n`;
 }
 
 export interface ServeOptions {
@@ -594,6 +611,7 @@ export async function startServer(backend: CompletionBackend, options: ServeOpti
               event(chunk(index, text, null, channel, extra?.logprobs));
             },
             abort.signal,
+            (p) => res.write(prefillComment(p)),
           );
           metrics.countCompletion(result);
           const ends = choiceEnds(result, n);

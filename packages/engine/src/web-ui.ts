@@ -134,6 +134,9 @@ $("form").onsubmit = async (e) => {
         const line = buf.slice(0, at).replace(/^data: /, "");
         buf = buf.slice(at + 2);
         if (line === "[DONE]") continue;
+        // SSE comments: the server's prefill progress (": prefill 45.0% 256/584 tokens, ..."), else ignored
+        if (line.startsWith(": prefill ")) { if (!pieces && !thinkPieces) meta.textContent = "reading the prompt: " + line.slice(10); continue; }
+        if (line.startsWith(":")) continue;
         const ev = JSON.parse(line);
         if (ev.error) throw new Error(ev.error.message);
         const c = ev.choices && ev.choices[0];
@@ -143,6 +146,7 @@ $("form").onsubmit = async (e) => {
           thinkPieces++;
           thinkTitle.textContent = "thinking… " + thinkPieces + " tokens, " + ((performance.now() - t0) / 1000).toFixed(1) + " s";
         }
+        if ((d.content || d.reasoning_content) && meta.textContent.startsWith("reading the prompt")) meta.textContent = "";
         if (d.content) { content += d.content; answer.textContent = content; pieces++; }
         if (c && c.finish_reason) finish = c.finish_reason;
         if (ev.usage) usage = ev.usage;

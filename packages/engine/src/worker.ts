@@ -8,7 +8,7 @@
 import { parentPort, workerData } from "node:worker_threads";
 import type { WorkerInit } from "./backend.js";
 import { parseK3Output } from "@k3/tiktoken-bpe";
-import { Engine } from "./engine.js";
+import { Engine, type PrefillProgress } from "./engine.js";
 import { exitCodeOf } from "./errors.js";
 import { completionStats } from "./metrics.js";
 import type { ChoiceResult, CompletionJob, CompletionResult, CompletionStats, LogprobEntry, TextChannel } from "./server.js";
@@ -19,9 +19,25 @@ import { tokenString } from "./token-text.js";
 
 const port = parentPort!;
 let cancel: Int32Array | null = null;
+/** When a prefill's progress is posted (WorkerInit.prefillProgress). */
+let progressEvery = { afterSeconds: 1, everySeconds: 1 };
+
+/** Posts job `id`'s prefill progress from `afterSeconds` in, every `everySeconds`, and its end once anything was posted. */
+function prefillPoster(id: number): (p: PrefillProgress) => void {
+  let last = -Infinity;
+  let posted = false;
+  return (p) => {
+    const done = p.fraction >= 1;
+    if (done ? !posted : p.seconds < progressEvery.afterSeconds || p.seconds - last < progressEvery.everySeconds) return;
+    last = p.seconds;
+    posted = true;
+    port.postMessage({ type: "prefill", id, progress: p });
+  };
+}
 
 async function main(): Promise<void> {
   const init = workerData as WorkerInit;
+  if (init.prefillProgress) progressEvery = init.prefillProgress;
   let engine: Engine;
   let plan = "";
   // Load-time lines make up the plan the backend prints; later lines (per-request prompt cache
@@ -139,6 +155,7 @@ async function runChoice(engine: Engine, id: number, job: CompletionJob, prompt:
     cancelled,
     constraint,
     onSample: top === null ? undefined : (tid, row) => (drawn = { id: tid, row }),
+    onPrefillProgress: prefillPoster(id),
   });
   const send = (text: string, channel: TextChannel | undefined) => {
     const logprobs = channel !== "reasoning" && pending.length > 0 ? pending : undefined;

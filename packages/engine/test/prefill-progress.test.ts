@@ -6,6 +6,8 @@ import { Engine, type PrefillProgress } from "../src/engine.js";
 import { prefillPrinter } from "../src/cli/shared.js";
 import { GB } from "../src/presets.js";
 import { PromptCache } from "../src/prompt-cache.js";
+import { WorkerBackend } from "../src/backend.js";
+import { startServer } from "../src/server.js";
 import { TINY_K3 } from "./helpers.js";
 
 const bigBox = { totalBytes: 256 * GB, availableBytes: 250 * GB };
@@ -95,6 +97,34 @@ describe("prefillPrinter", () => {
       print(event(0.6, times[1]));
       print(event(1, times[2]));
       expect(out, `tty ${tty}`).toEqual([]);
+    }
+  });
+});
+
+describe("prefill progress through the server", () => {
+  it("a streamed completion carries it as SSE comments, rising to 100%, before the text; a plain one is plain JSON", async () => {
+    // every layer's event posted (the default waits one second and posts once a second)
+    const backend = await WorkerBackend.start({ dir: TINY_K3, options: { threads: 1, preset: "laptop", promptCache: { slots: 0 } }, prefillProgress: { afterSeconds: 0, everySeconds: 0 } }, new URL("../src/worker.ts", import.meta.url));
+    const srv = await startServer(backend, { port: 0 });
+    try {
+      const prompt = Array.from({ length: 150 }, (_, i) => `w${i}`).join(" ");
+      const res = await fetch(srv.url + "/v1/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt, max_tokens: 2, temperature: 0, stream: true }) });
+      const events = (await res.text()).split("\n\n").filter(Boolean);
+      const comments = events.filter((e) => e.startsWith(": prefill "));
+      const percents = comments.map((c) => Number(/: prefill ([\d.]+)%/.exec(c)![1]));
+      expect(comments.length).toBeGreaterThanOrEqual(2 * L); // two or more 64-token chunks, each layer
+      for (let i = 1; i < percents.length; i++) expect(percents[i]).toBeGreaterThanOrEqual(percents[i - 1]); // printed to 0.1 %
+      expect(percents[0]).toBeLessThan(50);
+      expect(comments.at(-1)).toMatch(/^: prefill 100\.0% (\d+)\/\1 tokens, [\d.]+ s, ETA 0 s$/);
+      const firstText = events.findIndex((e) => e.startsWith("data: {"));
+      expect(events.findIndex((e) => e.startsWith(": prefill 100.0%"))).toBeLessThan(firstText);
+      const plain = await fetch(srv.url + "/v1/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt, max_tokens: 2, temperature: 0 }) });
+      const body = await plain.text();
+      expect(body.startsWith("{")).toBe(true);
+      expect(JSON.parse(body).choices[0].text.length).toBeGreaterThan(0);
+    } finally {
+      await srv.close();
+      await backend.close();
     }
   });
 });

@@ -8,6 +8,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startServer, type CompletionBackend, type CompletionJob, type CompletionResult, type LogprobEntry, type RunningServer, type TextExtra } from "../src/server.js";
 import { ServerMetrics } from "../src/metrics.js";
+import type { PrefillProgress } from "../src/engine.js";
 
 /** Replies "Hi there" after a short think, and reports stats like the engine's worker does. */
 class StatsBackend implements CompletionBackend {
@@ -15,8 +16,15 @@ class StatsBackend implements CompletionBackend {
   readonly contextLength = 2048;
   jobs: CompletionJob[] = [];
   delayMs = 2;
-  async complete(job: CompletionJob, onText: (t: string, channel?: "content" | "reasoning", extra?: TextExtra) => void, signal: AbortSignal): Promise<CompletionResult> {
+  async complete(
+    job: CompletionJob,
+    onText: (t: string, channel?: "content" | "reasoning", extra?: TextExtra) => void,
+    signal: AbortSignal,
+    onPrefill?: (p: PrefillProgress) => void,
+  ): Promise<CompletionResult> {
     this.jobs.push(job);
+    // a prefill's progress first: a streamed reply carries it as SSE comments, which clients skip
+    for (const fraction of [0.5, 1]) onPrefill?.({ tokens: 4, tokensDone: 4 * fraction, fraction, layersDone: 2, layers: 2, seconds: 2 * fraction, etaSeconds: 2 - 2 * fraction });
     const pieces: [string, "content" | "reasoning"][] = [["hmm", "reasoning"], ["Hi", "content"], [" there", "content"]];
     const count = Math.min(3, job.maxTokens);
     const choices = job.n ?? 1;
@@ -85,6 +93,14 @@ describe("the official openai client", () => {
     expect(content).toBe("Hi there");
     expect(reasoning).toBe("hmm");
     expect(finish).toBe("stop");
+  });
+
+  it("a streamed reply carries the prefill's progress as SSE comments before its first event", async () => {
+    const res = await fetch(srv.url + "/v1/chat/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ messages: [{ role: "user", content: "hi" }], stream: true }) });
+    const events = (await res.text()).split("\n\n").filter(Boolean);
+    expect(events.slice(1, 3)).toEqual([": prefill 50.0% 2/4 tokens, 1.0 s, ETA 1 s", ": prefill 100.0% 4/4 tokens, 2.0 s, ETA 0 s"]);
+    expect(events[0]).toMatch(/^data: .*"role":"assistant"/); // the role chunk is written before the job starts
+    expect(events.slice(3).every((e) => e.startsWith("data: "))).toBe(true);
   });
 
   it("text completion", async () => {
