@@ -21,6 +21,8 @@ const edgeShapes: Array<[number, number, number]> = [
   [1, 1, 1], [1, 70, 1], [70, 1, 70], [4, 16, 16], [5, 17, 65], [3, 64, 64], [4, 33, 7], [8, 48, 129], [13, 70, 70],
   [2, 7, 9], [1, 5, 8], [3, 6, 24], [1, 64, 576], [12, 64, 576], [1, 61, 192], [2, 128, 512],
   [9, 37, 1040], [20, 19, 2071], [2, 5, 3000],
+  // m past the 64-row pieces a kernel call takes (gemm.c BATCH_PIECE)
+  [130, 9, 1100], [65, 6, 40],
 ];
 const cases = () => productCases(edgeShapes, "k", 1977);
 const operands = (c: Case, seed: number) => productOperands(c, "k", seed);

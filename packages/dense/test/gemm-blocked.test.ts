@@ -20,8 +20,11 @@ import { at } from "./products.js";
 
 const available = testedSimdLevels(dense);
 
-// rows, cols, ld, batch: K blocks (cols > 1024, > 2048), row blocks (rows > 64), every tail.
+// rows, cols, ld, batch: K blocks (cols > 1024, > 2048), row blocks (rows > 64), every tail, and batches
+// over the 64-row pieces a kernel call takes (gemm.c BATCH_PIECE: 150 = 64 + 64 + 22, 129 = 64 + 64 + 1).
 const cases: Array<[number, number, number, number]> = [
+  [13, 1100, 1103, 150],
+  [66, 2100, 2100, 129],
   [5, 1025, 1025, 2],
   [67, 2065, 2070, 7],
   [130, 1040, 1040, 13],
