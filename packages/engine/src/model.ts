@@ -17,7 +17,7 @@ import { loadGluMlp } from "./layers/mlp.js";
 import { MoeFfn } from "./layers/moe.js";
 import type { ExpertTraceRecorder } from "./cache-trace.js";
 import type { ReadPattern } from "./floor.js";
-import { checkpointIndex, ExpertStore, MoeLayer, RangeReader, TrunkStreamer, type ExpertCachePolicy, type TrunkLayer, type WarmOptions, type WarmTask } from "@k3/moe-stream";
+import { CancelledError, checkpointIndex, ExpertStore, MoeLayer, RangeReader, TrunkStreamer, type ExpertCachePolicy, type TrunkLayer, type WarmOptions, type WarmTask } from "@k3/moe-stream";
 import { expertIoSlotsFor, HEAD_READ_SLOTS, prefetchSlotsFor, type PlanParts } from "./presets.js";
 import { emptyCounters, type ReportKind, type Phase, type RunCounters } from "./report.js";
 import { classifyName, KIND_SHARED, KIND_TRUNK } from "@k3/safetensors";
@@ -25,8 +25,12 @@ import { MIXER_PIECE } from "./census.js";
 import { loadMatrix, loadVector, openWeights, preloadWeights, WeightError, type FreshCeilings, type PreloadOptions, type WeightSource } from "./weights.js";
 
 /** Calls run(t0, n) for each MIXER_PIECE-token piece of a T-token chunk, in order. */
-function forEachPiece(T: number, run: (t0: number, n: number) => void): void {
-  for (let t0 = 0; t0 < T; t0 += MIXER_PIECE) run(t0, Math.min(MIXER_PIECE, T - t0));
+/** `stop` is asked between pieces: a cancel lands within one piece of a large chunk, not at the layer's end. */
+function forEachPiece(T: number, run: (t0: number, n: number) => void, stop?: () => boolean): void {
+  for (let t0 = 0; t0 < T; t0 += MIXER_PIECE) {
+    if (t0 > 0 && stop?.()) throw new AbortError();
+    run(t0, Math.min(MIXER_PIECE, T - t0));
+  }
 }
 
 export type LayerState = KdaState | MlaCache;
@@ -731,8 +735,10 @@ export class Model {
     const cfg = this.cfg;
     const D = cfg.hiddenSize;
     const B = cfg.attnResBlockSize;
+    // Asked between layers, between a chunk's 64-token pieces and between groups of experts.
+    const stop = () => !!(opts.signal?.aborted || opts.cancelled?.());
     for (let l = 0; l < cfg.numLayers; l++) {
-      if (opts.signal?.aborted || opts.cancelled?.()) throw new AbortError();
+      if (stop()) throw new AbortError();
       const { layer: L, release } = await this.acquire(l);
       try {
         const [mk] = this.mixerKind(L);
@@ -760,27 +766,27 @@ export class Model {
           lap("attn_res", resBytes / 2);
           rmsNorm(aIn, L.inNorm, cfg.rmsNormEps, normed, D);
           this.prefetchBeforeMixer(L, l, normed, T, lap);
-          this.mix(L, l, normed, T, state, a, opts.kdaCore);
+          this.mix(L, l, normed, T, state, a, opts.kdaCore, stop);
           lap(mk, this.mixTouched(L, l, state));
           const n = T * D;
           const next: Float32Array = p === null ? a.slice(0, n) : add(p.subarray(0, n), a.subarray(0, n), new Float32Array(n));
           attnResMix(blocks, next, L.mlpRes!, cfg.rmsNormEps, T, D, mixed);
           lap("attn_res", resBytes / 2);
           rmsNorm(mixed, L.postNorm, cfg.rmsNormEps, normed, D);
-          await this.ffn(L, l, normed, T, f, lap);
+          await this.ffn(L, l, normed, T, f, lap, stop);
           add(next, f.subarray(0, n), next);
           h = next;
           lap("attn_res", 0);
         } else {
           rmsNorm(h, L.inNorm, cfg.rmsNormEps, normed, D);
           this.prefetchBeforeMixer(L, l, normed, T, lap);
-          this.mix(L, l, normed, T, state, a, opts.kdaCore);
+          this.mix(L, l, normed, T, state, a, opts.kdaCore, stop);
           lap(mk, this.mixTouched(L, l, state));
           const n = T * D;
           const next = add(h.subarray(0, n), a.subarray(0, n), new Float32Array(n));
           lap("attn_res", 0);
           rmsNorm(next, L.postNorm, cfg.rmsNormEps, normed, D);
-          await this.ffn(L, l, normed, T, f, lap);
+          await this.ffn(L, l, normed, T, f, lap, stop);
           add(next, f.subarray(0, n), next);
           h = next;
           lap("attn_res", 0);
@@ -836,7 +842,7 @@ export class Model {
   }
 
   /** Layer l's mixer over the chunk, in pieces of MIXER_PIECE tokens (same bits as one call). */
-  private mix(L: Layer, l: number, x: Float32Array, T: number, state: ModelState, out: Float32Array, core?: KdaCore): void {
+  private mix(L: Layer, l: number, x: Float32Array, T: number, state: ModelState, out: Float32Array, core?: KdaCore, stop?: () => boolean): void {
     const mixer = L.mixer;
     const D = this.cfg.hiddenSize;
     forEachPiece(T, (t0, n) => {
@@ -844,7 +850,7 @@ export class Model {
       const os = out.subarray(t0 * D, (t0 + n) * D);
       if (mixer instanceof KdaMixer) mixer.forward(xs, n, state.layers[l] as KdaState, os, core);
       else state.layers[l] = mixer.forward(xs, n, state.layers[l] as MlaCache, os);
-    });
+    }, stop);
   }
 
   /**
@@ -852,12 +858,12 @@ export class Model {
    * MLP all to dense_mlp; the MoE's trunk compute (router, latent projections, shared experts, the
    * lookahead router) to moe_trunk and the rest (expert matmuls, waiting for their reads) to moe_experts.
    */
-  private async ffn(L: Layer, l: number, x: Float32Array, T: number, out: Float32Array, lap?: (kind: ReportKind | null, touched: number) => void): Promise<void> {
+  private async ffn(L: Layer, l: number, x: Float32Array, T: number, out: Float32Array, lap?: (kind: ReportKind | null, touched: number) => void, stop?: () => boolean): Promise<void> {
     if (!(L.ffn instanceof MoeFfn)) {
       // (A dense layer's prediction for the next MoE layer was issued before its mixer.)
       const D = this.cfg.hiddenSize;
       const mlp = L.ffn;
-      forEachPiece(T, (t0, n) => mlp.forward(x.subarray(t0 * D, (t0 + n) * D), n, out.subarray(t0 * D, (t0 + n) * D)));
+      forEachPiece(T, (t0, n) => mlp.forward(x.subarray(t0 * D, (t0 + n) * D), n, out.subarray(t0 * D, (t0 + n) * D)), stop);
       lap?.("dense_mlp", L.ffn.bytes);
       return;
     }
@@ -865,7 +871,13 @@ export class Model {
     const t0 = performance.now();
     const prefetch = this.prefetch ? this.predictNext(l, x, T) : undefined;
     const predictSeconds = (performance.now() - t0) / 1000;
-    await L.ffn.forward(x, T, out, this.counters, prefetch);
+    try {
+      await L.ffn.forward(x, T, out, this.counters, prefetch, stop);
+    } catch (err) {
+      // One abort out of the model, wherever the cancel was seen.
+      if (err instanceof CancelledError) throw new AbortError();
+      throw err;
+    }
     // Reads completed since the last MoE layer's: this layer's, and lookahead reads issued earlier.
     const read = this.takeExpertReads();
     const st = L.ffn.layer.lastStats;

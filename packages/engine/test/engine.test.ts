@@ -99,7 +99,7 @@ describe("engine on tiny-k3", async () => {
     expect(r.value.ids).toEqual(meta.greedy_ids.slice(0, 3));
   });
 
-  it("reads a cancel flag between layers: a prefill stops within one layer of it (issue #15)", async () => {
+  it("reads a cancel flag between layers (and inside them): a prefill stops within one layer of it (issue #15)", async () => {
     const ids = engine.encodeText("The quick brown fox jumps over the lazy dog. ".repeat(30));
     expect(ids.length).toBeGreaterThan(3 * 64);
     expect(engine.config.numLayers).toBe(13);
@@ -109,7 +109,8 @@ describe("engine on tiny-k3", async () => {
     const state = engine.model.newState();
     await expect(engine.model.forward(ids, state, { chunkSize: 64, onLayer: () => ran++, cancelled: () => (reads++, ran >= 20) })).rejects.toThrow(/generation aborted/);
     expect(ran).toBe(20);
-    expect(reads).toBe(21);
+    // once before each layer, and inside MoE layers before routing and after each group of experts
+    expect(reads).toBeGreaterThanOrEqual(21);
     // Through generate: the flag set during the prefill ends it with no token.
     let calls = 0;
     const r = await engine.complete(ids, { maxTokens: 5, stopIds: [], promptCache: null, cancelled: () => ++calls > 5 });

@@ -63,6 +63,24 @@ describe("prefill progress", () => {
   });
 });
 
+describe("cancelling a large chunk", () => {
+  it("is noticed between the 64-token pieces of a layer, not only between layers", async () => {
+    const big = await Engine.load(TINY_K3, { mem: bigBox, preset: "laptop", chunkSize: 1024 });
+    try {
+      let asked = 0;
+      const events: PrefillProgress[] = [];
+      // the first question comes before layer 0, the second between layer 0's first and second pieces
+      const r = await big.complete(promptOf(300, 41), { ...opts, promptCache: null, cancelled: () => ++asked >= 2, onPrefillProgress: (p) => events.push(p) });
+      expect(r.stopReason).toBe("abort");
+      expect(r.ids).toEqual([]);
+      expect(asked).toBe(2);
+      expect(events).toEqual([]); // layer 0 never finished
+    } finally {
+      big.close();
+    }
+  });
+});
+
 describe("prefillPrinter", () => {
   const event = (fraction: number, seconds: number): PrefillProgress => ({
     tokens: 584, tokensDone: Math.floor(584 * fraction), fraction, layersDone: 3, layers: 4, seconds, etaSeconds: fraction > 0 ? (seconds * (1 - fraction)) / fraction : null,

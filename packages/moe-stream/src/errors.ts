@@ -10,7 +10,7 @@ import { formatBytes, PackageError } from "@k3/native";
  * ceiling probe ("io"), a store used after close ("state"); a PackError carries the errno of the
  * failed write ("ENOSPC", ...) or "pack".
  */
-export type MoeStreamErrorCode = "input" | "budget" | "checkpoint" | "read" | "checksum" | "io" | "state" | "pack" | (string & {});
+export type MoeStreamErrorCode = "input" | "budget" | "checkpoint" | "read" | "checksum" | "io" | "state" | "pack" | "cancelled" | (string & {});
 
 /** Base class of every error this package throws. */
 export class MoeStreamError extends PackageError {
@@ -85,6 +85,13 @@ export class PackError extends MoeStreamError {
 export class StoreStateError extends MoeStreamError {
   constructor(message: string) {
     super(message, "state");
+  }
+}
+
+/** A forward stopped because its caller asked (MoeForwardOptions.cancelled); no output was written. */
+export class CancelledError extends MoeStreamError {
+  constructor(message: string) {
+    super(message, "cancelled");
   }
 }
 

@@ -36,6 +36,7 @@ export {
 export {
   MoeLayer,
   type MoeLayerOptions,
+  type MoeForwardOptions,
   type MoeForwardStats,
   type ExpertProvider,
   type SharedExperts,

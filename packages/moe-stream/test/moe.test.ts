@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { bestSimdLevel, K3_SITU_BETAS, Linear, setSimdLevel, setThreadCount, simdLevel, threadCount, type SimdLevel } from "@k3/dense";
 import { openCheckpointIndex } from "../src/store/checkpoint.js";
-import { ExpertReadError } from "../src/errors.js";
+import { CancelledError, ExpertReadError } from "../src/errors.js";
 import { denseExpertCompute, mxfp4ExpertCompute } from "../src/moe/expert-compute.js";
 import { ExpertStore } from "../src/store/expert-store.js";
 import { MoeLayer } from "../src/moe/moe-layer.js";
@@ -110,6 +110,29 @@ describe("MoeLayer, Kimi-Linear-48B plain MoE (bf16 experts, SiLU-GLU, x routed_
       expect(Buffer.from(got.buffer).equals(Buffer.from(want.buffer))).toBe(true);
       void fx;
       void T;
+    } finally {
+      store.close();
+    }
+  });
+
+  it("cancelled: the forward rejects with a CancelledError between expert groups, gives every slot back, and the store stays usable", async () => {
+    const { fx, store, moe, x, T } = layer48b({ ioSlots: 2 });
+    try {
+      // asked before routing, then after each group of experts: true at the second question = after the first group
+      let asked = 0;
+      const out = new Float32Array(T * fx.shape("x")[1]).fill(7);
+      const err = await moe.forward(x, T, { out, cancelled: () => ++asked >= 2 }).then(() => null, (e: unknown) => e);
+      expect(asked).toBe(2);
+      expect(err).toBeInstanceOf(CancelledError);
+      expect((err as CancelledError).code).toBe("cancelled");
+      expect((err as Error).message).toMatch(/^layer 1: cancelled after [1-9]\d* of \d+ experts/);
+      expect(out.every((v) => v === 7)).toBe(true); // no output written
+      // a cancel on the first question stops before anything is read
+      await expect(moe.forward(x, T, { cancelled: () => true })).rejects.toThrow(/^layer 1: cancelled before routing$/);
+      await new Promise((r) => setTimeout(r, 20));
+      // with 2 I/O slots, a slot left held would stall this forward: it completes, with the reference output
+      const y = await moe.forward(x, T, { cancelled: () => false });
+      expect(worstRatio(y, fx.f64("out"))).toBeLessThanOrEqual(1);
     } finally {
       store.close();
     }

@@ -73,10 +73,11 @@ export class MoeFfn {
 
   /**
    * out[T, D] = MoE(x[T, D]); adds the layer's I/O and cache figures to `counters`. `prefetch`:
-   * a later layer's experts to read at low priority while this one computes (I/O only).
+   * a later layer's experts to read at low priority while this one computes (I/O only). `cancelled`:
+   * asked between groups of experts (the forward then rejects, @k3/moe-stream's CancelledError).
    */
-  async forward(x: Float32Array, T: number, out: Float32Array, counters?: RunCounters, prefetch?: { layer: number; ids: number[] }): Promise<void> {
-    await this.layer.forward(x.subarray(0, T * this.layer.opts.hidden), T, { prefetch, out });
+  async forward(x: Float32Array, T: number, out: Float32Array, counters?: RunCounters, prefetch?: { layer: number; ids: number[] }, cancelled?: () => boolean): Promise<void> {
+    await this.layer.forward(x.subarray(0, T * this.layer.opts.hidden), T, { prefetch, out, cancelled });
     const s = this.layer.lastStats;
     if (counters && s) {
       counters.expertRequests += s.uniqueExperts;

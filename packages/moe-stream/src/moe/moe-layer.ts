@@ -13,7 +13,7 @@
  * forward(x, T) equals T calls of forward(x_t, 1) bit for bit.
  */
 import { GluMlp, rmsNorm, type GluActivation, type Linear, type SituBetas } from "@k3/dense";
-import { ChecksumError, ExpertReadError, MoeStreamError } from "../errors.js";
+import { CancelledError, ChecksumError, ExpertReadError, MoeStreamError } from "../errors.js";
 import { denseExperts, situBetasFor, type ExpertCompute } from "./expert-compute.js";
 import type { ExpertHandle, ExpertRequest } from "../store/expert-store.js";
 import type { Router, Routing } from "./router.js";
@@ -137,6 +137,16 @@ export interface MoeForwardStats {
 
 const now = () => process.hrtime.bigint();
 
+/** MoeLayer.forward's options. */
+export interface MoeForwardOptions {
+  /** Experts of a later layer to read at low priority once this layer's misses are queued. */
+  prefetch?: { layer: number; ids: ArrayLike<number> };
+  /** Where y goes (else a fresh array). */
+  out?: Float32Array;
+  /** Asked before routing and after each group of experts: true rejects the forward with a CancelledError. */
+  cancelled?: () => boolean;
+}
+
 export class MoeLayer {
   readonly opts: MoeLayerOptions;
   lastStats: MoeForwardStats | null = null;
@@ -170,8 +180,11 @@ export class MoeLayer {
   /**
    * y [T, hidden] for x [T, hidden]. Rejects (never returns partial output) if any expert read fails.
    * `prefetch`: experts of a later layer to read at low priority once this layer's misses are queued.
+   * `cancelled`: asked before routing and after each group of experts (as reads complete); once it says true
+   * the forward rejects with a CancelledError (every expert slot given back), so a long prefill chunk
+   * (all 896 experts read) stops within one group instead of at the end of the layer.
    */
-  async forward(x: Float32Array, T: number, opts: { prefetch?: { layer: number; ids: ArrayLike<number> }; out?: Float32Array } = {}): Promise<Float32Array> {
+  async forward(x: Float32Array, T: number, opts: MoeForwardOptions = {}): Promise<Float32Array> {
     const { hidden } = this.opts;
     if (!Number.isInteger(T) || T < 1 || x.length < T * hidden)
       throw new MoeStreamError(`layer ${this.opts.layer}: x holds ${x.length} values, need T=${T} x hidden ${hidden}`);
@@ -186,7 +199,7 @@ export class MoeLayer {
     }
   }
 
-  private async run(x: Float32Array, T: number, opts: { prefetch?: { layer: number; ids: ArrayLike<number> }; out?: Float32Array }, sc: Scratch): Promise<Float32Array> {
+  private async run(x: Float32Array, T: number, opts: MoeForwardOptions, sc: Scratch): Promise<Float32Array> {
     const { hidden, router, latent, compute } = this.opts;
     const t0 = now();
     const before = this.opts.experts.stats?.();
@@ -195,6 +208,7 @@ export class MoeLayer {
     let expertCpu = 0n;
     let wait = 0n;
 
+    if (opts.cancelled?.()) throw new CancelledError(`layer ${this.opts.layer}: cancelled before routing`);
     let c0 = now();
     const routing = router.route(x, T);
     const k = routing.k;
@@ -270,6 +284,7 @@ export class MoeLayer {
         const spent = now() - c0;
         cpu += spent;
         expertCpu += spent;
+        if (given < ids.length && opts.cancelled?.()) throw new CancelledError(`layer ${this.opts.layer}: cancelled after ${given} of ${ids.length} experts`);
       }
     } catch (err) {
       // Give back every slot: handles already used, and those that arrive after the failure.
