@@ -383,20 +383,24 @@ static Napi::Value RmsNorm(const Napi::CallbackInfo &info) {
     return env.Undefined();
 }
 
-// add(a, b, out): out = a + b
-static Napi::Value Add(const Napi::CallbackInfo &info) {
+// binary(a, b, out) for add / sigmoidMul: a and b the same length, out at least as long
+static Napi::Value Binary(const Napi::CallbackInfo &info, const char *fn, const char *a_name, const char *b_name,
+                          void (*op)(const float *, const float *, float *, size_t)) {
     Napi::Env env = info.Env();
-    const char *fn = "add";
     float *a, *b, *out;
     size_t na, nb, nout;
-    if (!k3::get_f32(info, 0, fn, "a", 0, &a, &na) || !k3::get_f32(info, 1, fn, "b", 0, &b, &nb) ||
+    if (!k3::get_f32(info, 0, fn, a_name, 0, &a, &na) || !k3::get_f32(info, 1, fn, b_name, 0, &b, &nb) ||
         !k3::get_f32(info, 2, fn, "out", 0, &out, &nout))
         return env.Undefined();
-    if (nb != na) return k3::fail(env, fn, "a and b must have the same length", true), env.Undefined();
-    if (nout < na) return k3::fail(env, fn, "out is shorter than a", true), env.Undefined();
-    k3_add(a, b, out, na);
+    if (nb != na) return k3::fail(env, fn, std::string(a_name) + " and " + b_name + " must have the same length", true), env.Undefined();
+    if (nout < na) return k3::fail(env, fn, std::string("out is shorter than ") + a_name, true), env.Undefined();
+    op(a, b, out, na);
     return env.Undefined();
 }
+// add(a, b, out): out = a + b
+static Napi::Value Add(const Napi::CallbackInfo &info) { return Binary(info, "add", "a", "b", k3_add); }
+// sigmoidMul(x, gate, out): out = x * sigma(gate)
+static Napi::Value SigmoidMul(const Napi::CallbackInfo &info) { return Binary(info, "sigmoidMul", "x", "gate", k3_sigmoid_mul); }
 
 // rmsNormDot(x, w, eps, dim, out): out[r] = the sum of row r's RMSNorm values (see ops.h)
 static Napi::Value RmsNormDot(const Napi::CallbackInfo &info) {
@@ -463,21 +467,6 @@ static Napi::Value L2Normalize(const Napi::CallbackInfo &info) {
         return env.Undefined();
     if (eps < 0) return k3::fail(env, fn, "eps must be >= 0", true), env.Undefined();
     k3_l2_normalize_scaled(x, out, dim, (float)eps, (float)scale, n_rows);
-    return env.Undefined();
-}
-
-// sigmoidMul(x, gate, out): out = x * sigma(gate)
-static Napi::Value SigmoidMul(const Napi::CallbackInfo &info) {
-    Napi::Env env = info.Env();
-    const char *fn = "sigmoidMul";
-    float *x, *gate, *out;
-    size_t nx, ngate, nout;
-    if (!k3::get_f32(info, 0, fn, "x", 0, &x, &nx) || !k3::get_f32(info, 1, fn, "gate", 0, &gate, &ngate) ||
-        !k3::get_f32(info, 2, fn, "out", 0, &out, &nout))
-        return env.Undefined();
-    if (ngate != nx) return k3::fail(env, fn, "x and gate must have the same length", true), env.Undefined();
-    if (nout < nx) return k3::fail(env, fn, "out is shorter than x", true), env.Undefined();
-    k3_sigmoid_mul(x, gate, out, nx);
     return env.Undefined();
 }
 
@@ -599,7 +588,9 @@ static Napi::Value FmaPeak(const Napi::CallbackInfo &info) {
     if (threads < 1 || threads > 256) return k3::fail(env, fn, "threads must be between 1 and 256", true), env.Undefined();
     if (reps < 1 || reps > 1000) return k3::fail(env, fn, "reps must be between 1 and 1000", true), env.Undefined();
     if (kind > 1) return k3::fail(env, fn, "kind must be 0 (chains) or 1 (GEMM loop)", true), env.Undefined();
-    return Napi::Number::New(env, k3_fma_peak((int)threads, (int)reps, (k3_peak_kind)kind));
+    double gflops = k3_fma_peak((int)threads, (int)reps, (k3_peak_kind)kind);
+    if (gflops < 0) return k3::fail(env, fn, "could not allocate the GEMM loop's operands", true), env.Undefined();
+    return Napi::Number::New(env, gflops);
 }
 
 // ---------------------------------------------------------------- the shared table

@@ -99,6 +99,7 @@ float k3_fma_chains_scalar(size_t iters) {
 typedef struct {
     float (*chains)(size_t);
     float (*loop)(size_t, const float *, const float *);
+    const float *operands; /* the GEMM loop's weights, then its activations (read only: shared by the tasks) */
     size_t iters;
     volatile float sink[256];
 } fma_job;
@@ -106,15 +107,9 @@ typedef struct {
 /* The GEMM loop's operands: 6 weight + 4 activation vectors per step, 40 KiB in all (L1-sized). */
 #define GEMM_LOOP_FLOATS ((6 + 4) * K3_GEMM_LOOP_STEPS * 16)
 
-static float run_fma(fma_job *job) {
+static float run_fma(const fma_job *job) {
     if (!job->loop) return job->chains(job->iters);
-    /* per call (per thread): its own copy, small values that neither overflow nor go subnormal */
-    float *buf = aligned_alloc(64, GEMM_LOOP_FLOATS * sizeof(float));
-    if (!buf) return job->chains(job->iters);
-    for (size_t i = 0; i < GEMM_LOOP_FLOATS; i++) buf[i] = 1e-3f * (float)(1 + i % 7);
-    const float s = job->loop(job->iters, buf, buf + 6 * K3_GEMM_LOOP_STEPS * 16);
-    free(buf);
-    return s;
+    return job->loop(job->iters, job->operands, job->operands + 6 * K3_GEMM_LOOP_STEPS * 16);
 }
 
 static void fma_task(void *ctx, int i) {
@@ -141,6 +136,14 @@ double k3_fma_peak(int threads, int reps, k3_peak_kind kind) {
             break;
         default: job.chains = k3_fma_chains_scalar; per_iter = 16; break;
     }
+    float *operands = NULL;
+    if (job.loop) {
+        /* filled once, outside the timed passes: small values that neither overflow nor go subnormal */
+        operands = aligned_alloc(64, GEMM_LOOP_FLOATS * sizeof(float));
+        if (!operands) return -1.0;
+        for (size_t i = 0; i < GEMM_LOOP_FLOATS; i++) operands[i] = 1e-3f * (float)(1 + i % 7);
+        job.operands = operands;
+    }
     /* calibrate: grow the pass until one task takes >= 20 ms */
     for (;;) {
         double t0 = now_seconds();
@@ -155,5 +158,6 @@ double k3_fma_peak(int threads, int reps, k3_peak_kind kind) {
         double gflops = (double)threads * (double)job.iters * per_iter * 2.0 / (now_seconds() - t0) / 1e9;
         if (gflops > best) best = gflops;
     }
+    free(operands);
     return best;
 }

@@ -34,7 +34,7 @@ typedef enum { K3_PEAK_CHAINS = 0, K3_PEAK_GEMM_LOOP = 1 } k3_peak_kind;
 
 /* Best GFLOP/s (2 flops per FMA lane) of `reps` timed passes with `threads` pool tasks, each task
    running `kind` at the process's best SIMD level for about 20 ms (the scalar level has no GEMM
-   loop: it times the chains for both kinds). */
+   loop: it times the chains for both kinds); <0 if the GEMM loop's 40 KiB could not be allocated. */
 double k3_fma_peak(int threads, int reps, k3_peak_kind kind);
 
 #endif

@@ -20,6 +20,12 @@
    thread; a [64, 12288] KDA chunk is 96 tasks). */
 #define K3_OPS_PIECE 8192
 
+/* The operands of an element-wise op on two arrays, handed to its pool task (k3_add, k3_sigmoid_mul). */
+typedef struct {
+    const float *a, *b;
+    float *out;
+} k3_pair_job;
+
 /* out = w * (x / sqrt(sumsq/dim + eps)) per row of `dim`; n_rows rows. out may alias x. */
 void k3_rms_norm(const float *x, const float *w, float eps, float *out, size_t dim, size_t n_rows);
 /* out[r] = sum over the RMSNorm row w * (x / sqrt(sumsq/dim + eps)) (the values k3_rms_norm makes),

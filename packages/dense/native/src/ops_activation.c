@@ -33,19 +33,14 @@ void k3_silu(const float *x, float *out, size_t n) {
  * KDA's output gate over a prefill chunk's [T, H*dv] (786,432 values at K3's widths): pieces over
  * the pool, each value independent, so any thread count gives the same bits. */
 
-typedef struct {
-    const float *x, *gate;
-    float *out;
-} gate_job;
-
 static void sigmoid_mul_range(void *ctx, size_t lo, size_t hi) {
-    const gate_job *j = ctx;
-    if (vector_activations()) return k3_sigmoid_mul_range_avx2(j->x, j->gate, j->out, lo, hi);
-    for (size_t i = lo; i < hi; i++) j->out[i] = j->x[i] * sigmoid1(j->gate[i]);
+    const k3_pair_job *j = ctx; /* a = x, b = gate */
+    if (vector_activations()) return k3_sigmoid_mul_range_avx2(j->a, j->b, j->out, lo, hi);
+    for (size_t i = lo; i < hi; i++) j->out[i] = j->a[i] * sigmoid1(j->b[i]);
 }
 
 void k3_sigmoid_mul(const float *x, const float *gate, float *out, size_t n) {
-    gate_job j = { x, gate, out };
+    k3_pair_job j = {x, gate, out};
     k3_pool_for_ranges(n, K3_OPS_PIECE, sigmoid_mul_range, &j);
 }
 

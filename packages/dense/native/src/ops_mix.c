@@ -36,17 +36,12 @@ void k3_mix_rows(const float *const *src, size_t n_src, const float *pi, size_t 
 
 /* ---------------------------------------------------------------- add */
 
-typedef struct {
-    const float *a, *b;
-    float *out;
-} add_job;
-
 static void add_range(void *ctx, size_t lo, size_t hi) {
-    const add_job *j = ctx;
+    const k3_pair_job *j = ctx;
     for (size_t i = lo; i < hi; i++) j->out[i] = j->a[i] + j->b[i];
 }
 
 void k3_add(const float *a, const float *b, float *out, size_t n) {
-    add_job j = {a, b, out};
+    k3_pair_job j = {a, b, out};
     k3_pool_for_ranges(n, K3_OPS_PIECE, add_range, &j);
 }
