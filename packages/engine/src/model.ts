@@ -24,8 +24,10 @@ import { classifyName, KIND_SHARED, KIND_TRUNK } from "@k3/safetensors";
 import { MIXER_PIECE } from "./census.js";
 import { loadMatrix, loadVector, openWeights, preloadWeights, WeightError, type FreshCeilings, type PreloadOptions, type WeightSource } from "./weights.js";
 
-/** Calls run(t0, n) for each MIXER_PIECE-token piece of a T-token chunk, in order. */
-/** `stop` is asked between pieces: a cancel lands within one piece of a large chunk, not at the layer's end. */
+/**
+ * Calls run(t0, n) for each MIXER_PIECE-token piece of a T-token chunk, in order; `stop` is asked
+ * between pieces, so a cancel lands within one piece of a large chunk, not at the layer's end.
+ */
 function forEachPiece(T: number, run: (t0: number, n: number) => void, stop?: () => boolean): void {
   for (let t0 = 0; t0 < T; t0 += MIXER_PIECE) {
     if (t0 > 0 && stop?.()) throw new AbortError();

@@ -9,6 +9,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import type { WorkerInit } from "./backend.js";
 import { parseK3Output } from "@k3/tiktoken-bpe";
 import { Engine, type PrefillProgress } from "./engine.js";
+import { throttledProgress } from "./progress-throttle.js";
 import { exitCodeOf } from "./errors.js";
 import { completionStats } from "./metrics.js";
 import type { ChoiceResult, CompletionJob, CompletionResult, CompletionStats, LogprobEntry, TextChannel } from "./server.js";
@@ -22,17 +23,9 @@ let cancel: Int32Array | null = null;
 /** When a prefill's progress is posted (WorkerInit.prefillProgress). */
 let progressEvery = { afterSeconds: 1, everySeconds: 1 };
 
-/** Posts job `id`'s prefill progress from `afterSeconds` in, every `everySeconds`, and its end once anything was posted. */
+/** Job `id`'s prefill progress, posted at the WorkerInit.prefillProgress cadence. */
 function prefillPoster(id: number): (p: PrefillProgress) => void {
-  let last = -Infinity;
-  let posted = false;
-  return (p) => {
-    const done = p.fraction >= 1;
-    if (done ? !posted : p.seconds < progressEvery.afterSeconds || p.seconds - last < progressEvery.everySeconds) return;
-    last = p.seconds;
-    posted = true;
-    port.postMessage({ type: "prefill", id, progress: p });
-  };
+  return throttledProgress(progressEvery, (p) => port.postMessage({ type: "prefill", id, progress: p }));
 }
 
 async function main(): Promise<void> {

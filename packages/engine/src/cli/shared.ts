@@ -3,6 +3,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { progressPrinter, redrawLine, type ProgressStream } from "@k3/native";
 import type { EngineOptions, PrefillProgress } from "../engine.js";
+import { throttledProgress } from "../progress-throttle.js";
 import { UsageError } from "../errors.js";
 import { ENGINE_RULES } from "../options.js";
 import { GB } from "../presets.js";
@@ -104,22 +105,13 @@ export function signalsRun(): Promise<void> {
  * A prefill over within the first second draws nothing. Times are the events' own, so it is testable.
  */
 export function prefillPrinter(stream: ProgressStream, opts: { tty?: boolean; afterSeconds?: number; intervalSeconds?: number } = {}): (p: PrefillProgress) => void {
-  const tty = opts.tty ?? !!stream.isTTY;
-  const after = opts.afterSeconds ?? 1;
-  const interval = opts.intervalSeconds ?? 0.25;
-  let last = -Infinity;
-  let drawn = false;
-  return (p) => {
-    if (!tty) return;
+  if (!(opts.tty ?? !!stream.isTTY)) return () => {};
+  return throttledProgress({ afterSeconds: opts.afterSeconds ?? 1, everySeconds: opts.intervalSeconds ?? 0.25 }, (p) => {
     const done = p.fraction >= 1;
-    if (done ? !drawn : p.seconds < after || p.seconds - last < interval) return;
-    last = p.seconds;
-    drawn = true;
     const width = 30;
     const bar = "#".repeat(Math.round(Math.min(1, p.fraction) * width)).padEnd(width, ".");
     const rate = p.seconds > 0 ? (p.tokens * p.fraction) / p.seconds : 0;
     const eta = done ? "0s" : p.etaSeconds === null ? "--" : `${Math.round(p.etaSeconds)}s`;
-    const line = `prefill [${bar}] ${(p.fraction * 100).toFixed(1)}% ${p.tokensDone}/${p.tokens} tokens, layer ${p.layersDone}/${p.layers}, ${rate.toFixed(rate < 10 ? 2 : 1)} tok/s, ETA ${eta}`;
-    redrawLine(stream, line, done);
-  };
+    redrawLine(stream, `prefill [${bar}] ${(p.fraction * 100).toFixed(1)}% ${p.tokensDone}/${p.tokens} tokens, layer ${p.layersDone}/${p.layers}, ${rate.toFixed(rate < 10 ? 2 : 1)} tok/s, ETA ${eta}`, done);
+  });
 }
