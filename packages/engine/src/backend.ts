@@ -53,7 +53,8 @@ export class WorkerBackend implements CompletionBackend {
       reject: (e: Error) => void;
     }
   >();
-  private readonly cancel = new Int32Array(new SharedArrayBuffer(4));
+  /** [0]: the id of the job whose client left; bytes 8..16: when it left (epoch ms), for the worker's log line. */
+  private readonly cancel = new Int32Array(new SharedArrayBuffer(16));
 
   private constructor(private readonly worker: Worker) {
     worker.on("message", (m: FromWorker) => {
@@ -107,7 +108,10 @@ export class WorkerBackend implements CompletionBackend {
   complete(job: CompletionJob, onText: (text: string, channel?: TextChannel, extra?: TextExtra) => void, signal: AbortSignal, onPrefill?: (p: PrefillProgress) => void): Promise<CompletionResult> {
     const id = this.nextId++;
     Atomics.store(this.cancel, 0, 0);
-    const onAbort = () => Atomics.store(this.cancel, 0, id);
+    const onAbort = () => {
+      new Float64Array(this.cancel.buffer, 8, 1)[0] = performance.timeOrigin + performance.now();
+      Atomics.store(this.cancel, 0, id); // after the time: a worker that sees the id sees the time
+    };
     signal.addEventListener("abort", onAbort, { once: true });
     return new Promise<CompletionResult>((resolve, reject) => {
       this.pending.set(id, {

@@ -187,7 +187,9 @@ async function runChoice(engine: Engine, id: number, job: CompletionJob, prompt:
   if (res.stopReason === "abort") {
     // The first token is yielded before any cancel check after the prefill: none means it was cut.
     const during = res.ids.length === 0 ? "during the prefill" : `after ${res.ids.length} generated token(s)`;
-    port.postMessage({ type: "log", line: `request ${id}: cancelled by its client ${during} (${prompt.length} prompt tokens)` });
+    const left = cancel ? new Float64Array(cancel.buffer, 8, 1)[0] : 0;
+    const stopped = left > 0 ? `, stopped ${((performance.timeOrigin + performance.now() - left) / 1000).toFixed(2)} s after it left` : "";
+    port.postMessage({ type: "log", line: `request ${id}: cancelled by its client ${during} (${prompt.length} prompt tokens${stopped})` });
   }
   if (split) emitSplit(true);
   else if (pending.length > 0) send("", undefined);

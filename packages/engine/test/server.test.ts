@@ -200,7 +200,7 @@ describe("cancel during a long prefill and the prompt limit (issue #15)", () => 
       expect(next.status).toBe(200);
       // The cancelled run (and the short one) did a small part of a full prefill's expert requests.
       expect((await expertRequests()) - full).toBeLessThan(full / 4);
-      expect(logs.filter((l) => /^request 2: cancelled by its client/.test(l))).toEqual([expect.stringMatching(/during the prefill \(\d{4} prompt tokens\)$/)]);
+      expect(logs.filter((l) => /^request 2: cancelled by its client/.test(l))).toEqual([expect.stringMatching(/during the prefill \(\d{4} prompt tokens, stopped \d+\.\d\d s after it left\)$/)]);
     } finally {
       await s.close();
       await backend.close();

@@ -118,21 +118,73 @@ describe("MoeLayer, Kimi-Linear-48B plain MoE (bf16 experts, SiLU-GLU, x routed_
   it("cancelled: the forward rejects with a CancelledError between expert groups, gives every slot back, and the store stays usable", async () => {
     const { fx, store, moe, x, T } = layer48b({ ioSlots: 2 });
     try {
-      // asked before routing, then after each group of experts: true at the second question = after the first group
+      // asked before routing, before the routed experts, then after each group: true at the third question = after the first group
       let asked = 0;
       const out = new Float32Array(T * fx.shape("x")[1]).fill(7);
-      const err = await moe.forward(x, T, { out, cancelled: () => ++asked >= 2 }).then(() => null, (e: unknown) => e);
-      expect(asked).toBe(2);
+      const err = await moe.forward(x, T, { out, cancelled: () => ++asked >= 3 }).then(() => null, (e: unknown) => e);
+      expect(asked).toBe(3);
       expect(err).toBeInstanceOf(CancelledError);
       expect((err as CancelledError).code).toBe("cancelled");
       expect((err as Error).message).toMatch(/^layer 1: cancelled after [1-9]\d* of \d+ experts/);
       expect(out.every((v) => v === 7)).toBe(true); // no output written
-      // a cancel on the first question stops before anything is read
+      // a cancel on the first question stops before anything is read; on the second, once the shared experts are done
       await expect(moe.forward(x, T, { cancelled: () => true })).rejects.toThrow(/^layer 1: cancelled before routing$/);
+      asked = 0;
+      await expect(moe.forward(x, T, { cancelled: () => ++asked >= 2 })).rejects.toThrow(/^layer 1: cancelled before the routed experts$/);
       await new Promise((r) => setTimeout(r, 20));
       // with 2 I/O slots, a slot left held would stall this forward: it completes, with the reference output
       const y = await moe.forward(x, T, { cancelled: () => false });
       expect(worstRatio(y, fx.f64("out"))).toBeLessThanOrEqual(1);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("cancelEvery: a group of cached experts runs in parts with a question before each, with the bits of one call", async () => {
+    const { store, moe, x, T } = layer48b({ slotsPerLayer: 64 });
+    try {
+      const want = await moe.forward(x, T); // reads every expert; the forwards below find them all cached
+      const unique = moe.lastStats!.uniqueExperts;
+      expect(unique).toBeGreaterThanOrEqual(3);
+      let asked = 0;
+      const parts = await moe.forward(x, T, { cancelled: () => (asked++, false), cancelEvery: 1 }); // one expert per part
+      expect(moe.lastStats!.residentHits).toBe(unique);
+      expect(asked).toBe(unique + 1); // before routing and before the routed experts, then before every part but the first (one group: nothing after it)
+      expect(Buffer.from(parts.buffer).equals(Buffer.from(want.buffer))).toBe(true);
+      // the fourth question (before the third part) says stop: two experts ran, no output written
+      asked = 0;
+      const out = new Float32Array(parts.length).fill(7);
+      const err = await moe.forward(x, T, { out, cancelled: () => ++asked >= 4, cancelEvery: 1 }).then(() => null, (e: unknown) => e);
+      expect(err).toBeInstanceOf(CancelledError);
+      expect((err as Error).message).toBe(`layer 1: cancelled after 2 of ${unique} experts`);
+      expect(out.every((v) => v === 7)).toBe(true);
+      // the default leaves these small experts in one part: the two questions before them only
+      asked = 0;
+      await moe.forward(x, T, { cancelled: () => (asked++, false) });
+      expect(asked).toBe(2);
+      for (const bad of [0, -1, Number.NaN, Infinity])
+        await expect(moe.forward(x, T, { cancelled: () => false, cancelEvery: bad })).rejects.toThrow(`layer 1: cancelEvery ${bad}: expected a positive number`);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("cancelled: the shared experts of a chunk over 64 tokens run in 64-token pieces with a question between them, same bits", async () => {
+    const { store, moe, x, T, D } = layer48b({ slotsPerLayer: 64 });
+    try {
+      const T2 = 150; // the fixture's tokens repeated: three shared pieces (64 + 64 + 22)
+      const x2 = new Float32Array(T2 * D);
+      for (let t = 0; t < T2; t++) x2.set(x.subarray((t % T) * D, (t % T + 1) * D), t * D);
+      const want = await moe.forward(x2, T2); // no cancel asked: one shared call
+      let asked = 0;
+      const got = await moe.forward(x2, T2, { cancelled: () => (asked++, false) });
+      expect(Buffer.from(got.buffer).equals(Buffer.from(want.buffer))).toBe(true);
+      expect(asked).toBeGreaterThanOrEqual(4); // before routing, twice in the shared experts, before the routed ones
+      asked = 0;
+      await expect(moe.forward(x2, T2, { cancelled: () => ++asked >= 2 })).rejects.toThrow(/^layer 1: cancelled in the shared experts$/);
+      // the slots of the experts it had asked for came back: every later forward still completes
+      const again = await moe.forward(x2, T2, { cancelled: () => false });
+      expect(Buffer.from(again.buffer).equals(Buffer.from(want.buffer))).toBe(true);
     } finally {
       store.close();
     }

@@ -143,8 +143,35 @@ export interface MoeForwardOptions {
   prefetch?: { layer: number; ids: ArrayLike<number> };
   /** Where y goes (else a fresh array). */
   out?: Float32Array;
-  /** Asked before routing and after each group of experts: true rejects the forward with a CancelledError. */
+  /** Asked before routing, before the routed experts, between parts of a group of experts and after each group: true rejects the forward with a CancelledError. */
   cancelled?: () => boolean;
+  /** With `cancelled`: token rows x expert bytes computed between two questions inside a group (default 2^34: ~490 rows of a K3 expert, ~0.3 s on two cores). */
+  cancelEvery?: number;
+}
+
+/*
+ * Default work (token rows x expert bytes) between two looks at `cancelled` inside a group: the first
+ * group of a large chunk is every cached expert at once (K3 at a 1024-token chunk: ~320 experts, a
+ * cancel waited 4.3 s for it on two cores). 2^34 is ~490 rows of a K3 expert (35 MB), ~0.3 s there.
+ */
+const CANCEL_EVERY = 2 ** 34;
+/** Tokens of the shared experts between two questions: ~0.07 s of K3's two shared experts on two cores. */
+const SHARED_PIECE = 64;
+
+/** The group in consecutive parts of at most `every` work each (one expert at least); whole when every is null. */
+function cancelParts(group: ExpertHandle[], users: Map<number, number[]>, every: number | null): ExpertHandle[][] {
+  if (every === null) return [group];
+  const parts: ExpertHandle[][] = [];
+  let part: ExpertHandle[] = [];
+  let work = 0;
+  for (const h of group) {
+    const w = users.get(h.id)!.length * h.bytes.byteLength;
+    if (part.length > 0 && work + w > every) parts.push(part), (part = []), (work = 0);
+    part.push(h);
+    work += w;
+  }
+  if (part.length > 0) parts.push(part);
+  return parts;
 }
 
 export class MoeLayer {
@@ -180,9 +207,10 @@ export class MoeLayer {
   /**
    * y [T, hidden] for x [T, hidden]. Rejects (never returns partial output) if any expert read fails.
    * `prefetch`: experts of a later layer to read at low priority once this layer's misses are queued.
-   * `cancelled`: asked before routing and after each group of experts (as reads complete); once it says true
-   * the forward rejects with a CancelledError (every expert slot given back), so a long prefill chunk
-   * (all 896 experts read) stops within one group instead of at the end of the layer.
+   * `cancelled`: asked before routing, once the shared experts are done, after each group of experts (as
+   * reads complete) and between parts of a large group; once it says true the forward rejects with a CancelledError (every expert slot
+   * given back), so a long prefill chunk (all 896 experts read) stops within ~0.3 s of K3 expert work
+   * instead of at the end of the layer.
    */
   async forward(x: Float32Array, T: number, opts: MoeForwardOptions = {}): Promise<Float32Array> {
     const { hidden } = this.opts;
@@ -190,6 +218,8 @@ export class MoeLayer {
       throw new MoeStreamError(`layer ${this.opts.layer}: x holds ${x.length} values, need T=${T} x hidden ${hidden}`);
     if (opts.out !== undefined && opts.out.length < T * hidden)
       throw new MoeStreamError(`layer ${this.opts.layer}: out holds ${opts.out.length} values, need T=${T} x hidden ${hidden}`);
+    if (opts.cancelEvery !== undefined && !(opts.cancelEvery > 0 && Number.isFinite(opts.cancelEvery)))
+      throw new MoeStreamError(`layer ${this.opts.layer}: cancelEvery ${opts.cancelEvery}: expected a positive number of token rows x expert bytes`, "input");
     const own = !sharedScratchBusy;
     if (own) sharedScratchBusy = true;
     try {
@@ -230,12 +260,8 @@ export class MoeLayer {
 
     const req = this.opts.experts.request(this.opts.layer, ids);
     const prefetchIssued = opts.prefetch && this.opts.experts.prefetch ? this.opts.experts.prefetch(opts.prefetch.layer, opts.prefetch.ids) : 0;
-    // With the reads in flight: the latent projection and the shared experts (neither needs an
-    // expert), so that compute runs while the first experts arrive. The sums below keep their order.
-    c0 = now();
-    const u = latent ? latent.down.apply(x, T, sc.get("u", T * inDim)) : x.subarray(0, T * hidden);
-    const shared = this.opts.shared ? this.sharedForward(x, T, sc) : null;
-    cpu += now() - c0;
+    let u: Float32Array;
+    let shared: Float32Array | null;
     const done = new Set<ExpertHandle>();
     const dropped: DroppedExpert[] = [];
     const drop = this.opts.onExpertError === "drop";
@@ -251,6 +277,13 @@ export class MoeLayer {
       ),
     );
     try {
+      // With the reads in flight: the latent projection and the shared experts (neither needs an
+      // expert), so that compute runs while the first experts arrive. The sums below keep their order.
+      c0 = now();
+      u = latent ? latent.down.apply(x, T, sc.get("u", T * inDim)) : x.subarray(0, T * hidden);
+      shared = this.opts.shared ? this.sharedForward(x, T, sc, opts.cancelled) : null;
+      cpu += now() - c0;
+      if (opts.cancelled?.()) throw new CancelledError(`layer ${this.opts.layer}: cancelled before the routed experts`);
       for (let given = 0; given < ids.length; ) {
         if (settled.length === given) {
           const w0 = now();
@@ -275,15 +308,21 @@ export class MoeLayer {
           ok.push(h);
         }
         c0 = now();
+        const parts = cancelParts(ok, users, opts.cancelled ? opts.cancelEvery ?? CANCEL_EVERY : null);
+        let ran = given - group.length;
         try {
-          if (compute.runMany) this.runGroup(ok, users, k, u, perSlot, drop, dropped);
-          else for (const h of ok) this.runOne(h, users.get(h.id)!, k, u, perSlot, sc, drop, dropped);
+          for (let p = 0; p < parts.length; p++) {
+            if (p > 0 && opts.cancelled?.()) throw new CancelledError(`layer ${this.opts.layer}: cancelled after ${ran} of ${ids.length} experts`);
+            if (compute.runMany) this.runGroup(parts[p], users, k, u, perSlot, drop, dropped);
+            else for (const h of parts[p]) this.runOne(h, users.get(h.id)!, k, u, perSlot, sc, drop, dropped);
+            ran += parts[p].length;
+          }
         } finally {
           for (const h of ok) h.release();
+          const spent = now() - c0;
+          cpu += spent;
+          expertCpu += spent;
         }
-        const spent = now() - c0;
-        cpu += spent;
-        expertCpu += spent;
         if (given < ids.length && opts.cancelled?.()) throw new CancelledError(`layer ${this.opts.layer}: cancelled after ${given} of ${ids.length} experts`);
       }
     } catch (err) {
@@ -380,7 +419,24 @@ export class MoeLayer {
     for (let b = 0; b < list.length; b++) perSlot.set(Y.subarray(b * compute.outDim, (b + 1) * compute.outDim), list[b] * compute.outDim);
   }
 
-  private sharedForward(x: Float32Array, T: number, sc: Scratch): Float32Array {
+  /**
+   * The shared experts over x [T, hidden]. With `cancelled`, in SHARED_PIECE-token pieces with a
+   * question between them (K3's two shared experts at a 1024-token chunk are ~1 s of work on two
+   * cores); every row is computed alone, so the pieces give the bits of one call.
+   */
+  private sharedForward(x: Float32Array, T: number, sc: Scratch, cancelled?: () => boolean): Float32Array {
+    const { hidden } = this.opts;
+    const out = sc.get("shared", T * hidden);
+    const piece = cancelled ? SHARED_PIECE : T;
+    for (let t0 = 0; t0 < T; t0 += piece) {
+      if (t0 > 0 && cancelled!()) throw new CancelledError(`layer ${this.opts.layer}: cancelled in the shared experts`);
+      const n = Math.min(piece, T - t0);
+      this.sharedRows(x.subarray(t0 * hidden, (t0 + n) * hidden), n, out.subarray(t0 * hidden, (t0 + n) * hidden), sc);
+    }
+    return out;
+  }
+
+  private sharedRows(x: Float32Array, T: number, out: Float32Array, sc: Scratch): void {
     const s = this.opts.shared!;
     const inter = s.gate.rows;
     const { hidden } = this.opts;
@@ -388,14 +444,11 @@ export class MoeLayer {
       // The shared expert as a one-expert batch of the native kernel (two dispatches, not four).
       const rows = groupRows.get(0, T);
       for (let t = 0; t < T; t++) rows[t] = t;
-      const out = sc.get("shared", T * hidden);
       denseExperts(
         [s.gate.raw, s.up.raw, s.down.raw], oneExpert(T), hidden, inter, hidden, s.gate.dtype === "BF16", this.opts.activation,
         this.situBetas, x, rows, out, rows, sc.get("sharedWork", T * (2 * hidden + 2 * inter)),
       );
-      return out;
-    }
-    return this.sharedMlp!.forward(x, T, sc.get("shared", T * hidden), sc);
+    } else this.sharedMlp!.forward(x, T, out, sc);
   }
 }
 
