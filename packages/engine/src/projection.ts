@@ -156,6 +156,8 @@ export interface ProjectionRow {
   /** max(compute, I/O) .. compute + I/O; I/O alone when compute is unknown. */
   overlappedSeconds: number;
   serialSeconds: number | null;
+  /** The prefill chunk this row assumes: the one given, else the one its preset's run plans (auto's pick, else 64). */
+  prefillT: number;
   /** Prefill per token at a chunk of prefillT tokens: bytes read, I/O, compute (null without prefill rates), range. */
   prefill: { readBytesPerToken: number; ioSeconds: number; computeSeconds: number | null; overlappedSeconds: number; serialSeconds: number | null };
   anchor: string;
@@ -167,8 +169,8 @@ export interface Projection {
   diskSource: string;
   /** Bandwidth used per plan source (GB/s). */
   sourceGbps: SourceGbps;
-  /** The prefill chunk the prefill rows assume. */
-  prefillT: number;
+  /** The prefill chunk every row assumes (--chunk, or the report's); null: each row's own (ProjectionRow.prefillT). */
+  prefillT: number | null;
   /** Kinds: layers of the target, weight bytes per layer per token, the rate used, K3 seconds per token. */
   kinds: { kind: ReportKind; layers: number; bytesPerLayer: number; gbps: number | null; seconds: number | null; prefillSeconds: number | null; note: string }[];
   computeSeconds: number | null;
@@ -202,7 +204,6 @@ export function projectK3(o: {
   if (!(o.diskGbps > 0) || !Number.isFinite(o.diskGbps)) throw new UsageError(`--disk-gbps ${o.diskGbps}: expected a bandwidth in GB/s > 0`);
   const cfg = o.cfg ?? publishedK3();
   const kc = kindCensus(cfg);
-  const T = o.prefillT ?? 64;
   const bw: SourceGbps = { trunk: o.sourceGbps?.trunk ?? o.diskGbps, experts: o.sourceGbps?.experts ?? o.diskGbps, embedHead: o.sourceGbps?.embedHead ?? o.diskGbps };
   const kinds = LAYER_KINDS.map((kind) => {
     const { layers, bytesPerLayer } = kc[kind];
@@ -225,14 +226,15 @@ export function projectK3(o: {
   const census = censusOf(cfg);
   const E = cfg.moe.numExperts;
   const k = cfg.moe.topK;
-  const expertShare = E > 0 && k > 0 ? distinctExperts(E, k, T) / (T * k) : 0;
+  const expertShare = (T: number) => (E > 0 && k > 0 ? distinctExperts(E, k, T) / (T * k) : 0);
   const io = (r: { trunk: number; experts: number; embedHead: number }) => r.trunk / (bw.trunk * GB) + r.experts / (bw.experts * GB) + r.embedHead / (bw.embedHead * GB);
   const range = (ioS: number, c: number | null) => ({ overlappedSeconds: c === null ? ioS : Math.max(ioS, c), serialSeconds: c === null ? null : ioS + c });
   const row = (preset: ProjectionRow["preset"], plan: ReturnType<typeof planMemory>): ProjectionRow => {
     const r = plan.expectedReads;
     const ioS = io(r);
+    const T = plan.chunkSize;
     // Prefill: trunk and lm_head once per chunk, the chunk's distinct experts, one embedding row per token.
-    const pr = { trunk: r.trunk / T, experts: r.experts * expertShare, embedHead: r.embedHead > 0 ? census.headBytes / T + census.embedRowBytes : 0 };
+    const pr = { trunk: r.trunk / T, experts: r.experts * expertShare(T), embedHead: r.embedHead > 0 ? census.headBytes / T + census.embedRowBytes : 0 };
     const pio = io(pr);
     return {
       preset,
@@ -241,21 +243,26 @@ export function projectK3(o: {
       ioSeconds: ioS,
       computeSeconds,
       ...range(ioS, computeSeconds),
+      prefillT: T,
       prefill: { readBytesPerToken: pr.trunk + pr.experts + pr.embedHead, ioSeconds: pio, computeSeconds: prefillComputeSeconds, ...range(pio, prefillComputeSeconds) },
       anchor: ANCHORS[preset] ?? "",
     };
   };
-  // Each plan with the work buffers of a T-token prefill chunk (as k3 run --chunk T plans it).
-  const rows = (o.presets ?? PRESET_NAMES).map((p) => row(p, planMemory(census, budgetsFor(p, census, o.mem, T), p, o.mem, { packedTrunk: true, chunkSize: T })));
+  // Each plan with the work buffers of its prefill chunk, as k3 run plans it: --chunk T when given,
+  // else the preset's own (auto picks one by memory, the named presets keep the default).
+  const rows = (o.presets ?? PRESET_NAMES).map((p) => {
+    const budgets = budgetsFor(p, census, o.mem, o.prefillT);
+    return row(p, planMemory(census, budgets, p, o.mem, { packedTrunk: true, chunkSize: o.prefillT ?? budgets.chunkSize }));
+  });
   // The whole trunk and embed/head resident, no expert cache: only the experts stream.
-  const resident = planMemory(census, { trunkBytes: census.trunkBytes, cacheBytes: 0, kvBytes: GB, ringSlots: 2, streamEmbedHead: false }, "custom", o.mem, { packedTrunk: true, chunkSize: T });
+  const resident = planMemory(census, { trunkBytes: census.trunkBytes, cacheBytes: 0, kvBytes: GB, ringSlots: 2, streamEmbedHead: false }, "custom", o.mem, { packedTrunk: true, chunkSize: o.prefillT });
   rows.push(row("resident", resident));
   return {
     model: `${cfg.family === "k3" ? "Kimi K3" : "Kimi-Linear"} (${cfg.numLayers} layers: ${kc.kda.layers} KDA, ${kc.mla.layers} MLA, ${kc.dense_mlp.layers} dense, ${kc.moe_trunk.layers} MoE, ${cfg.moe.topK} experts/token)`,
     diskGbps: o.diskGbps,
     diskSource: o.diskSource,
     sourceGbps: bw,
-    prefillT: T,
+    prefillT: o.prefillT ?? null,
     kinds,
     computeSeconds,
     prefillComputeSeconds,
@@ -270,18 +277,18 @@ export function formatProjection(p: Projection): string {
   const b = p.sourceGbps;
   const same = b.trunk === b.experts && b.experts === b.embedHead;
   const lines = [`projection for ${p.model}, disk ${same ? `${p.diskGbps.toFixed(2)} GB/s` : `trunk ${b.trunk.toFixed(2)}, experts ${b.experts.toFixed(2)}, embed/head ${b.embedHead.toFixed(2)} GB/s`} (${p.diskSource}):`];
-  lines.push(`  compute per token, by layer kind (rates from the report; prefill at a chunk of ${p.prefillT} tokens):`);
+  lines.push(`  compute per token, by layer kind (rates from the report; prefill at ${p.prefillT === null ? "each preset's chunk: auto's pick by memory, else 64" : `a chunk of ${p.prefillT} tokens`}):`);
   lines.push(`    ${"kind".padEnd(12)} ${"layers".padStart(6)} ${"bytes/layer".padStart(12)} ${"GB/s".padStart(7)} ${"decode s".padStart(8)} ${"prefill s".padStart(9)}  how (decode)`);
   for (const k of p.kinds) lines.push(`    ${k.kind.padEnd(12)} ${String(k.layers).padStart(6)} ${formatBytes(k.bytesPerLayer).padStart(12)} ${s(k.gbps).padStart(7)} ${s(k.seconds, 3).padStart(8)} ${s(k.prefillSeconds, 3).padStart(9)}  ${k.note}`);
   lines.push(`    ${"total".padEnd(12)} ${"".padStart(6)} ${"".padStart(12)} ${"".padStart(7)} ${s(p.computeSeconds, 3).padStart(8)} ${s(p.prefillComputeSeconds, 3).padStart(9)}${p.computeSeconds === null ? "  (give --from-report run.json with per_kind for compute; s/token below is the I/O floor)" : ""}`);
   lines.push("  s/token = max(compute, I/O) (fully overlapped) .. compute + I/O (not overlapped); I/O = cold-cache plan reads / disk:");
-  lines.push(`    ${"preset".padEnd(12)} ${"memory".padStart(10)} ${"read/token".padStart(11)} ${"I/O s".padStart(7)} ${"compute s".padStart(9)}  ${"decode s/token".padEnd(15)} ${"prefill read".padStart(12)} ${"I/O s".padStart(6)} ${"compute".padStart(7)}  ${"prefill s/token".padEnd(15)} reference`);
+  lines.push(`    ${"preset".padEnd(12)} ${"memory".padStart(10)} ${"read/token".padStart(11)} ${"I/O s".padStart(7)} ${"compute s".padStart(9)}  ${"decode s/token".padEnd(15)} ${"chunk".padStart(5)} ${"prefill read".padStart(12)} ${"I/O s".padStart(6)} ${"compute".padStart(7)}  ${"prefill s/token".padEnd(15)} reference`);
   const rng = (lo: number, hi: number | null) => (hi === null ? `>= ${lo.toFixed(1)}` : `${lo.toFixed(1)} .. ${hi.toFixed(1)}`);
   const rngP = (lo: number, hi: number | null) => (hi === null ? `>= ${lo.toFixed(2)}` : `${lo.toFixed(2)} .. ${hi.toFixed(2)}`);
   for (const r of p.rows) {
     lines.push(
       `    ${r.preset.padEnd(12)} ${formatBytes(r.memoryBytes).padStart(10)} ${formatBytes(r.readBytesPerToken).padStart(11)} ${r.ioSeconds.toFixed(2).padStart(7)} ${s(r.computeSeconds).padStart(9)}  ${rng(r.overlappedSeconds, r.serialSeconds).padEnd(15)} ` +
-        `${formatBytes(r.prefill.readBytesPerToken).padStart(12)} ${r.prefill.ioSeconds.toFixed(2).padStart(6)} ${s(r.prefill.computeSeconds).padStart(7)}  ${rngP(r.prefill.overlappedSeconds, r.prefill.serialSeconds).padEnd(15)} ${r.anchor}`,
+        `${String(r.prefillT).padStart(5)} ${formatBytes(r.prefill.readBytesPerToken).padStart(12)} ${r.prefill.ioSeconds.toFixed(2).padStart(6)} ${s(r.prefill.computeSeconds).padStart(7)}  ${rngP(r.prefill.overlappedSeconds, r.prefill.serialSeconds).padEnd(15)} ${r.anchor}`,
     );
   }
   return lines.join("\n");

@@ -18,6 +18,13 @@ describe("k3 doctor", () => {
     expect(r.text).toMatch(/ok {4}RAM: .* suggested --preset \w+/);
     expect(r.text).toMatch(/3 shards, .*: every size matches its header/);
     expect(r.text).toMatch(/config: k3, 13 layers \(4 MLA\)/);
+    // the chunk auto would plan, the same figure k3 run --preset auto prints
+    const { budgetsFor, readMemInfo } = await import("../src/presets.js");
+    const { censusOf } = await import("../src/census.js");
+    const { readConfig } = await import("../src/config.js");
+    const chunk = Number(/ok {4}prefill chunk: --preset auto plans (\d+) tokens for this model on this machine/.exec(r.text)?.[1]);
+    expect([64, 128, 256, 512, 1024]).toContain(chunk);
+    expect(chunk).toBe(budgetsFor("auto", censusOf(readConfig(TINY_K3)), readMemInfo()).chunkSize);
   });
 
   it("fails a truncated shard and a missing tokenizer, naming them", async () => {

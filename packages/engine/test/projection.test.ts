@@ -145,6 +145,35 @@ describe("published-K3 projection", () => {
     }
   });
 
+  it("without --chunk or a report, each preset's row projects the chunk its run would plan: auto's pick by memory, the named presets 64", async () => {
+    const census = censusOf(publishedK3());
+    for (const gb of [24, 64, 256]) {
+      const mem = { totalBytes: gb * 1e9, availableBytes: gb * 0.9e9 };
+      const p = projectK3({ rates: {}, diskGbps: 3, diskSource: "test", mem, presets: ["auto", "laptop"] });
+      expect(p.prefillT).toBeNull();
+      const [auto, laptop, resident] = p.rows;
+      const pick = budgetsFor("auto", census, mem).chunkSize!;
+      expect(auto.prefillT).toBe(pick);
+      expect(laptop.prefillT).toBe(64);
+      expect(resident.prefillT).toBe(64);
+      const plan = planMemory(census, budgetsFor("auto", census, mem), "auto", mem, { packedTrunk: true });
+      expect(plan.chunkSize).toBe(pick);
+      expect(auto.memoryBytes).toBe(plan.totalBytes);
+      const r = plan.expectedReads;
+      expect(auto.prefill.readBytesPerToken).toBeCloseTo(r.trunk / pick + r.experts * (distinctExperts(896, 16, pick) / (pick * 16)) + (r.embedHead > 0 ? census.headBytes / pick + census.embedRowBytes : 0), 0);
+      // --chunk (or a report's chunk) still sets every row
+      const given = projectK3({ rates: {}, prefillT: 256, diskGbps: 3, diskSource: "test", mem, presets: ["auto", "laptop"] });
+      expect(given.prefillT).toBe(256);
+      expect(given.rows.map((x) => x.prefillT)).toEqual([256, 256, 256]);
+    }
+    // auto picks more than 64 on a large machine, so the rule is seen to act
+    expect(budgetsFor("auto", census, { totalBytes: 256e9, availableBytes: 230e9 }).chunkSize).toBeGreaterThan(64);
+    const out = await captureCli(["plan", "--published-k3", "--project", "--preset", "laptop", "--disk-gbps", "3"]);
+    expect(out.code).toBe(0);
+    expect(out.stdout).toMatch(/prefill at each preset's chunk: auto's pick by memory, else 64/);
+    expect(out.stdout).toMatch(/^\s+laptop\s.*\s64\s/m);
+  });
+
   it("k3 run notes a larger --chunk when a multi-chunk prompt streams experts and none was given; the report records the chunk", async () => {
     const dir = mkdtempSync(join(tmpdir(), "k3-hint-"));
     try {

@@ -22,7 +22,8 @@ and floor; each kind's reads charged at its source's ceiling); I/O is each prese
 reads by source over the disk bandwidth: --disk-gbps for all, else the report's ceiling of each
 source, else a probe of --model's shards with the engine's read pattern (as k3 doctor). Prefill is
 at a chunk of T tokens (trunk and lm_head read once, the distinct experts of T; the plan holds its
-work buffers): --chunk T, else the report's chunk (its prompt when shorter), else 64.`,
+work buffers): --chunk T, else the report's chunk (its prompt when shorter), else the chunk each
+preset's run would plan (auto's pick by memory, the named presets 64).`,
   sections: [
     {
       options: [
@@ -105,8 +106,8 @@ async function run(args: Args): Promise<number> {
     diskGbps = Math.max(p.engine.gbPerSec, p.ceiling.gbPerSec);
     diskSource = `measured here: ${p.reads} expert-sized O_DIRECT reads of ${dir}, ${PROBE_QUEUE_DEPTH} in flight`;
   } else throw new UsageError("k3 plan --project: give --disk-gbps X, a --from-report with floor.disk_ceiling_gbps, or --model DIR to measure the disk");
-  // The prefill chunk projected: --chunk, else the report's chunk (its prompt when shorter), else 64.
-  const reportChunk = fromReport.prefillChunk !== null && fromReport.prefillTokens !== null ? Math.min(fromReport.prefillChunk, fromReport.prefillTokens) : (fromReport.prefillTokens ?? 64);
+  // The prefill chunk projected: --chunk, else the report's chunk (its prompt when shorter), else each preset's own.
+  const reportChunk = !report ? undefined : fromReport.prefillChunk !== null && fromReport.prefillTokens !== null ? Math.min(fromReport.prefillChunk, fromReport.prefillTokens) : (fromReport.prefillTokens ?? 64);
   const prefillT = eo.chunkSize ?? reportChunk;
   const projection = projectK3({ rates: fromReport.rates, prefill: fromReport.prefill, prefillT, diskGbps, sourceGbps, diskSource, mem, presets });
   process.stdout.write(formatProjection(projection) + "\n");
