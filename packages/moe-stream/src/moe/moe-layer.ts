@@ -207,10 +207,10 @@ export class MoeLayer {
   /**
    * y [T, hidden] for x [T, hidden]. Rejects (never returns partial output) if any expert read fails.
    * `prefetch`: experts of a later layer to read at low priority once this layer's misses are queued.
-   * `cancelled`: asked before routing, once the shared experts are done, after each group of experts (as
-   * reads complete) and between parts of a large group; once it says true the forward rejects with a CancelledError (every expert slot
-   * given back), so a long prefill chunk (all 896 experts read) stops within ~0.3 s of K3 expert work
-   * instead of at the end of the layer.
+   * `cancelled`: asked before routing, between pieces of the shared experts, once they are done, after
+   * each group of experts (as reads complete) and between parts of a large group; once it says true the
+   * forward rejects with a CancelledError (every expert slot given back), so a long prefill chunk (all
+   * 896 experts read) stops within ~0.3 s of K3 expert work instead of at the end of the layer.
    */
   async forward(x: Float32Array, T: number, opts: MoeForwardOptions = {}): Promise<Float32Array> {
     const { hidden } = this.opts;
