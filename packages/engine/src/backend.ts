@@ -5,6 +5,7 @@
  */
 import { Worker } from "node:worker_threads";
 import type { EngineOptions, PrefillProgress } from "./engine.js";
+import { cancelFlag, markCancelled } from "./cancel-flag.js";
 import { EXIT_USAGE } from "./errors.js";
 import { HttpError, type CompletionBackend, type CompletionJob, type CompletionResult, type LogprobEntry, type TextChannel, type TextExtra } from "./server.js";
 
@@ -53,8 +54,7 @@ export class WorkerBackend implements CompletionBackend {
       reject: (e: Error) => void;
     }
   >();
-  /** [0]: the id of the job whose client left; bytes 8..16: when it left (epoch ms), for the worker's log line. */
-  private readonly cancel = new Int32Array(new SharedArrayBuffer(16));
+  private readonly cancel = cancelFlag();
 
   private constructor(private readonly worker: Worker) {
     worker.on("message", (m: FromWorker) => {
@@ -108,10 +108,7 @@ export class WorkerBackend implements CompletionBackend {
   complete(job: CompletionJob, onText: (text: string, channel?: TextChannel, extra?: TextExtra) => void, signal: AbortSignal, onPrefill?: (p: PrefillProgress) => void): Promise<CompletionResult> {
     const id = this.nextId++;
     Atomics.store(this.cancel, 0, 0);
-    const onAbort = () => {
-      new Float64Array(this.cancel.buffer, 8, 1)[0] = performance.timeOrigin + performance.now();
-      Atomics.store(this.cancel, 0, id); // after the time: a worker that sees the id sees the time
-    };
+    const onAbort = () => markCancelled(this.cancel, id);
     signal.addEventListener("abort", onAbort, { once: true });
     return new Promise<CompletionResult>((resolve, reject) => {
       this.pending.set(id, {

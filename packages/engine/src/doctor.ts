@@ -18,6 +18,7 @@ import { measureReadCeiling, measureReadEngine, openCheckpointIndex, RangeReader
 import { censusOf } from "./census.js";
 import { moeLayersOf, readConfig } from "./config.js";
 import { budgetsFor, GB, presetForMemory, readMemInfo } from "./presets.js";
+import { DEFAULTS } from "./options.js";
 import { VERIFY_STATE } from "./verify.js";
 
 export interface DoctorOptions {
@@ -199,8 +200,9 @@ export async function runDoctor(o: DoctorOptions): Promise<boolean> {
     const cfg = readConfig(o.dir);
     const census = censusOf(cfg);
     ok(`config: ${cfg.family}, ${cfg.numLayers} layers (${cfg.layerKinds.filter((k) => k === "mla").length} MLA), ${cfg.moe.numExperts} experts top-${cfg.moe.topK}; trunk ${formatBytes(census.trunkBytes + census.embedBytes + census.headBytes)}, experts ${formatBytes(census.expertsTotal * census.expertBytes)}`);
-    const chunk = budgetsFor("auto", census, mem).chunkSize ?? 64;
-    ok(`prefill chunk: --preset auto plans ${chunk} tokens for this model on this machine${chunk > 64 ? ` (the named presets keep 64: add --chunk ${chunk} to one for the same output with each streamed expert read once per ${chunk} tokens instead of per 64; k3 plan --chunk ${chunk} shows its memory)` : ""}`);
+    const chunk = budgetsFor("auto", census, mem).chunkSize ?? DEFAULTS.chunkSize;
+    const named = DEFAULTS.chunkSize;
+    ok(`prefill chunk: --preset auto plans ${chunk} tokens for this model on this machine${chunk > named ? ` (the named presets keep ${named}: add --chunk ${chunk} to one for the same output with each streamed expert read once per ${chunk} tokens instead of per ${named}; k3 plan --chunk ${chunk} shows its memory)` : ""}`);
   } catch (err) {
     fail((err as Error).message);
   }

@@ -10,6 +10,7 @@ import type { WorkerInit } from "./backend.js";
 import { parseK3Output } from "@k3/tiktoken-bpe";
 import { Engine, type PrefillProgress } from "./engine.js";
 import { throttledProgress } from "./progress-throttle.js";
+import { secondsSinceCancel } from "./cancel-flag.js";
 import { exitCodeOf } from "./errors.js";
 import { completionStats } from "./metrics.js";
 import type { ChoiceResult, CompletionJob, CompletionResult, CompletionStats, LogprobEntry, TextChannel } from "./server.js";
@@ -187,8 +188,8 @@ async function runChoice(engine: Engine, id: number, job: CompletionJob, prompt:
   if (res.stopReason === "abort") {
     // The first token is yielded before any cancel check after the prefill: none means it was cut.
     const during = res.ids.length === 0 ? "during the prefill" : `after ${res.ids.length} generated token(s)`;
-    const left = cancel ? new Float64Array(cancel.buffer, 8, 1)[0] : 0;
-    const stopped = left > 0 ? `, stopped ${((performance.timeOrigin + performance.now() - left) / 1000).toFixed(2)} s after it left` : "";
+    const since = cancel ? secondsSinceCancel(cancel) : null;
+    const stopped = since !== null ? `, stopped ${since.toFixed(2)} s after it left` : "";
     port.postMessage({ type: "log", line: `request ${id}: cancelled by its client ${during} (${prompt.length} prompt tokens${stopped})` });
   }
   if (split) emitSplit(true);

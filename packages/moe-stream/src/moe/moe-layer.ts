@@ -145,17 +145,19 @@ export interface MoeForwardOptions {
   out?: Float32Array;
   /** Asked before routing, before the routed experts, between parts of a group of experts and after each group: true rejects the forward with a CancelledError. */
   cancelled?: () => boolean;
-  /** With `cancelled`: token rows x expert bytes computed between two questions inside a group (default 2^34: ~490 rows of a K3 expert, ~0.3 s on two cores). */
+  /** With `cancelled`: token rows x expert bytes computed between two questions inside a group (default 2^34: ~490 rows of a K3 expert). */
   cancelEvery?: number;
 }
 
 /*
  * Default work (token rows x expert bytes) between two looks at `cancelled` inside a group: the first
- * group of a large chunk is every cached expert at once (K3 at a 1024-token chunk: ~320 experts, a
- * cancel waited 4.3 s for it on two cores). 2^34 is ~490 rows of a K3 expert (35 MB), ~0.3 s there.
+ * group of a large chunk is every cached expert at once (K3 at a 1024-token chunk: ~320 experts; a
+ * cancel waited up to 5.4 s for it and the shared experts, engine bench/cancel-latency.bench.ts).
+ * 2^34 is ~490 rows of a K3 expert (35 MB): 65 GFLOP, ~0.3 s at the ~250 GFLOP/s the exact GEMM runs
+ * on two cores here.
  */
 const CANCEL_EVERY = 2 ** 34;
-/** Tokens of the shared experts between two questions: ~0.07 s of K3's two shared experts on two cores. */
+/** Tokens of the shared experts between two questions: K3's two (6144 wide) take 17 GFLOP per 64 tokens, ~0.07 s at ~250 GFLOP/s. */
 const SHARED_PIECE = 64;
 
 /** The group in consecutive parts of at most `every` work each (one expert at least); whole when every is null. */
@@ -210,7 +212,7 @@ export class MoeLayer {
    * `cancelled`: asked before routing, between pieces of the shared experts, once they are done, after
    * each group of experts (as reads complete) and between parts of a large group; once it says true the
    * forward rejects with a CancelledError (every expert slot given back), so a long prefill chunk (all
-   * 896 experts read) stops within ~0.3 s of K3 expert work instead of at the end of the layer.
+   * 896 experts read) stops within one part (~490 rows of a K3 expert) instead of at the end of the layer.
    */
   async forward(x: Float32Array, T: number, opts: MoeForwardOptions = {}): Promise<Float32Array> {
     const { hidden } = this.opts;
@@ -421,8 +423,8 @@ export class MoeLayer {
 
   /**
    * The shared experts over x [T, hidden]. With `cancelled`, in SHARED_PIECE-token pieces with a
-   * question between them (K3's two shared experts at a 1024-token chunk are ~1 s of work on two
-   * cores); every row is computed alone, so the pieces give the bits of one call.
+   * question between them (K3's two shared experts at a 1024-token chunk: 270 GFLOP, ~1 s at ~250
+   * GFLOP/s); every row is computed alone, so the pieces give the bits of one call.
    */
   private sharedForward(x: Float32Array, T: number, sc: Scratch, cancelled?: () => boolean): Float32Array {
     const { hidden } = this.opts;
